@@ -1,0 +1,111 @@
+/**
+ * The dialect interface: everything that depends on how a model writes tool calls.
+ * The rollout loop, the validator and the store see only this.
+ */
+import type { Repair } from '../../schemas/index.js';
+
+/** A tool as the model sees it (alias name, not the MCP server's name). */
+export interface ToolSpec {
+  readonly name: string;
+  readonly description: string;
+  /** JSON Schema of the tool's input, as the MCP server declared it. */
+  readonly inputSchema: Record<string, unknown>;
+  /** The parameter that receives the call body, if any. */
+  readonly bodyParam?: string | undefined;
+}
+
+/** A call as the model wrote it, after repair. */
+export interface ParsedCall {
+  readonly toolName: string;
+  /** Attributes, as strings; the executor coerces them to the tool's schema. */
+  readonly attributes: Record<string, string>;
+  /** The call body. */
+  readonly query: string;
+}
+
+export type TurnAction =
+  | { readonly kind: 'call'; readonly call: ParsedCall }
+  | { readonly kind: 'answer'; readonly answer: string }
+  | { readonly kind: 'none' };
+
+export type FinishReason = 'stop' | 'length' | 'other';
+
+/** A repair found in one turn; the rollout adds the turn number. */
+export type TurnRepair = Omit<Repair, 'turn'>;
+
+export interface TurnRepairResult {
+  /** The turn's text in canonical form: what enters the trajectory and the next request. */
+  readonly text: string;
+  readonly action: TurnAction;
+  readonly repairs: readonly TurnRepair[];
+}
+
+/** A document a tool returned, with the id the model can cite. */
+export interface ToolDocument {
+  readonly id: string;
+  readonly title?: string | undefined;
+  readonly text: string;
+  /** Further lines shown under the title (authors, year, venue). */
+  readonly meta?: string | undefined;
+}
+
+/** A tool result as the executor hands it to the dialect's renderer. */
+export interface ToolResultView {
+  /** Documents, when the result is a list of them (search results). */
+  readonly documents?: readonly ToolDocument[] | undefined;
+  /** Plain text, when the result is not a list of documents. */
+  readonly text?: string | undefined;
+  /** Id for plain text shown as one snippet: `{call_id}-0`. */
+  readonly textId?: string | undefined;
+  /** A header line such as "Found 52 results. Showing top 5:". */
+  readonly header?: string | undefined;
+  /** Set when the call failed or was refused; shown to the model instead of a result. */
+  readonly error?: string | undefined;
+}
+
+export interface RenderedOutput {
+  /** The exact text inserted into the trajectory, tags included. */
+  readonly text: string;
+  readonly snippetIds: readonly string[];
+}
+
+/** One piece of a whole trajectory, in order. */
+export type Segment =
+  | { readonly kind: 'text' | 'think'; readonly text: string; readonly offset: number }
+  | {
+      readonly kind: 'call';
+      readonly call: ParsedCall;
+      readonly text: string;
+      readonly offset: number;
+      readonly closed: boolean;
+    }
+  | {
+      readonly kind: 'output';
+      readonly text: string;
+      readonly offset: number;
+      readonly snippetIds: readonly string[];
+      readonly closed: boolean;
+    }
+  | { readonly kind: 'answer'; readonly text: string; readonly answer: string; readonly offset: number; readonly closed: boolean };
+
+export interface ParsedTrajectory {
+  readonly segments: readonly Segment[];
+  /** Ids cited in the answer, in order of first appearance, deduplicated. */
+  readonly citedIds: readonly string[];
+}
+
+export interface Dialect {
+  readonly name: 'tulu' | 'mcp-xml' | 'native';
+  /** The system prompt fragment that describes the tools and the format. */
+  systemPrompt(tools: readonly ToolSpec[]): string;
+  /** At most 4 stop strings. */
+  readonly stopStrings: readonly string[];
+  /** One raw completion → at most one action, in one linear pass. */
+  repairTurn(raw: string, finishReason: FinishReason): TurnRepairResult;
+  /** Tool result → the text inserted into the trajectory. Escapes the dialect's tags in tool text. */
+  renderToolOutput(result: ToolResultView): RenderedOutput;
+  /** Ids cited in an answer text. */
+  citedIds(answer: string): string[];
+  /** Whole-trajectory parse, used by the validator and the readers. */
+  parseTrajectory(text: string): ParsedTrajectory;
+}

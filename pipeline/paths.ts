@@ -1,0 +1,20 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/**
+ * The package root, found by walking up to trajforge's package.json. Modules run both from
+ * source (vitest) and from `dist/`, at different depths, so no fixed `../..` works for both.
+ */
+export const PACKAGE_ROOT: string = (() => {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (;;) {
+    const manifest = join(dir, 'package.json');
+    if (existsSync(manifest) && JSON.parse(readFileSync(manifest, 'utf8')).name === 'trajforge') return dir;
+    const parent = dirname(dir);
+    if (parent === dir) throw new Error('trajforge package root not found');
+    dir = parent;
+  }
+})();
+
+export const PACKAGE_VERSION: string = JSON.parse(readFileSync(join(PACKAGE_ROOT, 'package.json'), 'utf8')).version;

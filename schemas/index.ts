@@ -1,0 +1,352 @@
+/**
+ * Every record that crosses a stage or a file boundary. The JSON Schema files next to
+ * this module are generated from these (`npm run schemas`); a test fails when they drift.
+ */
+import { z } from 'zod';
+
+export const SCHEMA_VERSION = 1;
+const schemaVersion = z.literal(SCHEMA_VERSION);
+
+export const Question = z.object({
+  schema_version: schemaVersion,
+  id: z.string().min(1),
+  question: z.string().min(1),
+  answer: z.string().optional(),
+  meta: z.record(z.string(), z.unknown()).optional(),
+});
+export type Question = z.infer<typeof Question>;
+
+/** A question as one rollout sees it: `id#k` when several samples are drawn per question. */
+export const Sample = z.object({
+  sample_id: z.string().min(1),
+  sample_index: z.number().int().nonnegative(),
+  question: Question,
+});
+export type Sample = z.infer<typeof Sample>;
+
+export const ToolCallRecord = z.object({
+  schema_version: schemaVersion,
+  call_id: z.string(),
+  turn: z.number().int().nonnegative(),
+  tool_name: z.string(),
+  server: z.string().nullable(),
+  mcp_tool: z.string().nullable(),
+  parameters: z.record(z.string(), z.unknown()),
+  query: z.string(),
+  arguments: z.record(z.string(), z.unknown()),
+  result: z.unknown(),
+  truncated: z.boolean().default(false),
+  output_text: z.string(),
+  snippet_ids: z.array(z.string()),
+  error: z.string().optional(),
+  /** true when the call never reached a server: unknown tool, call limit, bad arguments. */
+  skipped: z.boolean().default(false),
+  cached: z.boolean(),
+  duration_ms: z.number().nonnegative(),
+  timestamp: z.string(),
+});
+export type ToolCallRecord = z.infer<typeof ToolCallRecord>;
+
+export const RepairKind = z.enum([
+  'stop_ignored', // text past a stop string was cut (by the client or the repairer)
+  'unclosed_call',
+  'hallucinated_output',
+  'extra_calls',
+  'premature_answer',
+  'unclosed_answer',
+  'truncated',
+  'no_action', // a turn with neither a call nor an answer; the model was nudged
+  'noncanonical_syntax', // quotes, `</call>`, `<cite ids=…>` rewritten to the canonical form
+  'malformed_call', // a call tag with no tool name
+  'forced_answer', // the answer came only after the loop asked for it
+]);
+export type RepairKind = z.infer<typeof RepairKind>;
+
+export const Repair = z.object({
+  turn: z.number().int().nonnegative(),
+  kind: RepairKind,
+  detail: z.string(),
+});
+export type Repair = z.infer<typeof Repair>;
+
+export const RollbackCondition = z.enum(['unknown_tool', 'repeated_query', 'refusal', 'malformed_call', 'tool_error']);
+export type RollbackCondition = z.infer<typeof RollbackCondition>;
+
+export const Rollback = z.object({
+  turn: z.number().int().nonnegative(),
+  condition: RollbackCondition,
+  detail: z.string(),
+  /** The discarded completion, cut to a few hundred characters. */
+  discarded: z.string(),
+});
+export type Rollback = z.infer<typeof Rollback>;
+
+export const Severity = z.enum(['error', 'warn']);
+export const ValidationIssue = z.object({
+  rule: z.string(),
+  severity: Severity,
+  message: z.string(),
+  turn: z.number().int().optional(),
+  call_index: z.number().int().optional(),
+  offset: z.number().int().optional(),
+});
+export type ValidationIssue = z.infer<typeof ValidationIssue>;
+
+export const Validation = z.object({
+  passed: z.boolean(),
+  issues: z.array(ValidationIssue),
+});
+export type Validation = z.infer<typeof Validation>;
+
+export const Usage = z.object({
+  prompt_tokens: z.number().int().nonnegative(),
+  completion_tokens: z.number().int().nonnegative(),
+  total_tokens: z.number().int().nonnegative(),
+  llm_calls: z.number().int().nonnegative(),
+  /** true when some counts came from a local tokenizer because the endpoint sent none. */
+  estimated: z.boolean().default(false),
+});
+export type Usage = z.infer<typeof Usage>;
+
+export const Timing = z.object({
+  started_at: z.string(),
+  finished_at: z.string(),
+  duration_ms: z.number().nonnegative(),
+  llm_ms: z.number().nonnegative(),
+  tool_ms: z.number().nonnegative(),
+});
+export type Timing = z.infer<typeof Timing>;
+
+export const Status = z.enum(['ok', 'failed']);
+export const FailureReason = z.enum([
+  'max_turns',
+  'no_answer',
+  'truncated',
+  'context_overflow',
+  'llm_error',
+  'tool_error',
+  'invalid',
+  'wrong_answer',
+  'aborted',
+]);
+export type FailureReason = z.infer<typeof FailureReason>;
+
+export const DialectName = z.enum(['tulu', 'mcp-xml', 'native']);
+export type DialectName = z.infer<typeof DialectName>;
+
+export const ChatMessage = z.object({
+  role: z.enum(['system', 'user', 'assistant', 'tool']),
+  content: z.string(),
+});
+export type ChatMessage = z.infer<typeof ChatMessage>;
+
+export const Trajectory = z.object({
+  schema_version: schemaVersion,
+  id: z.string(),
+  question_id: z.string(),
+  question: z.string(),
+  gold_answer: z.string().optional(),
+  meta: z.record(z.string(), z.unknown()).optional(),
+  dialect: DialectName,
+  model: z.string(),
+  status: Status,
+  reason: FailureReason.optional(),
+  /** Human-readable detail of a failure: the server's message, the validator's first error. */
+  error: z.string().optional(),
+  final_answer: z.string(),
+  interleaved_text: z.string(),
+  messages: z.array(ChatMessage),
+  tool_calls: z.array(ToolCallRecord),
+  total_tool_calls: z.number().int().nonnegative(),
+  tools_used: z.array(z.string()),
+  cited_ids: z.array(z.string()),
+  unresolved_cited_ids: z.array(z.string()),
+  turns: z.number().int().nonnegative(),
+  repairs: z.array(Repair),
+  rollbacks: z.array(Rollback),
+  validation: Validation,
+  usage: Usage,
+  timing: Timing,
+  attempt: z.number().int().nonnegative(),
+  run_id: z.string(),
+});
+export type Trajectory = z.infer<typeof Trajectory>;
+
+/** A line of failures.jsonl: a failed attempt with its partial trajectory. */
+export const FailureRecord = Trajectory.extend({
+  status: z.literal('failed'),
+  reason: FailureReason,
+});
+export type FailureRecord = z.infer<typeof FailureRecord>;
+
+// ---------------------------------------------------------------------------------------
+// Configuration
+
+const McpStdioServer = z.strictObject({
+  type: z.literal('stdio').optional(),
+  command: z.string().min(1),
+  args: z.array(z.string()).default([]),
+  env: z.record(z.string(), z.string()).default({}),
+  cwd: z.string().optional(),
+});
+const McpHttpServer = z.strictObject({
+  type: z.enum(['http', 'streamable-http']).optional(),
+  url: z.url(),
+  headers: z.record(z.string(), z.string()).default({}),
+});
+export const McpServerConfig = z.union([McpStdioServer, McpHttpServer]);
+export type McpServerConfig = z.infer<typeof McpServerConfig>;
+
+export const ToolAlias = z.strictObject({
+  server: z.string().min(1),
+  tool: z.string().min(1),
+  /** The parameter that receives the call body; default: the first required string parameter. */
+  body_param: z.string().optional(),
+  description: z.string().optional(),
+});
+
+export const EndpointConfig = z.strictObject({
+  base_url: z.string().min(1).default('http://127.0.0.1:8000/v1'),
+  model: z.string().min(1),
+  /** Name of the environment variable that holds the key; the key itself never enters the config. */
+  api_key_env: z.string().default('OPENAI_API_KEY'),
+  temperature: z.number().min(0).max(2).default(0.7),
+  top_p: z.number().gt(0).max(1).default(1),
+  max_tokens: z.number().int().positive().default(4096),
+  seed: z.number().int().optional(),
+  /** Extra fields sent in every request body (vLLM: `top_k`, `repetition_penalty`, `chat_template_kwargs`…). */
+  extra_body: z.record(z.string(), z.unknown()).default({}),
+  stream: z.boolean().default(true),
+  timeout_ms: z.number().int().positive().default(600_000),
+  max_retries: z.number().int().nonnegative().default(6),
+  retry_base_ms: z.number().int().positive().default(500),
+  retry_max_ms: z.number().int().positive().default(60_000),
+  /** `finish_reason: length` retries, each doubling max_tokens. */
+  length_retries: z.number().int().nonnegative().default(1),
+  /** Consecutive non-retryable failures after which the run stops. */
+  fail_fast_after: z.number().int().positive().default(5),
+});
+export type EndpointConfig = z.infer<typeof EndpointConfig>;
+
+export const QuestionsConfig = z.strictObject({
+  path: z.string().min(1).optional(),
+  format: z.enum(['auto', 'jsonl', 'json', 'csv']).default('auto'),
+  /** Field names tried, in order, for each record field. */
+  fields: z
+    .strictObject({
+      id: z.array(z.string()).default(['id', 'qid', 'question_id', 'sample_id', '_id']),
+      question: z.array(z.string()).default(['question', 'query', 'prompt', 'problem', 'input']),
+      answer: z.array(z.string()).default(['answer', 'gold', 'gold_answer', 'expected_answer', 'target', 'label']),
+    })
+    .prefault({}),
+  shuffle: z.boolean().default(false),
+  seed: z.number().int().default(0),
+  limit: z.number().int().positive().optional(),
+  samples: z.number().int().positive().default(1),
+  shard: z
+    .string()
+    .regex(/^\d+\/\d+$/, 'expected i/n, e.g. 0/4')
+    .optional(),
+  on_bad_row: z.enum(['error', 'skip']).default('error'),
+});
+export type QuestionsConfig = z.infer<typeof QuestionsConfig>;
+
+export const ExecutorConfig = z.strictObject({
+  call_timeout_ms: z.number().int().positive().default(60_000),
+  connect_timeout_ms: z.number().int().positive().default(30_000),
+  /** Characters of a raw result kept in the record before it is cut and marked `truncated`. */
+  max_result_chars: z.number().int().positive().default(200_000),
+  /** Characters of one snippet's text shown to the model. */
+  max_snippet_chars: z.number().int().positive().default(2_000),
+  max_restarts: z.number().int().nonnegative().default(3),
+  cache: z.boolean().default(true),
+});
+
+export const BudgetsConfig = z.strictObject({
+  max_turns: z.number().int().positive().default(12),
+  max_tool_calls: z.number().int().positive().default(10),
+  max_nudges: z.number().int().nonnegative().default(2),
+  forced_answer_attempts: z.number().int().nonnegative().default(2),
+  max_total_tokens: z.number().int().positive().optional(),
+});
+
+export const RollbackConfig = z.strictObject({
+  conditions: z.array(RollbackCondition).default(['unknown_tool', 'repeated_query', 'refusal']),
+  max_per_turn: z.number().int().nonnegative().default(2),
+  max_total: z.number().int().nonnegative().default(6),
+});
+
+export const ValidationConfig = z.strictObject({
+  /** Rule id → severity; `off` disables the rule. */
+  severities: z.record(z.string(), z.enum(['error', 'warn', 'off'])).default({}),
+  /** How a gold answer is compared; `off` never rejects for a wrong answer. */
+  gold_match: z.enum(['exact', 'contains', 'off']).default('contains'),
+});
+
+export const RunConfig = z.strictObject({
+  endpoint: EndpointConfig,
+  dialect: DialectName.default('tulu'),
+  mcpServers: z.record(z.string(), McpServerConfig).default({}),
+  tools: z
+    .strictObject({
+      aliases: z.record(z.string(), ToolAlias).default({}),
+      /** Calls allowed per tool name per trajectory; past it the model is told so and nothing runs. */
+      limits: z.record(z.string(), z.number().int().nonnegative()).default({}),
+      /** Tool names shown to the model; default: every alias, or every server tool when there are none. */
+      expose: z.array(z.string()).optional(),
+    })
+    .prefault({}),
+  questions: QuestionsConfig.prefault({}),
+  budgets: BudgetsConfig.prefault({}),
+  rollback: RollbackConfig.prefault({}),
+  executor: ExecutorConfig.prefault({}),
+  validation: ValidationConfig.prefault({}),
+  concurrency: z.number().int().positive().default(32),
+  output: z
+    .strictObject({
+      dir: z.string().default('runs/default'),
+    })
+    .prefault({}),
+  /** Extra text appended to the dialect's system prompt. */
+  instructions: z.string().optional(),
+});
+export type RunConfig = z.infer<typeof RunConfig>;
+export type RunConfigInput = z.input<typeof RunConfig>;
+
+export const RunCounts = z.object({
+  accepted: z.number().int().nonnegative(),
+  failed: z.number().int().nonnegative(),
+  by_reason: z.record(z.string(), z.number().int().nonnegative()),
+});
+
+export const RunManifest = z.object({
+  schema_version: schemaVersion,
+  run_id: z.string(),
+  created_at: z.string(),
+  updated_at: z.string(),
+  status: z.enum(['running', 'completed', 'interrupted', 'failed']),
+  trajforge_version: z.string(),
+  node_version: z.string(),
+  model: z.string(),
+  dialect: DialectName,
+  /** The config as run, with secrets redacted. */
+  config: z.record(z.string(), z.unknown()),
+  /** Hash of the fields that change what a trajectory is; resuming with another is refused. */
+  config_fingerprint: z.string(),
+  fingerprint_fields: z.record(z.string(), z.unknown()),
+  questions: z.object({ path: z.string().nullable(), total: z.number().int().nonnegative().nullable() }),
+  counts: RunCounts,
+  sessions: z.array(
+    z.object({ started_at: z.string(), finished_at: z.string().optional(), exit: z.string().optional() }),
+  ),
+});
+export type RunManifest = z.infer<typeof RunManifest>;
+
+export const schemas = {
+  Question,
+  ToolCallRecord,
+  Trajectory,
+  FailureRecord,
+  RunManifest,
+  RunConfig,
+} as const;

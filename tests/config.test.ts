@@ -1,0 +1,109 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { expandVars, fingerprint, fingerprintDiff, fingerprintFields, loadConfig, redactConfig, resolveConfig } from '../pipeline/config.js';
+import { TrajforgeError } from '../pipeline/errors.js';
+import { PACKAGE_ROOT } from '../pipeline/paths.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'tf-config-'));
+function write(name: string, text: string): string {
+  const p = join(dir, name);
+  writeFileSync(p, text);
+  return p;
+}
+function errorOf(fn: () => unknown): TrajforgeError {
+  try {
+    fn();
+  } catch (err) {
+    if (err instanceof TrajforgeError) return err;
+    throw err;
+  }
+  throw new Error('expected a TrajforgeError');
+}
+
+describe('config', () => {
+  it('fills defaults and keeps what the file says', () => {
+    const cfg = resolveConfig({ endpoint: { model: 'm' } }, 'x.yaml');
+    expect(cfg.endpoint.model).toBe('m');
+    expect(cfg.concurrency).toBe(32);
+    expect(cfg.dialect).toBe('tulu');
+    expect(cfg.questions.fields.question).toContain('question');
+    expect(cfg.budgets.max_turns).toBeGreaterThan(0);
+  });
+
+  it('names the path of a bad field', () => {
+    const err = errorOf(() => resolveConfig({ endpoint: { model: 'm', temperature: 9 } }, 'run.yaml'));
+    expect(err.code).toBe('BAD_CONFIG');
+    expect(err.field).toBe('endpoint.temperature');
+    expect(err.message).toContain('run.yaml: endpoint.temperature');
+  });
+
+  it('rejects an unknown dialect, naming the field', () => {
+    const file = write('d.yaml', 'endpoint: {model: m}\ndialect: klingon\n');
+    const err = errorOf(() => loadConfig(file));
+    expect(err.field).toBe('dialect');
+    expect(err.message).toContain(`${file}: dialect`);
+  });
+
+  it('rejects unknown keys, so a typo does not pass silently', () => {
+    const err = errorOf(() => resolveConfig({ endpoint: { model: 'm', temprature: 1 } }, 'x.yaml'));
+    expect(err.message).toMatch(/temprature/);
+  });
+
+  it('reports a YAML syntax error with its line', () => {
+    const file = write('bad.yaml', 'endpoint:\n  model: m\n   x: [\n');
+    const err = errorOf(() => loadConfig(file));
+    expect(err.message).toMatch(new RegExp(`^${file.replace(/[/.]/g, '\\$&')}:\\d+: not valid YAML`));
+  });
+
+  it('expands ${VAR}, ${VAR:-default} and the built-in TRAJFORGE_ROOT', () => {
+    const file = write('v.yaml', 'endpoint: {model: "${MODEL}", base_url: "${URL:-http://127.0.0.1:9/v1}"}\nquestions: {path: "${TRAJFORGE_ROOT}/q.jsonl"}\n');
+    const cfg = loadConfig(file, {}, { MODEL: 'qwen' });
+    expect(cfg.endpoint.model).toBe('qwen');
+    expect(cfg.endpoint.base_url).toBe('http://127.0.0.1:9/v1');
+    expect(cfg.questions.path).toBe(`${PACKAGE_ROOT}/q.jsonl`);
+  });
+
+  it('names a missing variable and where it is used', () => {
+    const err = errorOf(() => expandVars({ mcpServers: { web: { env: { KEY: '${SERPER_KEY}' } } } }, {}, 'c.yaml'));
+    expect(err.code).toBe('MISSING_ENV');
+    expect(err.message).toContain('SERPER_KEY');
+    expect(err.message).toContain('mcpServers.web.env.KEY');
+  });
+
+  it('lets flags override the file', () => {
+    const cfg = resolveConfig({ endpoint: { model: 'm' }, concurrency: 4 }, 'x.yaml', { concurrency: 9, model: 'n', limit: 3, shard: '1/4', baseUrl: 'http://127.0.0.1:1/v1' });
+    expect(cfg.concurrency).toBe(9);
+    expect(cfg.endpoint.model).toBe('n');
+    expect(cfg.questions.limit).toBe(3);
+    expect(cfg.questions.shard).toBe('1/4');
+    expect(cfg.endpoint.base_url).toBe('http://127.0.0.1:1/v1');
+  });
+
+  it('redacts secrets wherever expansion put them', () => {
+    const secret = 'sk-test-1234567890abcdef';
+    const env = { MY_API_KEY: secret, SERPER_API_KEY: 'serper-secret-value' };
+    const file = write(
+      's.yaml',
+      [
+        'endpoint: {model: m, api_key_env: MY_API_KEY}',
+        'mcpServers:',
+        '  web: {command: node, args: ["--key=${SERPER_API_KEY}"], env: {SERPER_API_KEY: "${SERPER_API_KEY}"}}',
+        '  remote: {url: "http://127.0.0.1:1/mcp", headers: {Authorization: "Bearer ${MY_API_KEY}"}}',
+      ].join('\n'),
+    );
+    const text = JSON.stringify(redactConfig(loadConfig(file, {}, env), env));
+    expect(text).not.toContain(secret);
+    expect(text).not.toContain('serper-secret-value');
+    expect(text).toContain('MY_API_KEY');
+  });
+
+  it('fingerprints what changes a trajectory, not where it runs', () => {
+    const a = resolveConfig({ endpoint: { model: 'm' } }, 'x');
+    const b = resolveConfig({ endpoint: { model: 'm', base_url: 'http://127.0.0.1:2/v1' }, concurrency: 3, questions: { limit: 5 } }, 'x');
+    const c = resolveConfig({ endpoint: { model: 'm', temperature: 0.1 } }, 'x');
+    expect(fingerprint(fingerprintFields(a))).toBe(fingerprint(fingerprintFields(b)));
+    expect(fingerprintDiff(fingerprintFields(a), fingerprintFields(c))).toEqual(['endpoint.temperature']);
+  });
+});

@@ -1,0 +1,124 @@
+import { appendFileSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { SCHEMA_VERSION, type RunManifest, type Trajectory } from '../schemas/index.js';
+import { TrajforgeError } from '../pipeline/errors.js';
+import { FAILURES, MANIFEST, RunStore, TRAJECTORIES, repairTail } from '../pipeline/store.js';
+
+const fields = { 'endpoint.model': 'm', dialect: 'tulu' };
+function manifest(): RunManifest {
+  const now = new Date().toISOString();
+  return {
+    schema_version: SCHEMA_VERSION,
+    run_id: 'r1',
+    created_at: now,
+    updated_at: now,
+    status: 'running',
+    trajforge_version: '0',
+    node_version: process.version,
+    model: 'm',
+    dialect: 'tulu',
+    config: {},
+    config_fingerprint: 'f',
+    fingerprint_fields: fields,
+    questions: { path: null, total: null },
+    counts: { accepted: 0, failed: 0, by_reason: {} },
+    sessions: [],
+  };
+}
+function traj(id: string, status: 'ok' | 'failed', attempt = 0): Trajectory {
+  const now = new Date().toISOString();
+  return {
+    schema_version: SCHEMA_VERSION,
+    id,
+    question_id: id,
+    question: 'q',
+    dialect: 'tulu',
+    model: 'm',
+    status,
+    ...(status === 'failed' ? { reason: 'max_turns' as const } : {}),
+    final_answer: '',
+    interleaved_text: '',
+    messages: [],
+    tool_calls: [],
+    total_tool_calls: 0,
+    tools_used: [],
+    cited_ids: [],
+    unresolved_cited_ids: [],
+    turns: 0,
+    repairs: [],
+    rollbacks: [],
+    validation: { passed: true, issues: [] },
+    usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, llm_calls: 0, estimated: false },
+    timing: { started_at: now, finished_at: now, duration_ms: 0, llm_ms: 0, tool_ms: 0 },
+    attempt,
+    run_id: 'r1',
+  };
+}
+const open = (dir: string, f: Record<string, unknown> = fields) => RunStore.open({ dir, fresh: manifest, fingerprintFields: f });
+
+describe('run store', () => {
+  it('accepts an id at most once and keeps failures apart', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tf-store-'));
+    const s = await open(dir);
+    expect(await s.append(traj('a', 'ok'))).toBe(true);
+    expect(await s.append(traj('a', 'ok'))).toBe(false);
+    expect(await s.append(traj('b', 'failed'))).toBe(true);
+    await s.close('completed', 'completed');
+    const ok = readFileSync(join(dir, TRAJECTORIES), 'utf8').trim().split('\n');
+    const failed = readFileSync(join(dir, FAILURES), 'utf8').trim().split('\n');
+    expect(ok.map((l) => JSON.parse(l).id)).toEqual(['a']);
+    expect(failed.map((l) => JSON.parse(l).id)).toEqual(['b']);
+    const m = JSON.parse(readFileSync(join(dir, MANIFEST), 'utf8'));
+    expect(m.status).toBe('completed');
+    expect(m.counts).toEqual({ accepted: 1, failed: 1, by_reason: { max_turns: 1 } });
+  });
+
+  it('cuts a partial last line left by a crash and resumes with the ids it holds', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tf-store-'));
+    const s = await open(dir);
+    await s.append(traj('a', 'ok'));
+    await s.append(traj('c', 'failed'));
+    // Simulate SIGKILL: no close, and half a record at the end of the file.
+    appendFileSync(join(dir, TRAJECTORIES), JSON.stringify(traj('b', 'ok')).slice(0, 50));
+    writeFileSync(join(dir, '.lock'), '999999999');
+    const again = await open(dir);
+    expect(again.resumed).toBe(true);
+    expect([...again.accepted]).toEqual(['a']);
+    expect(again.isDone('a')).toBe(true);
+    expect(again.isDone('c')).toBe(true);
+    expect(again.isDone('b')).toBe(false);
+    await again.append(traj('b', 'ok'));
+    await again.close('completed', 'completed');
+    const lines = readFileSync(join(dir, TRAJECTORIES), 'utf8').split('\n').filter(Boolean);
+    expect(lines.map((l) => JSON.parse(l).id)).toEqual(['a', 'b']);
+  });
+
+  it('repairTail handles a file that is all partial line, and one that is whole', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tf-store-'));
+    const f = join(dir, 'x.jsonl');
+    writeFileSync(f, '{"id":"a"');
+    expect(repairTail(f)).toBe(9);
+    expect(readFileSync(f, 'utf8')).toBe('');
+    writeFileSync(f, '{"id":"a"}\n');
+    expect(repairTail(f)).toBe(0);
+  });
+
+  it('refuses a resume with another config, naming the fields', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tf-store-'));
+    await (await open(dir)).close('completed', 'completed');
+    await expect(open(dir, { ...fields, 'endpoint.model': 'other' })).rejects.toThrow(/endpoint\.model/);
+  });
+
+  it('refuses a second live writer', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tf-store-'));
+    const s = await open(dir);
+    writeFileSync(join(dir, '.lock'), String(process.ppid));
+    const err = await open(dir).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TrajforgeError);
+    expect((err as TrajforgeError).code).toBe('RUN_LOCKED');
+    writeFileSync(join(dir, '.lock'), String(process.pid));
+    await s.close('completed', 'completed');
+  });
+});
