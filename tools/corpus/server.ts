@@ -1,0 +1,156 @@
+/**
+ * MCP server over stdio that searches a local JSONL corpus and answers in the shape of
+ * `pubmed_search`, so every example and test runs with no network and no keys.
+ *
+ *   node dist/tools/corpus/server.js [--corpus PATH] [fault switches]
+ *
+ * Corpus: --corpus PATH, else $CORPUS_PATH, else <package root>/data/corpus.jsonl.
+ * Fault switches exist so the executor's handling of broken servers can be tested against a
+ * real process: --fail-start, --crash-every N, --hang-every N, --junk-stdout, --delay-ms N.
+ * $CORPUS_CALL_LOG names a file that gets one JSON line per answered call.
+ */
+import { appendFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { z } from 'zod';
+import { PACKAGE_ROOT, PACKAGE_VERSION } from '../../pipeline/paths.js';
+import { CorpusError, type CorpusIndex, openCorpus } from './search.js';
+
+const TOOL_NAME = 'pubmed_search';
+
+interface ServerFlags {
+  corpus: string | undefined;
+  failStart: boolean;
+  crashEvery: number;
+  hangEvery: number;
+  junkStdout: boolean;
+  delayMs: number;
+}
+
+class UsageError extends Error {}
+
+function parseFlags(argv: string[]): ServerFlags {
+  const flags: ServerFlags = {
+    corpus: undefined,
+    failStart: false,
+    crashEvery: 0,
+    hangEvery: 0,
+    junkStdout: false,
+    delayMs: 0,
+  };
+  const count = (name: string, value: string | undefined, min: number): number => {
+    const n = Number(value);
+    if (value === undefined || !Number.isInteger(n) || n < min) {
+      throw new UsageError(`${name} needs an integer >= ${min}, got ${value === undefined ? 'nothing' : JSON.stringify(value)}`);
+    }
+    return n;
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    const eq = arg.indexOf('=');
+    const name = arg.startsWith('--') && eq > 0 ? arg.slice(0, eq) : arg;
+    const inline = arg.startsWith('--') && eq > 0 ? arg.slice(eq + 1) : undefined;
+    const value = (): string | undefined => inline ?? argv[++i];
+    switch (name) {
+      case '--corpus': {
+        const path = value();
+        if (!path) throw new UsageError('--corpus needs a path');
+        flags.corpus = path;
+        break;
+      }
+      case '--fail-start':
+        flags.failStart = true;
+        break;
+      case '--junk-stdout':
+        flags.junkStdout = true;
+        break;
+      case '--crash-every':
+        flags.crashEvery = count(name, value(), 1);
+        break;
+      case '--hang-every':
+        flags.hangEvery = count(name, value(), 1);
+        break;
+      case '--delay-ms':
+        flags.delayMs = count(name, value(), 0);
+        break;
+      default:
+        // A mistyped fault switch would silently make a test pass, so unknown flags are fatal.
+        throw new UsageError(`unknown argument ${JSON.stringify(arg)}`);
+    }
+  }
+  return flags;
+}
+
+function resolveCorpusPath(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
+  return flag ?? (env.CORPUS_PATH || join(PACKAGE_ROOT, 'data', 'corpus.jsonl'));
+}
+
+function fatal(message: string): never {
+  process.stderr.write(`corpus server: ${message}\n`);
+  process.exit(1);
+}
+
+async function main(): Promise<void> {
+  let flags: ServerFlags;
+  try {
+    flags = parseFlags(process.argv.slice(2));
+  } catch (err) {
+    if (err instanceof UsageError) fatal(err.message);
+    throw err;
+  }
+  if (flags.failStart) fatal('failing at start as asked (--fail-start)');
+
+  const corpusPath = resolveCorpusPath(flags.corpus);
+  const started = performance.now();
+  let index: CorpusIndex;
+  try {
+    const opened = openCorpus(corpusPath);
+    index = opened.index;
+    const how = opened.source === 'prebuilt' ? 'prebuilt index' : 'index built';
+    process.stderr.write(
+      `corpus server: ${index.docs.length} documents from ${corpusPath} (${how}, ${Math.round(performance.now() - started)} ms)\n`,
+    );
+  } catch (err) {
+    if (err instanceof CorpusError) fatal(err.message);
+    throw err;
+  }
+
+  // Written before the transport exists, so the client's first read is not JSON-RPC.
+  if (flags.junkStdout) process.stdout.write('corpus server: this line is not JSON-RPC\n');
+
+  const callLog = process.env.CORPUS_CALL_LOG;
+  let calls = 0;
+
+  const server = new McpServer({ name: 'trajforge-corpus', version: PACKAGE_VERSION });
+  server.registerTool(
+    TOOL_NAME,
+    {
+      title: 'Search the local corpus',
+      description:
+        'Full-text search (BM25) over a local document corpus. Returns JSON ' +
+        '{"total", "offset", "data": [{"paperId", "title", "authors", "abstract", "year", "venue"}]}, best match first.',
+      inputSchema: {
+        query: z.string().describe('Search words: keywords or a question in natural language'),
+        limit: z.number().int().min(1).max(50).default(5).describe('Number of results to return (1-50)'),
+        offset: z.number().int().min(0).default(0).describe('Number of ranked results to skip, for paging'),
+      },
+    },
+    async ({ query, limit, offset }) => {
+      // Counts calls that passed argument validation: those are the ones a fault can hit.
+      const n = ++calls;
+      if (flags.crashEvery > 0 && n % flags.crashEvery === 0) process.exit(1);
+      if (flags.hangEvery > 0 && n % flags.hangEvery === 0) return new Promise<never>(() => {});
+      if (flags.delayMs > 0) await sleep(flags.delayMs);
+      const page = index.search(query, limit, offset);
+      // Synchronous, so the line is on disk before the caller can see the answer.
+      if (callLog) appendFileSync(callLog, JSON.stringify({ query, limit, offset, total: page.total, call: n, pid: process.pid }) + '\n');
+      return { content: [{ type: 'text', text: JSON.stringify(page) }] };
+    },
+  );
+
+  await server.connect(new StdioServerTransport());
+}
+
+main().catch((err: unknown) => fatal(err instanceof Error ? (err.stack ?? err.message) : String(err)));
