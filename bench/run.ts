@@ -1,0 +1,38 @@
+/**
+ * `npm run bench`: runs every benchmark module, prints the markdown and writes it to
+ * bench/BENCHMARKS.md with what produced it, so the figures there can be reproduced.
+ */
+import { writeFileSync } from 'node:fs';
+import { cpus, platform, release } from 'node:os';
+import { join } from 'node:path';
+import { PACKAGE_ROOT } from '../pipeline/paths.js';
+import { benchRepairer, benchSink } from './repairer.js';
+
+// Each returns one markdown section. Add new benchmark modules here.
+const benches: ReadonlyArray<readonly [string, () => Promise<string>]> = [['repairer', benchRepairer]];
+
+async function main(): Promise<void> {
+  const cores = cpus();
+  const header = [
+    '# trajforge benchmarks',
+    '',
+    `Produced by \`npm run bench\` on ${new Date().toISOString().slice(0, 10)}, Node ${process.version}, ` +
+      `${cores.length} core${cores.length === 1 ? '' : 's'} (${cores[0]?.model.trim() ?? 'unknown CPU'}), ${platform()} ${release()}.`,
+    'Figures are wall-clock medians from one run on that machine; compare ratios, not absolute numbers, across machines.',
+    '',
+  ].join('\n');
+  const sections: string[] = [];
+  for (const [name, run] of benches) {
+    process.stderr.write(`bench: ${name}…\n`);
+    sections.push(await run());
+  }
+  const markdown = `${header}\n${sections.join('\n')}`;
+  process.stdout.write(markdown);
+  writeFileSync(join(PACKAGE_ROOT, 'bench', 'BENCHMARKS.md'), markdown);
+  if (benchSink() < 0) process.stderr.write('unreachable\n');
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exitCode = 1;
+});

@@ -1,0 +1,71 @@
+/** Shared by the suites that run the whole pipeline: real sim, real corpus server, real files. */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
+import { PACKAGE_ROOT } from '../pipeline/paths.js';
+
+export const CLI = join(PACKAGE_ROOT, 'dist/pipeline/bin.js');
+export const CORPUS_SERVER = join(PACKAGE_ROOT, 'dist/tools/corpus/server.js');
+export const QUESTIONS = join(PACKAGE_ROOT, 'data/questions.jsonl');
+/** Data written by other systems: shared/ sits beside the repository, in CI too. */
+export const FIXTURES = process.env.TRAJFORGE_FIXTURES ?? join(PACKAGE_ROOT, '..', 'shared', 'fixtures');
+
+export function tempDir(prefix = 'tf-'): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+/** A run config like the demo's, pointed at `baseUrl`, written to a temp file. */
+export function writeConfig(dir: string, baseUrl: string, patch: Record<string, unknown> = {}): string {
+  const cfg: Record<string, unknown> = {
+    endpoint: { base_url: baseUrl, model: 'trajforge-sim', api_key_env: 'none', max_tokens: 1024, retry_base_ms: 20, retry_max_ms: 200 },
+    dialect: 'tulu',
+    mcpServers: { corpus: { command: process.execPath, args: [CORPUS_SERVER] } },
+    tools: { aliases: { pubmed_search: { server: 'corpus', tool: 'pubmed_search' } }, limits: { pubmed_search: 5 } },
+    questions: { path: QUESTIONS },
+    budgets: { max_turns: 8, max_tool_calls: 5 },
+    concurrency: 8,
+    output: { dir: join(dir, 'run') },
+    ...patch,
+  };
+  const file = join(dir, 'config.yaml');
+  writeFileSync(file, stringify(cfg));
+  return file;
+}
+
+export function readJsonl(file: string): Record<string, any>[] {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    return [];
+  }
+  return text
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .map((l) => JSON.parse(l));
+}
+
+export interface CliResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+export function runCli(args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 60_000);
+    child.on('error', reject);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+}
