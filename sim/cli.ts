@@ -1,0 +1,167 @@
+/**
+ * `trajforge sim`: flags → startSim. Prints exactly one line to stdout once it listens, so a
+ * parent process can read the URL; everything else goes to stderr.
+ */
+import { TrajforgeError } from '../pipeline/errors.js';
+import {
+  EXCLUDED_FROM_ALL,
+  isMisbehaviourKind,
+  MISBEHAVIOUR_HELP,
+  MISBEHAVIOUR_KINDS,
+  type MisbehaviourKind,
+} from './misbehave.js';
+import { SIM_DEFAULTS, startSim, type SimOptions } from './server.js';
+
+export function simUsage(): string {
+  const width = Math.max(...MISBEHAVIOUR_KINDS.map((k) => k.length));
+  const kinds = MISBEHAVIOUR_KINDS.map((k) => `  ${k.padEnd(width)}  ${MISBEHAVIOUR_HELP[k]}`).join('\n');
+  return `Usage: trajforge sim [options]
+
+An offline stand-in for an OpenAI-compatible model endpoint (POST /v1/chat/completions,
+streaming or not; GET /v1/models; GET /sim/stats). It plays the DR Tulu tool-call format:
+searches with words from the question, then answers citing the snippet ids it was shown.
+Deterministic for a seed. Prints "sim listening on http://127.0.0.1:PORT/v1" when ready;
+stops on SIGINT or SIGTERM and prints its counters to stderr.
+
+Options:
+  --port P               port on 127.0.0.1 (default 0: a free port)
+  --seed S               seed for every draw (default ${SIM_DEFAULTS.seed})
+  --latency-ms N         added to every chat request (default ${SIM_DEFAULTS.latencyMs})
+  --misbehave KIND=RATE  misbehave at RATE (0..1) per completion; repeatable, later wins;
+                         all=RATE sets every kind except ${EXCLUDED_FROM_ALL.join(' and ')}
+  --reject-stop          answer any request that carries 'stop' with 400 unsupported_parameter
+  --calls-per-sample N   searches before answering (default ${SIM_DEFAULTS.callsPerSample})
+  --context-window N     reject prompts over N estimated tokens (400 context_length_exceeded)
+  --stall-ms N           how long a stall waits (default ${SIM_DEFAULTS.stallMs})
+  --retry-after S        seconds a rate_limit asks the client to wait, fractions allowed (default ${SIM_DEFAULTS.retryAfterMs / 1000})
+  -h, --help             this text
+
+Misbehaviour kinds (each drawn independently for every completion):
+${kinds}
+
+Tokens are estimated as characters / 4.
+`;
+}
+
+export type ParsedSimArgs = { readonly help: true } | { readonly help: false; readonly options: SimOptions };
+
+function usageError(message: string): TrajforgeError {
+  return new TrajforgeError('BAD_USAGE', `trajforge sim: ${message} (see trajforge sim --help)`);
+}
+
+function numberArg(flag: string, raw: string | undefined, integer: boolean, min: number): number {
+  if (raw === undefined || raw === '') throw usageError(`${flag} needs a value`);
+  const n = Number(raw);
+  if (!Number.isFinite(n) || (integer && !Number.isInteger(n)) || n < min) {
+    throw usageError(`${flag} must be ${integer ? 'an integer' : 'a number'} >= ${min}, got '${raw}'`);
+  }
+  return n;
+}
+
+export function parseSimArgs(argv: readonly string[]): ParsedSimArgs {
+  const options: SimOptions = {};
+  const rates: Partial<Record<MisbehaviourKind, number>> = {};
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] ?? '';
+    if (arg === '-h' || arg === '--help') return { help: true };
+    const eq = arg.indexOf('=');
+    const flag = arg.startsWith('--') && eq !== -1 ? arg.slice(0, eq) : arg;
+    const inline = arg.startsWith('--') && eq !== -1 ? arg.slice(eq + 1) : undefined;
+    const value = (): string | undefined => inline ?? argv[++i];
+    switch (flag) {
+      case '--port':
+        options.port = numberArg(flag, value(), true, 0);
+        if (options.port > 65535) throw usageError(`--port must be at most 65535, got ${options.port}`);
+        break;
+      case '--seed':
+        options.seed = numberArg(flag, value(), true, -Number.MAX_SAFE_INTEGER);
+        break;
+      case '--latency-ms':
+        options.latencyMs = numberArg(flag, value(), false, 0);
+        break;
+      case '--calls-per-sample':
+        options.callsPerSample = numberArg(flag, value(), true, 0);
+        break;
+      case '--context-window':
+        options.contextWindow = numberArg(flag, value(), true, 1);
+        break;
+      case '--stall-ms':
+        options.stallMs = numberArg(flag, value(), false, 0);
+        break;
+      case '--retry-after':
+        options.retryAfterMs = numberArg(flag, value(), false, 0) * 1000;
+        break;
+      case '--reject-stop':
+        if (inline !== undefined) throw usageError('--reject-stop takes no value');
+        options.rejectStop = true;
+        break;
+      case '--misbehave': {
+        const spec = value();
+        if (spec === undefined || spec === '') throw usageError('--misbehave needs KIND=RATE');
+        // Comma-separated lists save repeating the flag in shell scripts.
+        Object.assign(rates, parseMisbehave([spec]));
+        break;
+      }
+      default:
+        throw usageError(`unknown option '${arg}'`);
+    }
+  }
+  if (Object.keys(rates).length > 0) options.misbehave = rates;
+  return { help: false, options };
+}
+
+/**
+ * `KIND=RATE` specs (each may be a comma-separated list) → rates; `all=RATE` sets every kind
+ * but stall and drop, and later specs override earlier ones. Throws BAD_USAGE on a bad spec.
+ */
+export function parseMisbehave(specs: readonly string[]): Partial<Record<MisbehaviourKind, number>> {
+  const rates: Partial<Record<MisbehaviourKind, number>> = {};
+  for (const spec of specs) for (const item of spec.split(',')) parseRate(item.trim(), rates);
+  return rates;
+}
+
+function parseRate(item: string, rates: Partial<Record<MisbehaviourKind, number>>): void {
+  const eq = item.indexOf('=');
+  if (eq === -1) throw usageError(`--misbehave takes KIND=RATE, got '${item}'`);
+  const kind = item.slice(0, eq).trim();
+  const raw = item.slice(eq + 1).trim();
+  const rate = Number(raw);
+  if (raw === '' || !Number.isFinite(rate) || rate < 0 || rate > 1) {
+    throw usageError(`misbehaviour rate must be a number from 0 to 1, got '${raw}' for ${kind}`);
+  }
+  if (kind === 'all') {
+    for (const k of MISBEHAVIOUR_KINDS) if (!EXCLUDED_FROM_ALL.includes(k)) rates[k] = rate;
+    return;
+  }
+  if (!isMisbehaviourKind(kind)) {
+    throw usageError(`unknown misbehaviour '${kind}'; known: all, ${MISBEHAVIOUR_KINDS.join(', ')}`);
+  }
+  rates[kind] = rate;
+}
+
+/** Runs until SIGINT or SIGTERM; `--help` prints usage and returns at once. */
+export async function runSimCli(argv: string[]): Promise<void> {
+  const parsed = parseSimArgs(argv);
+  if (parsed.help) {
+    process.stdout.write(simUsage());
+    return;
+  }
+  const sim = await startSim(parsed.options).catch((err: unknown) => {
+    if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') {
+      throw usageError(`port ${parsed.options.port} is already in use; pick another or --port 0 for a free one`);
+    }
+    throw err;
+  });
+  await new Promise<void>((resolve) => {
+    const stop = (): void => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      resolve();
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+    process.stdout.write(`sim listening on ${sim.url}\n`);
+  });
+  await sim.close();
+  process.stderr.write(`sim stopped: ${JSON.stringify(sim.stats())}\n`);
+}

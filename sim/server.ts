@@ -1,0 +1,594 @@
+/**
+ * An OpenAI-compatible `/v1/chat/completions` on loopback that plays the DR Tulu format
+ * (policy.ts) and misbehaves at configured rates (misbehave.ts). It is how the demo, the
+ * tests and the benchmarks run without a real model.
+ *
+ * Determinism: a request's draws come from the seed, a hash of its messages (and of the
+ * request's own `seed` field, when it sends one) and how many times that exact message list
+ * has been seen before. A client that resamples a prompt gets a fresh draw; samples that run
+ * concurrently get the same text whatever order they arrive in.
+ */
+import { createHash } from 'node:crypto';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+import { TrajforgeError } from '../pipeline/errors.js';
+import {
+  composeTurn,
+  drawMisbehaviours,
+  lengthCutAt,
+  MISBEHAVIOUR_KINDS,
+  normaliseRates,
+  type MisbehaviourKind,
+  type MisbehaviourRates,
+} from './misbehave.js';
+import { countToolOutputs, messageText, planTurn, readConversation, type ChatMessage, type Rng } from './policy.js';
+
+export interface SimOptions {
+  /** Port to listen on; 0 (the default) picks a free one. */
+  port?: number;
+  /** Loopback only. Default '127.0.0.1'. */
+  host?: '127.0.0.1';
+  /** Default 0. */
+  seed?: number;
+  /** Added to every chat request before it is answered. Default 0. */
+  latencyMs?: number;
+  /** Rate from 0 to 1 per kind; unset kinds never happen. */
+  misbehave?: MisbehaviourRates;
+  /** Answer any request that carries `stop` with 400 unsupported_parameter. Default false. */
+  rejectStop?: boolean;
+  /** Searches the policy makes before it answers. Default 2. */
+  callsPerSample?: number;
+  /** Reject prompts estimated above this many tokens (400 context_length_exceeded); also caps prompt + completion. */
+  contextWindow?: number;
+  /** How long a `stall` waits before answering. Default 30000. */
+  stallMs?: number;
+  /** The wait a `rate_limit` asks for (Retry-After in whole seconds rounded up, retry-after-ms exact). Default 1000. */
+  retryAfterMs?: number;
+}
+
+export interface SimStats {
+  /** Every HTTP request received, whatever the path. */
+  requests: number;
+  /** POST chat/completions requests. */
+  chatRequests: number;
+  /** Responses sent, by HTTP status ("200", "429", …). A stream counts when its headers go out. */
+  responsesByStatus: Record<string, number>;
+  /** Completions produced, by finish_reason. */
+  completionsByFinishReason: Record<string, number>;
+  /** Misbehaviours that changed a response (a drawn kind that did not fit the turn is not counted). */
+  misbehaviours: Record<MisbehaviourKind, number>;
+  /** Most requests in flight at once. */
+  peakConcurrent: number;
+  inFlight: number;
+  /** Connections the client closed before the response was complete. */
+  clientAborts: number;
+  /** Histogram: number of `<tool_output` blocks in a chat request's messages (system prompt excluded) → requests. */
+  toolOutputsPerRequest: Record<string, number>;
+}
+
+export interface Sim {
+  /** `http://127.0.0.1:PORT/v1`, the base URL an OpenAI client takes. */
+  readonly url: string;
+  readonly port: number;
+  /** Stops listening and ends every open connection, stalled ones included. */
+  close(): Promise<void>;
+  /** A snapshot. */
+  stats(): SimStats;
+}
+
+export const SIM_MODEL = 'trajforge-sim';
+
+export const SIM_DEFAULTS = {
+  seed: 0,
+  latencyMs: 0,
+  callsPerSample: 2,
+  stallMs: 30_000,
+  retryAfterMs: 1000,
+} as const;
+
+/** OpenAI's and current vLLM's limit. */
+export const MAX_STOP_STRINGS = 4;
+
+const MAX_BODY_BYTES = 64 * 1024 * 1024;
+const CHARS_PER_TOKEN = 4;
+
+export function estimateTokens(text: string): number {
+  return Math.ceil(text.length / CHARS_PER_TOKEN);
+}
+
+/** An error that crosses the wire, in OpenAI's body shape. */
+class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly type: string,
+    readonly param: string | null,
+    readonly code: string | null,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+  }
+
+  body(): unknown {
+    return { error: { message: this.message, type: this.type, param: this.param, code: this.code } };
+  }
+}
+
+function invalid(message: string, param: string | null, code: string | null = null): ApiError {
+  return new ApiError(400, message, 'invalid_request_error', param, code);
+}
+
+interface ChatRequest {
+  readonly model: string;
+  readonly messages: readonly ChatMessage[];
+  readonly stream: boolean;
+  readonly includeUsage: boolean;
+  readonly stops: readonly string[];
+  readonly maxTokens: number | null;
+  readonly requestSeed: number | null;
+  readonly tools: unknown;
+}
+
+interface Completion {
+  readonly text: string;
+  readonly finishReason: 'stop' | 'length';
+  /** The stop string that ended it, as vLLM reports; null for a natural end or a cut. */
+  readonly stopReason: string | null;
+}
+
+function validateOptions(opts: SimOptions): void {
+  const bad = (what: string): never => {
+    throw new TrajforgeError('BAD_CONFIG', `sim: ${what}`);
+  };
+  const { port, seed, latencyMs, callsPerSample, contextWindow, stallMs, retryAfterMs, host } = opts;
+  if (port !== undefined && (!Number.isInteger(port) || port < 0 || port > 65535)) bad(`port must be 0..65535, got ${port}`);
+  if (host !== undefined && host !== '127.0.0.1') bad(`host must be 127.0.0.1, got ${String(host)}`);
+  if (seed !== undefined && !Number.isFinite(seed)) bad(`seed must be a number, got ${seed}`);
+  for (const [name, v] of [
+    ['latencyMs', latencyMs],
+    ['stallMs', stallMs],
+    ['retryAfterMs', retryAfterMs],
+  ] as const) {
+    if (v !== undefined && (!Number.isFinite(v) || v < 0)) bad(`${name} must be a number >= 0, got ${v}`);
+  }
+  if (callsPerSample !== undefined && (!Number.isInteger(callsPerSample) || callsPerSample < 0)) {
+    bad(`callsPerSample must be an integer >= 0, got ${callsPerSample}`);
+  }
+  if (contextWindow !== undefined && (!Number.isInteger(contextWindow) || contextWindow < 1)) {
+    bad(`contextWindow must be an integer >= 1, got ${contextWindow}`);
+  }
+}
+
+export async function startSim(opts: SimOptions = {}): Promise<Sim> {
+  validateOptions(opts);
+  const rates = normaliseRates(opts.misbehave);
+  const seed = opts.seed ?? SIM_DEFAULTS.seed;
+  const latencyMs = opts.latencyMs ?? SIM_DEFAULTS.latencyMs;
+  const callsPerSample = opts.callsPerSample ?? SIM_DEFAULTS.callsPerSample;
+  const stallMs = opts.stallMs ?? SIM_DEFAULTS.stallMs;
+  const retryAfterMs = opts.retryAfterMs ?? SIM_DEFAULTS.retryAfterMs;
+  const rejectStop = opts.rejectStop ?? false;
+  const contextWindow = opts.contextWindow;
+
+  const stats: SimStats = {
+    requests: 0,
+    chatRequests: 0,
+    responsesByStatus: {},
+    completionsByFinishReason: {},
+    misbehaviours: Object.fromEntries(MISBEHAVIOUR_KINDS.map((k) => [k, 0])) as Record<MisbehaviourKind, number>,
+    peakConcurrent: 0,
+    inFlight: 0,
+    clientAborts: 0,
+    toolOutputsPerRequest: {},
+  };
+  const bump = (table: Record<string, number>, key: string | number): void => {
+    table[key] = (table[key] ?? 0) + 1;
+  };
+  /** Message-list hash → times seen. */
+  const seen = new Map<string, number>();
+  const open = new Set<AbortController>();
+
+  const sendJson = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void => {
+    if (res.destroyed || res.headersSent) return;
+    const payload = JSON.stringify(body);
+    res.writeHead(status, {
+      'Content-Type': 'application/json',
+      'Content-Length': String(Buffer.byteLength(payload)),
+      ...headers,
+    });
+    res.end(payload);
+    bump(stats.responsesByStatus, status);
+  };
+
+  const handleChat = async (req: IncomingMessage, res: ServerResponse, signal: AbortSignal, drop: () => void): Promise<void> => {
+    stats.chatRequests++;
+    const request = parseChatRequest(await readJson(req), rejectStop);
+    const promptText = request.messages.map((m) => messageText(m.content)).join('');
+    const promptTokens = estimateTokens(promptText);
+    bump(
+      stats.toolOutputsPerRequest,
+      request.messages
+        .filter((m) => m.role !== 'system' && m.role !== 'developer')
+        .reduce((n, m) => n + countToolOutputs(messageText(m.content)), 0),
+    );
+    if (contextWindow !== undefined && promptTokens > contextWindow) {
+      throw invalid(
+        `This model's maximum context length is ${contextWindow} tokens. However, your messages resulted in ` +
+          `${promptTokens} tokens. Please reduce the length of the messages.`,
+        'messages',
+        'context_length_exceeded',
+      );
+    }
+
+    const key = messagesKey(request.messages, request.requestSeed);
+    const count = seen.get(key) ?? 0;
+    seen.set(key, count + 1);
+    const rng = (stream: string): Rng => seededRng(`${seed}\u0000${key}\u0000${count}\u0000${stream}`);
+    const drawn = drawMisbehaviours(rates, rng('faults'));
+    const applied = (kind: MisbehaviourKind): void => {
+      stats.misbehaviours[kind]++;
+    };
+
+    if (latencyMs > 0 && !(await sleep(latencyMs, signal))) return;
+    if (drawn.has('stall')) {
+      applied('stall');
+      if (!(await sleep(stallMs, signal))) return;
+    }
+    if (drawn.has('rate_limit')) {
+      applied('rate_limit');
+      const seconds = retryAfterMs / 1000;
+      throw new ApiError(
+        429,
+        `Rate limit reached for ${request.model} (trajforge-sim) on requests per min. Please try again in ${seconds}s.`,
+        'requests',
+        null,
+        'rate_limit_exceeded',
+        { 'Retry-After': String(Math.ceil(seconds)), 'retry-after-ms': String(Math.round(retryAfterMs)) },
+      );
+    }
+    if (drawn.has('server_error')) {
+      applied('server_error');
+      throw new ApiError(500, 'The server had an error while processing your request. Sorry about that!', 'server_error', null, null);
+    }
+    const dropNow = drawn.has('drop');
+    if (dropNow) applied('drop');
+    if (dropNow && !request.stream) return drop();
+
+    const conversation = readConversation(request.messages, request.tools);
+    const plan = planTurn(conversation, { callsPerSample }, rng('policy'));
+    const composed = composeTurn(plan, drawn, rng('content'));
+    for (const kind of composed.applied) applied(kind);
+
+    const completion = finishCompletion(composed.text, composed.honourStop, request, drawn, rng('cut'), {
+      applied,
+      remainingTokens: contextWindow === undefined ? null : contextWindow - promptTokens,
+    });
+    bump(stats.completionsByFinishReason, completion.finishReason);
+
+    const usage = {
+      prompt_tokens: promptTokens,
+      completion_tokens: estimateTokens(completion.text),
+      total_tokens: promptTokens + estimateTokens(completion.text),
+    };
+    const id = `chatcmpl-sim${key.slice(0, 16)}${count}`;
+    const created = Math.floor(Date.now() / 1000);
+
+    if (!request.stream) {
+      sendJson(res, 200, {
+        id,
+        object: 'chat.completion',
+        created,
+        model: request.model,
+        system_fingerprint: 'trajforge-sim',
+        choices: [
+          {
+            index: 0,
+            message: { role: 'assistant', content: completion.text, refusal: null },
+            logprobs: null,
+            finish_reason: completion.finishReason,
+            stop_reason: completion.stopReason,
+          },
+        ],
+        usage,
+      });
+      return;
+    }
+
+    res.writeHead(200, { 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-cache', Connection: 'keep-alive' });
+    bump(stats.responsesByStatus, 200);
+    const pieces = chunkText(completion.text, rng('chunks'));
+    const dropAfter = dropNow ? Math.floor(pieces.length * (0.2 + 0.6 * rng('drop')())) : -1;
+    const base = { id, object: 'chat.completion.chunk', created, model: request.model, system_fingerprint: 'trajforge-sim' };
+    const extra = request.includeUsage ? { usage: null } : {};
+    const chunk = (delta: Record<string, unknown>, finish: string | null, more: Record<string, unknown> = {}) => ({
+      ...base,
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish, ...more }],
+      ...extra,
+    });
+
+    if (!(await writeEvent(res, chunk({ role: 'assistant', content: '' }, null), signal))) return;
+    for (let i = 0; i < pieces.length; i++) {
+      if (i === dropAfter) return drop();
+      if (!(await writeEvent(res, chunk({ content: pieces[i] }, null), signal))) return;
+    }
+    if (dropNow) return drop();
+    if (!(await writeEvent(res, chunk({}, completion.finishReason, { stop_reason: completion.stopReason }), signal))) return;
+    if (request.includeUsage && !(await writeEvent(res, { ...base, choices: [], usage }, signal))) return;
+    res.end('data: [DONE]\n\n');
+  };
+
+  const server = createServer((req, res) => {
+    stats.requests++;
+    stats.inFlight++;
+    stats.peakConcurrent = Math.max(stats.peakConcurrent, stats.inFlight);
+    const controller = new AbortController();
+    open.add(controller);
+    let dropped = false;
+    const drop = (): void => {
+      dropped = true;
+      req.socket.destroy();
+    };
+    res.on('close', () => {
+      stats.inFlight--;
+      open.delete(controller);
+      if (!res.writableFinished && !dropped) stats.clientAborts++;
+      controller.abort();
+    });
+    route(req, res, controller.signal, drop).catch((err: unknown) => {
+      if (err instanceof ApiError) return sendJson(res, err.status, err.body(), err.headers);
+      sendJson(res, 500, new ApiError(500, `trajforge-sim internal error: ${String(err)}`, 'server_error', null, null).body());
+    });
+  });
+
+  const route = async (req: IncomingMessage, res: ServerResponse, signal: AbortSignal, drop: () => void): Promise<void> => {
+    const path = (req.url ?? '/').split('?')[0] ?? '/';
+    const method = req.method ?? 'GET';
+    // Clients differ on whether the base URL carries /v1; accept both.
+    const endpoint = path.startsWith('/v1/') ? path.slice(3) : path;
+    if (endpoint === '/chat/completions') {
+      if (method !== 'POST') throw new ApiError(405, `Method ${method} not allowed on ${path}; use POST.`, 'invalid_request_error', null, 'method_not_allowed');
+      return handleChat(req, res, signal, drop);
+    }
+    if (method === 'GET' && endpoint === '/models') {
+      return sendJson(res, 200, { object: 'list', data: [modelCard(SIM_MODEL)] });
+    }
+    if (method === 'GET' && endpoint.startsWith('/models/')) {
+      return sendJson(res, 200, modelCard(decodeURIComponent(endpoint.slice('/models/'.length))));
+    }
+    if (method === 'GET' && (path === '/sim/stats' || path === '/v1/sim/stats')) return sendJson(res, 200, snapshot());
+    throw new ApiError(404, `Unknown request URL: ${method} ${path}.`, 'invalid_request_error', null, 'unknown_url');
+  };
+
+  const snapshot = (): SimStats => structuredClone(stats);
+
+  server.keepAliveTimeout = 30_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port ?? 0, opts.host ?? '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+  let closing: Promise<void> | null = null;
+
+  return {
+    url: `http://127.0.0.1:${port}/v1`,
+    port,
+    stats: snapshot,
+    close(): Promise<void> {
+      closing ??= new Promise<void>((resolve) => {
+        for (const c of open) c.abort();
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+      return closing;
+    },
+  };
+}
+
+function modelCard(id: string): unknown {
+  return { id, object: 'model', created: 0, owned_by: 'trajforge' };
+}
+
+async function readJson(req: IncomingMessage): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > MAX_BODY_BYTES) throw invalid(`Request body larger than ${MAX_BODY_BYTES} bytes.`, null);
+    chunks.push(chunk);
+  }
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  } catch {
+    throw invalid('We could not parse the JSON body of your request.', null);
+  }
+}
+
+function parseChatRequest(body: unknown, rejectStop: boolean): ChatRequest {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw invalid('The request body must be a JSON object.', null);
+  const b = body as Record<string, unknown>;
+  const messages = b.messages;
+  if (!Array.isArray(messages) || messages.length === 0) {
+    throw invalid("Invalid 'messages': expected a non-empty array of messages.", 'messages');
+  }
+  messages.forEach((m, i) => {
+    if (m === null || typeof m !== 'object' || typeof (m as { role?: unknown }).role !== 'string') {
+      throw invalid(`Invalid 'messages[${i}]': expected an object with a string 'role'.`, `messages[${i}]`);
+    }
+  });
+
+  const stop = b.stop;
+  if (stop !== undefined && stop !== null && rejectStop) {
+    throw invalid("Unsupported parameter: 'stop' is not supported with this model.", 'stop', 'unsupported_parameter');
+  }
+  let stops: string[] = [];
+  if (typeof stop === 'string') stops = [stop];
+  else if (Array.isArray(stop) && stop.every((s) => typeof s === 'string')) stops = stop as string[];
+  else if (stop !== undefined && stop !== null) throw invalid("Invalid type for 'stop': expected a string or an array of strings.", 'stop', 'invalid_type');
+  if (stops.length > MAX_STOP_STRINGS) {
+    throw invalid(
+      `Invalid 'stop': array too long. Expected an array with maximum length ${MAX_STOP_STRINGS}, but got an array with length ${stops.length} instead.`,
+      'stop',
+      'array_above_max_length',
+    );
+  }
+  stops = stops.filter((s) => s !== '');
+
+  const rawMax = b.max_completion_tokens ?? b.max_tokens;
+  let maxTokens: number | null = null;
+  if (rawMax !== undefined && rawMax !== null) {
+    const param = b.max_completion_tokens !== undefined && b.max_completion_tokens !== null ? 'max_completion_tokens' : 'max_tokens';
+    if (typeof rawMax !== 'number' || !Number.isInteger(rawMax) || rawMax < 1) {
+      throw invalid(`Invalid '${param}': expected an integer >= 1, got ${JSON.stringify(rawMax)}.`, param, 'invalid_value');
+    }
+    maxTokens = rawMax;
+  }
+  if (b.n !== undefined && b.n !== null && b.n !== 1) {
+    throw invalid("Invalid 'n': trajforge-sim returns one choice per request; n must be 1.", 'n', 'invalid_value');
+  }
+  if (b.stream !== undefined && b.stream !== null && typeof b.stream !== 'boolean') {
+    throw invalid("Invalid type for 'stream': expected a boolean.", 'stream', 'invalid_type');
+  }
+  const streamOptions = b.stream_options as { include_usage?: unknown } | null | undefined;
+  return {
+    model: typeof b.model === 'string' && b.model !== '' ? b.model : SIM_MODEL,
+    messages: messages as ChatMessage[],
+    stream: b.stream === true,
+    includeUsage: b.stream === true && streamOptions?.include_usage === true,
+    stops,
+    maxTokens,
+    requestSeed: typeof b.seed === 'number' && Number.isFinite(b.seed) ? b.seed : null,
+    tools: b.tools,
+  };
+}
+
+/**
+ * Stop strings, the `ignore_stop` and `length` misbehaviours, then the token limits — in the
+ * order a server generating token by token would meet them.
+ */
+function finishCompletion(
+  text: string,
+  honourStop: boolean,
+  request: ChatRequest,
+  drawn: ReadonlySet<MisbehaviourKind>,
+  rng: Rng,
+  ctx: { applied: (kind: MisbehaviourKind) => void; remainingTokens: number | null },
+): Completion {
+  let out = text;
+  let finishReason: Completion['finishReason'] = 'stop';
+  let stopReason: string | null = null;
+
+  const hit = firstStop(out, request.stops);
+  if (hit !== null && honourStop) {
+    if (drawn.has('ignore_stop')) ctx.applied('ignore_stop');
+    else {
+      out = out.slice(0, hit.at);
+      stopReason = hit.stop;
+    }
+  }
+  if (drawn.has('length') && out.length >= 2) {
+    ctx.applied('length');
+    out = safeSlice(out, lengthCutAt(out.length, rng));
+    finishReason = 'length';
+    stopReason = null;
+  }
+  const limits = [request.maxTokens, ctx.remainingTokens].filter((n): n is number => n !== null);
+  const maxChars = limits.length === 0 ? Infinity : Math.max(0, Math.min(...limits)) * CHARS_PER_TOKEN;
+  if (out.length > maxChars) {
+    out = safeSlice(out, maxChars);
+    finishReason = 'length';
+    stopReason = null;
+  }
+  return { text: out, finishReason, stopReason };
+}
+
+function firstStop(text: string, stops: readonly string[]): { at: number; stop: string } | null {
+  let best: { at: number; stop: string } | null = null;
+  for (const stop of stops) {
+    const at = text.indexOf(stop);
+    if (at !== -1 && (best === null || at < best.at)) best = { at, stop };
+  }
+  return best;
+}
+
+/** Never splits a surrogate pair, so a cut completion is still valid UTF-8 on the wire. */
+function safeSlice(text: string, end: number): string {
+  const code = text.charCodeAt(end - 1);
+  return text.slice(0, code >= 0xd800 && code <= 0xdbff ? end - 1 : end);
+}
+
+/** Pieces of 3 to 30 characters, so a client can abort mid-stream. */
+function chunkText(text: string, rng: Rng): string[] {
+  const pieces: string[] = [];
+  for (let at = 0; at < text.length; ) {
+    let end = Math.min(text.length, at + 3 + Math.floor(rng() * 28));
+    const code = text.charCodeAt(end - 1);
+    if (code >= 0xd800 && code <= 0xdbff && end < text.length) end++;
+    pieces.push(text.slice(at, end));
+    at = end;
+  }
+  return pieces;
+}
+
+/** Resolves false when the client went away (or the sim closed) before the write was taken. */
+async function writeEvent(res: ServerResponse, event: unknown, signal: AbortSignal): Promise<boolean> {
+  if (signal.aborted || res.destroyed) return false;
+  if (!res.write(`data: ${JSON.stringify(event)}\n\n`)) {
+    await new Promise<void>((resolve) => {
+      const done = (): void => {
+        res.off('drain', done);
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      res.on('drain', done);
+      signal.addEventListener('abort', done);
+    });
+  }
+  // Yield between chunks so concurrent streams interleave and an abort is seen promptly.
+  await new Promise<void>((resolve) => setImmediate(resolve));
+  return !signal.aborted && !res.destroyed;
+}
+
+/** Resolves true after `ms`, false as soon as `signal` aborts. */
+function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
+  if (signal.aborted) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      resolve(false);
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve(true);
+    }, ms);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+function messagesKey(messages: readonly ChatMessage[], requestSeed: number | null): string {
+  const h = createHash('sha256');
+  for (const m of messages) h.update(`${m.role}\u0000${messageText(m.content)}\u0001`);
+  if (requestSeed !== null) h.update(`seed\u0000${requestSeed}`);
+  return h.digest('hex').slice(0, 32);
+}
+
+/** sfc32 seeded from a SHA-256 of the label: small, fast, and the same on every platform. */
+function seededRng(label: string): Rng {
+  const d = createHash('sha256').update(label).digest();
+  let a = d.readUInt32LE(0);
+  let b = d.readUInt32LE(4);
+  let c = d.readUInt32LE(8);
+  let e = d.readUInt32LE(12);
+  return () => {
+    const t = (((a + b) | 0) + e) | 0;
+    e = (e + 1) | 0;
+    a = b ^ (b >>> 9);
+    b = (c + (c << 3)) | 0;
+    c = (c << 21) | (c >>> 11);
+    c = (c + t) | 0;
+    return (t >>> 0) / 4294967296;
+  };
+}
