@@ -1,0 +1,391 @@
+/**
+ * The model endpoint. The only module that imports the OpenAI SDK.
+ *
+ * The SDK's own retries are off: this module retries itself so that it can honour
+ * `Retry-After`, lower the endpoint's concurrency on 429, tell fatal errors apart, and
+ * count every attempt.
+ */
+import OpenAI from 'openai';
+import type { ChatMessage, EndpointConfig } from '../schemas/index.js';
+import type { FinishReason } from './dialects/types.js';
+
+export type LlmErrorKind =
+  /** The endpoint refuses the request itself (401, 403, 404, 400): retrying cannot help. */
+  | 'fatal'
+  | 'context_overflow'
+  /** Retryable errors that did not stop within `max_retries`. */
+  | 'exhausted'
+  | 'aborted';
+
+export class LlmError extends Error {
+  readonly kind: LlmErrorKind;
+  readonly status: number | undefined;
+  constructor(kind: LlmErrorKind, message: string, status?: number) {
+    super(message);
+    this.name = 'LlmError';
+    this.kind = kind;
+    this.status = status;
+  }
+}
+
+export interface CompletionRequest {
+  readonly messages: readonly ChatMessage[];
+  /** At most 4: the OpenAI and vLLM limit. */
+  readonly stop: readonly string[];
+  readonly signal?: AbortSignal | undefined;
+}
+
+export interface Completion {
+  readonly text: string;
+  readonly finishReason: FinishReason;
+  /** The client found a stop string the server did not honour (or was not sent) and cut there. */
+  readonly clientStop: boolean;
+  readonly promptTokens: number;
+  readonly completionTokens: number;
+  /** Token counts came from a local tokenizer. */
+  readonly estimated: boolean;
+  /** HTTP attempts made, retries included. */
+  readonly attempts: number;
+  readonly ms: number;
+}
+
+export interface LlmStats {
+  requests: number;
+  retries: number;
+  rateLimited: number;
+  lengthRetries: number;
+  stopRejectedModels: string[];
+  concurrencyLimit: number;
+}
+
+/** Lowers the number of requests in flight on 429 and raises it again after a run of successes. */
+class AdaptiveGate {
+  #limit: number;
+  readonly #max: number;
+  #inFlight = 0;
+  #streak = 0;
+  readonly #waiters: (() => void)[] = [];
+  static readonly RAISE_AFTER = 20;
+
+  constructor(max: number) {
+    this.#max = Math.max(1, max);
+    this.#limit = this.#max;
+  }
+
+  get limit(): number {
+    return this.#limit;
+  }
+
+  async acquire(): Promise<void> {
+    while (this.#inFlight >= this.#limit) await new Promise<void>((r) => this.#waiters.push(r));
+    this.#inFlight++;
+  }
+
+  release(): void {
+    this.#inFlight--;
+    this.#waiters.shift()?.();
+  }
+
+  rateLimited(): void {
+    this.#streak = 0;
+    this.#limit = Math.max(1, Math.floor(this.#limit / 2));
+  }
+
+  succeeded(): void {
+    if (++this.#streak < AdaptiveGate.RAISE_AFTER || this.#limit >= this.#max) return;
+    this.#streak = 0;
+    this.#limit++;
+    this.#waiters.shift()?.();
+  }
+}
+
+export interface LlmClientOptions {
+  readonly apiKey: string;
+  /** Requests in flight at most; lowered on 429. Default: unlimited (the run's concurrency bounds it). */
+  readonly maxConcurrency?: number | undefined;
+  /** For tests: replaces the clock used for backoff waits. */
+  readonly sleep?: ((ms: number, signal?: AbortSignal) => Promise<void>) | undefined;
+}
+
+function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(new LlmError('aborted', 'aborted'));
+    const t = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = (): void => {
+      clearTimeout(t);
+      reject(new LlmError('aborted', 'aborted'));
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/** Seconds or an HTTP date in `Retry-After`, or milliseconds in `retry-after-ms`. */
+export function retryAfterMs(headers: Headers | undefined): number | undefined {
+  if (!headers) return undefined;
+  const ms = Number(headers.get('retry-after-ms'));
+  if (headers.get('retry-after-ms') !== null && Number.isFinite(ms) && ms >= 0) return ms;
+  const ra = headers.get('retry-after');
+  if (ra === null) return undefined;
+  const secs = Number(ra);
+  if (Number.isFinite(secs) && secs >= 0) return secs * 1000;
+  const date = Date.parse(ra);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now());
+}
+
+/** The first position of any stop string in `text` at or after `from`. */
+function findStop(text: string, stops: readonly string[], from: number): number {
+  let best = -1;
+  for (const s of stops) {
+    const i = text.indexOf(s, from);
+    if (i >= 0 && (best < 0 || i < best)) best = i;
+  }
+  return best;
+}
+
+let encoder: ((text: string) => number) | undefined;
+async function countTokens(text: string): Promise<number> {
+  if (!encoder) {
+    const { encode } = await import('gpt-tokenizer');
+    encoder = (t) => encode(t).length;
+  }
+  return encoder(text);
+}
+
+type Classified =
+  | { retry: true; waitMs?: number | undefined; rateLimited?: boolean }
+  | { retry: false; error: LlmError }
+  | { stopRejected: true };
+
+export class LlmClient {
+  readonly #cfg: EndpointConfig;
+  readonly #client: OpenAI;
+  readonly #gate: AdaptiveGate;
+  readonly #sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
+  /** Models that answered `stop` with 400 unsupported_parameter: stop is enforced here instead. */
+  static readonly #stopRejected = new Set<string>();
+  readonly #stats = { requests: 0, retries: 0, rateLimited: 0, lengthRetries: 0 };
+
+  constructor(cfg: EndpointConfig, opts: LlmClientOptions) {
+    this.#cfg = cfg;
+    this.#client = new OpenAI({ baseURL: cfg.base_url, apiKey: opts.apiKey, maxRetries: 0, timeout: cfg.timeout_ms });
+    this.#gate = new AdaptiveGate(opts.maxConcurrency ?? Number.MAX_SAFE_INTEGER);
+    this.#sleep = opts.sleep ?? abortableSleep;
+  }
+
+  stats(): LlmStats {
+    return {
+      ...this.#stats,
+      stopRejectedModels: [...LlmClient.#stopRejected],
+      concurrencyLimit: this.#gate.limit,
+    };
+  }
+
+  /** Forget which models rejected `stop` (tests start from a clean slate). */
+  static resetStopMemory(): void {
+    LlmClient.#stopRejected.clear();
+  }
+
+  async complete(req: CompletionRequest): Promise<Completion> {
+    if (req.stop.length > 4) throw new Error(`at most 4 stop strings, got ${req.stop.length}`);
+    const started = performance.now();
+    let attempts = 0;
+    let failures = 0;
+    let lengthRetries = 0;
+    let stopDropped = false;
+    let maxTokens = this.#cfg.max_tokens;
+    for (;;) {
+      if (req.signal?.aborted) throw new LlmError('aborted', 'aborted');
+      attempts++;
+      this.#stats.requests++;
+      await this.#gate.acquire();
+      let outcome: Classified | { ok: Omit<Completion, 'attempts' | 'ms'> };
+      try {
+        outcome = { ok: await this.#once(req, maxTokens) };
+      } catch (err) {
+        outcome = this.#classify(err, req.signal);
+      } finally {
+        this.#gate.release();
+      }
+      if ('ok' in outcome) {
+        this.#gate.succeeded();
+        const done = outcome.ok;
+        if (done.finishReason === 'length' && lengthRetries < this.#cfg.length_retries) {
+          lengthRetries++;
+          this.#stats.lengthRetries++;
+          maxTokens *= 2;
+          continue;
+        }
+        return { ...done, attempts, ms: performance.now() - started };
+      }
+      if ('stopRejected' in outcome) {
+        // Concurrent requests may all learn it at once; each retries once without `stop`.
+        if (stopDropped) throw new LlmError('fatal', `${this.#cfg.base_url} rejects stop even when it is not sent: ${this.#lastError}`, 400);
+        stopDropped = true;
+        LlmClient.#stopRejected.add(this.#cfg.model);
+        continue;
+      }
+      if (!outcome.retry) throw outcome.error;
+      if (outcome.rateLimited) {
+        this.#stats.rateLimited++;
+        this.#gate.rateLimited();
+      }
+      if (++failures > this.#cfg.max_retries) {
+        throw new LlmError('exhausted', `model endpoint failed ${failures} times in a row; last: ${this.#lastError}`);
+      }
+      this.#stats.retries++;
+      const backoff = Math.min(this.#cfg.retry_max_ms, this.#cfg.retry_base_ms * 2 ** (failures - 1));
+      const jittered = backoff / 2 + Math.random() * (backoff / 2);
+      await this.#sleep(outcome.waitMs ?? jittered, req.signal);
+    }
+  }
+
+  #lastError = '';
+
+  #classify(err: unknown, signal: AbortSignal | undefined): Classified {
+    if (err instanceof LlmError) return { retry: false, error: err };
+    if (signal?.aborted) return { retry: false, error: new LlmError('aborted', 'aborted') };
+    if (err instanceof OpenAI.APIConnectionTimeoutError) {
+      this.#lastError = `no response within ${this.#cfg.timeout_ms} ms`;
+      return { retry: true };
+    }
+    if (err instanceof OpenAI.APIUserAbortError) {
+      // Our own per-request timer fired (the caller's signal is not aborted).
+      this.#lastError = `no response within ${this.#cfg.timeout_ms} ms`;
+      return { retry: true };
+    }
+    if (err instanceof OpenAI.APIConnectionError) {
+      this.#lastError = `connection error: ${err.message}${err.cause ? ` (${(err.cause as Error).message})` : ''}`;
+      return { retry: true };
+    }
+    if (err instanceof OpenAI.APIError) {
+      const status = err.status ?? 0;
+      const serverMessage = err.message;
+      this.#lastError = serverMessage;
+      if (status === 400 && err.param === 'stop' && err.code === 'unsupported_parameter') return { stopRejected: true };
+      if (status === 429) return { retry: true, waitMs: retryAfterMs(err.headers), rateLimited: true };
+      if (status === 408 || status === 409 || status >= 500) return { retry: true, waitMs: retryAfterMs(err.headers) };
+      if (err.code === 'context_length_exceeded' || /context length|maximum context|too many tokens/i.test(serverMessage)) {
+        return { retry: false, error: new LlmError('context_overflow', serverMessage, status) };
+      }
+      return { retry: false, error: new LlmError('fatal', `${this.#cfg.base_url} answered ${status}: ${serverMessage}`, status) };
+    }
+    // A body that is not what the protocol promises (malformed JSON, a stream that ends early).
+    this.#lastError = `malformed response: ${(err as Error)?.message ?? String(err)}`;
+    return { retry: true };
+  }
+
+  async #once(req: CompletionRequest, maxTokens: number): Promise<Omit<Completion, 'attempts' | 'ms'>> {
+    const cfg = this.#cfg;
+    const sendStop = req.stop.length > 0 && !LlmClient.#stopRejected.has(cfg.model);
+    const body: Record<string, unknown> = {
+      ...cfg.extra_body,
+      model: cfg.model,
+      messages: req.messages.map((m) => ({ role: m.role, content: m.content })),
+      temperature: cfg.temperature,
+      top_p: cfg.top_p,
+      max_tokens: maxTokens,
+      ...(cfg.seed === undefined ? {} : { seed: cfg.seed }),
+      ...(sendStop ? { stop: [...req.stop] } : {}),
+    };
+    const controller = new AbortController();
+    const onAbort = (): void => controller.abort();
+    req.signal?.addEventListener('abort', onAbort, { once: true });
+    const timer = setTimeout(() => controller.abort(), cfg.timeout_ms);
+    try {
+      const raw = cfg.stream ? await this.#streamed(body, req.stop, controller) : await this.#whole(body, controller);
+      let { text } = raw;
+      let clientStop = false;
+      let finishReason = raw.finishReason;
+      const cut = findStop(text, req.stop, 0);
+      if (cut >= 0) {
+        // The server did not cut there (stop not sent, or ignored): do what it should have.
+        text = text.slice(0, cut);
+        clientStop = true;
+        finishReason = 'stop';
+      }
+      let { promptTokens, completionTokens } = raw;
+      const estimated = promptTokens === undefined || completionTokens === undefined;
+      if (promptTokens === undefined) promptTokens = await countTokens(req.messages.map((m) => m.content).join('\n'));
+      if (completionTokens === undefined) completionTokens = await countTokens(raw.text);
+      return { text, finishReason, clientStop, promptTokens, completionTokens, estimated };
+    } finally {
+      clearTimeout(timer);
+      req.signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  async #whole(body: Record<string, unknown>, controller: AbortController): Promise<RawCompletion> {
+    const res = await this.#client.chat.completions.create({ ...body, stream: false } as never, { signal: controller.signal });
+    const r = res as unknown as OpenAI.Chat.Completions.ChatCompletion;
+    const choice = r.choices?.[0];
+    if (!choice) throw new Error('response has no choices');
+    const reasoning = (choice.message as { reasoning_content?: string }).reasoning_content;
+    const content = choice.message.content ?? '';
+    return {
+      text: reasoning ? `<think>${reasoning}</think>\n${content}` : content,
+      finishReason: mapFinish(choice.finish_reason),
+      promptTokens: r.usage?.prompt_tokens,
+      completionTokens: r.usage?.completion_tokens,
+    };
+  }
+
+  /** Streams, and aborts the stream at the first stop string so a runaway turn costs nothing more. */
+  async #streamed(body: Record<string, unknown>, stops: readonly string[], controller: AbortController): Promise<RawCompletion> {
+    const stream = (await this.#client.chat.completions.create(
+      { ...body, stream: true, stream_options: { include_usage: true } } as never,
+      { signal: controller.signal },
+    )) as unknown as AsyncIterable<OpenAI.Chat.Completions.ChatCompletionChunk>;
+    let text = '';
+    let reasoning = '';
+    let finish: string | null = null;
+    let promptTokens: number | undefined;
+    let completionTokens: number | undefined;
+    const longestStop = Math.max(0, ...stops.map((s) => s.length));
+    for await (const chunk of stream) {
+      if (chunk.usage) {
+        promptTokens = chunk.usage.prompt_tokens;
+        completionTokens = chunk.usage.completion_tokens;
+      }
+      const choice = chunk.choices?.[0];
+      if (!choice) continue;
+      const delta = choice.delta as { content?: string | null; reasoning_content?: string | null };
+      if (delta.reasoning_content) reasoning += delta.reasoning_content;
+      if (delta.content) {
+        const from = Math.max(0, text.length - longestStop);
+        text += delta.content;
+        const cut = findStop(text, stops, from);
+        if (cut >= 0) {
+          // Keep the stop string: #once cuts at it and marks the turn as stopped by the client.
+          text = text.slice(0, cut + (stops.find((s) => text.startsWith(s, cut))?.length ?? 0));
+          controller.abort();
+          finish = 'stop';
+          break;
+        }
+      }
+      if (choice.finish_reason) finish = choice.finish_reason;
+    }
+    if (finish === null) throw new Error('stream ended without a finish reason');
+    return {
+      text: reasoning ? `<think>${reasoning}</think>\n${text}` : text,
+      finishReason: mapFinish(finish),
+      promptTokens,
+      completionTokens,
+    };
+  }
+}
+
+interface RawCompletion {
+  text: string;
+  finishReason: FinishReason;
+  promptTokens: number | undefined;
+  completionTokens: number | undefined;
+}
+
+function mapFinish(reason: string | null | undefined): FinishReason {
+  if (reason === 'stop' || reason === 'tool_calls') return 'stop';
+  if (reason === 'length') return 'length';
+  return 'other';
+}

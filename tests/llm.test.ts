@@ -1,0 +1,100 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { EndpointConfig } from '../schemas/index.js';
+import { LlmClient, LlmError, retryAfterMs } from '../pipeline/llm.js';
+import { startSim, type Sim } from '../sim/server.js';
+
+const STOP = ['</call_tool>', '</answer>'];
+const messages = [
+  { role: 'system' as const, content: 'You have the tool pubmed_search.' },
+  { role: 'user' as const, content: 'In which version of Firefox was the CSS property grid first supported?' },
+];
+let sim: Sim | undefined;
+afterEach(async () => {
+  await sim?.close();
+  sim = undefined;
+  LlmClient.resetStopMemory();
+});
+function client(url: string, patch: Partial<EndpointConfig> = {}, maxConcurrency?: number) {
+  return new LlmClient(EndpointConfig.parse({ base_url: url, model: 'trajforge-sim', retry_base_ms: 10, retry_max_ms: 50, ...patch }), { apiKey: 'EMPTY', maxConcurrency });
+}
+
+describe('llm', () => {
+  for (const stream of [true, false]) {
+    it(`gets a turn cut at the stop string (stream: ${stream}), with usage`, async () => {
+      sim = await startSim({ port: 0, seed: 1 });
+      const c = await client(sim.url, { stream }).complete({ messages, stop: STOP });
+      expect(c.text).toContain('<call_tool name="pubmed_search"');
+      expect(c.text).not.toContain('</call_tool>');
+      expect(c.finishReason).toBe('stop');
+      expect(c.clientStop).toBe(false);
+      expect(c.promptTokens).toBeGreaterThan(0);
+      expect(c.completionTokens).toBeGreaterThan(0);
+    });
+  }
+
+  it('cuts at the stop string itself when the server ignores it', async () => {
+    sim = await startSim({ port: 0, seed: 1, misbehave: { ignore_stop: 1 } });
+    for (const stream of [true, false]) {
+      const c = await client(sim.url, { stream }).complete({ messages, stop: STOP });
+      expect(c.clientStop).toBe(true);
+      expect(c.text).not.toContain('</call_tool>');
+      expect(c.finishReason).toBe('stop');
+    }
+  });
+
+  it('drops stop for a model that rejects it, remembers that, and enforces stop on the client', async () => {
+    sim = await startSim({ port: 0, seed: 1, rejectStop: true });
+    const llm = client(sim.url);
+    const c = await llm.complete({ messages, stop: STOP });
+    expect(c.text).not.toContain('</call_tool>');
+    expect(c.attempts).toBe(2);
+    expect(llm.stats().stopRejectedModels).toEqual(['trajforge-sim']);
+    const again = await llm.complete({ messages, stop: STOP });
+    expect(again.attempts).toBe(1);
+    expect(sim.stats().responsesByStatus['400']).toBe(1);
+  });
+
+  it('honours Retry-After on 429 and lowers its concurrency', async () => {
+    sim = await startSim({ port: 0, seed: 1, misbehave: { rate_limit: 0.5 }, retryAfterMs: 200 });
+    const llm = client(sim.url, { max_retries: 20 }, 8);
+    const started = Date.now();
+    let rateLimited = 0;
+    for (let i = 0; i < 6; i++) {
+      await llm.complete({ messages: [...messages, { role: 'user', content: `try ${i}` }], stop: STOP });
+      rateLimited = llm.stats().rateLimited;
+    }
+    expect(rateLimited).toBeGreaterThan(0);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(200 * rateLimited * 0.9);
+    expect(llm.stats().concurrencyLimit).toBeLessThan(8);
+  });
+
+  it('retries 500s, and gives up after max_retries with the server message', async () => {
+    sim = await startSim({ port: 0, seed: 1, misbehave: { server_error: 1 } });
+    const err = await client(sim.url, { max_retries: 2 }).complete({ messages, stop: STOP }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(LlmError);
+    expect((err as LlmError).kind).toBe('exhausted');
+    expect(sim.stats().responsesByStatus['500']).toBe(3);
+  });
+
+  it('times out a stalled request and retries it', async () => {
+    sim = await startSim({ port: 0, seed: 1, misbehave: { stall: 1 }, stallMs: 5_000 });
+    const err = await client(sim.url, { timeout_ms: 200, max_retries: 1 }).complete({ messages, stop: STOP }).catch((e: unknown) => e);
+    expect((err as LlmError).kind).toBe('exhausted');
+    expect((err as Error).message).toMatch(/no response within 200 ms/);
+  });
+
+  it('retries a length cut with more max_tokens, a bounded number of times', async () => {
+    sim = await startSim({ port: 0, seed: 1 });
+    const c = await client(sim.url, { max_tokens: 3, length_retries: 2 }).complete({ messages, stop: STOP });
+    expect(c.attempts).toBe(3);
+    expect(c.finishReason).toBe('length');
+  });
+
+  it('reads Retry-After as seconds, as a date, and retry-after-ms', () => {
+    expect(retryAfterMs(new Headers({ 'retry-after': '2' }))).toBe(2000);
+    expect(retryAfterMs(new Headers({ 'retry-after-ms': '150' }))).toBe(150);
+    const inAMinute = new Date(Date.now() + 60_000).toUTCString();
+    expect(retryAfterMs(new Headers({ 'retry-after': inAMinute }))).toBeGreaterThan(50_000);
+    expect(retryAfterMs(new Headers())).toBeUndefined();
+  });
+});
