@@ -1,0 +1,223 @@
+/**
+ * `trajforge generate`: sampler → rollout → validator → store, with p-queue concurrency,
+ * progress, fail-fast on a dead endpoint, and a clean stop on interrupt.
+ *
+ * Everything that can be checked before a sample runs is checked before the run directory
+ * is touched: the config, every question row, the API key, the tool servers.
+ */
+import { randomUUID } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
+import PQueue from 'p-queue';
+import { SCHEMA_VERSION, type RunConfig, type RunManifest, type Trajectory } from '../schemas/index.js';
+import { fingerprint, fingerprintFields, redactConfig } from './config.js';
+import { getDialect } from './dialects/index.js';
+import { TrajforgeError } from './errors.js';
+import { Executor } from './executor.js';
+import { LlmClient, LlmError } from './llm.js';
+import { PACKAGE_VERSION } from './paths.js';
+import { Progress, type ProgressSink } from './progress.js';
+import { rollout } from './rollout.js';
+import { countSamples, sampleQuestions } from './sampler.js';
+import { RunStore } from './store.js';
+
+export interface GenerateOptions {
+  readonly config: RunConfig;
+  readonly env?: NodeJS.ProcessEnv | undefined;
+  /** Aborting stops scheduling, cancels the rollouts in flight (they are redone on resume) and closes the run. */
+  readonly signal?: AbortSignal | undefined;
+  readonly progress?: ProgressSink | undefined;
+}
+
+/** What this session did, for the summary. */
+export interface GenerateSummary {
+  readonly dir: string;
+  readonly runId: string;
+  readonly resumed: boolean;
+  readonly status: RunManifest['status'];
+  /** The run's state over all sessions: latest state per id. */
+  readonly counts: RunManifest['counts'];
+  /** Samples in the question set; null when reading stdin. */
+  readonly total: number | null;
+  readonly session: {
+    readonly accepted: number;
+    readonly failed: number;
+    readonly byReason: Record<string, number>;
+    readonly repairs: Record<string, number>;
+    readonly rollbacks: Record<string, number>;
+    readonly toolCalls: number;
+    readonly tokens: number;
+    readonly skippedDone: number;
+  };
+  readonly executor: ReturnType<Executor['stats']>;
+  readonly llm: ReturnType<LlmClient['stats']>;
+  /** Set when the endpoint kept refusing requests and the run stopped early. */
+  readonly fatal?: string | undefined;
+}
+
+function isLoopback(url: string): boolean {
+  try {
+    const h = new URL(url).hostname;
+    return h === 'localhost' || h === '[::1]' || h === '::1' || h.startsWith('127.');
+  } catch {
+    return false;
+  }
+}
+
+/** The key comes from the environment only. A loopback server (vLLM, sim) may need none. */
+export function resolveApiKey(cfg: RunConfig, env: NodeJS.ProcessEnv): string {
+  const name = cfg.endpoint.api_key_env;
+  const key = env[name];
+  if (key) return key;
+  if (name === 'none' || isLoopback(cfg.endpoint.base_url)) return 'EMPTY';
+  throw new TrajforgeError(
+    'MISSING_ENV',
+    `endpoint.api_key_env: environment variable ${name} is not set (the key for ${cfg.endpoint.base_url}); set it, or set api_key_env: none for an endpoint without keys`,
+    { field: 'endpoint.api_key_env' },
+  );
+}
+
+export async function generate(opts: GenerateOptions): Promise<GenerateSummary> {
+  const { config } = opts;
+  const env = opts.env ?? process.env;
+  const dialect = getDialect(config.dialect);
+  const questionsPath = config.questions.path;
+  if (!questionsPath) throw new TrajforgeError('BAD_CONFIG', 'questions.path: no questions file (set it in the config or pass --questions)', { field: 'questions.path' });
+  const apiKey = resolveApiKey(config, env);
+
+  // Reads the rows the run will use once: a broken one stops the run here, before anything
+  // is written. Stdin can be read only once, so it goes uncounted.
+  const total = questionsPath === '-' ? null : await countSamples({ path: questionsPath, config: config.questions });
+  const executor = await Executor.start({ servers: config.mcpServers, tools: config.tools, executor: config.executor });
+  let store: RunStore;
+  const fields = fingerprintFields(config);
+  try {
+    store = await RunStore.open({
+      dir: config.output.dir,
+      fingerprintFields: fields,
+      fresh: (): RunManifest => {
+        const now = new Date().toISOString();
+        return {
+          schema_version: SCHEMA_VERSION,
+          run_id: randomUUID(),
+          created_at: now,
+          updated_at: now,
+          status: 'running',
+          trajforge_version: PACKAGE_VERSION,
+          node_version: process.version,
+          model: config.endpoint.model,
+          dialect: config.dialect,
+          config: redactConfig(config, env),
+          config_fingerprint: fingerprint(fields),
+          fingerprint_fields: fields,
+          questions: { path: questionsPath, total },
+          counts: { accepted: 0, failed: 0, by_reason: {} },
+          sessions: [],
+        };
+      },
+    });
+  } catch (err) {
+    await executor.close();
+    throw err;
+  }
+
+  const runId = store.manifest.run_id;
+  const llm = new LlmClient(config.endpoint, { apiKey, maxConcurrency: config.concurrency });
+  const systemPrompt = [dialect.systemPrompt(executor.tools()), config.instructions].filter(Boolean).join('\n\n');
+  const abort = new AbortController();
+  // Every request in flight listens on this one signal.
+  setMaxListeners(0, abort.signal);
+  const onOuterAbort = (): void => abort.abort();
+  opts.signal?.addEventListener('abort', onOuterAbort, { once: true });
+
+  const session = {
+    accepted: 0,
+    failed: 0,
+    byReason: {} as Record<string, number>,
+    repairs: {} as Record<string, number>,
+    rollbacks: {} as Record<string, number>,
+    toolCalls: 0,
+    tokens: 0,
+    skippedDone: 0,
+  };
+  const bump = (m: Record<string, number>, k: string): void => {
+    m[k] = (m[k] ?? 0) + 1;
+  };
+  const progress = new Progress(opts.progress, total, store.accepted.size + store.failed.size);
+  let fatal: string | undefined;
+  let fatalStreak = 0;
+  let writeError: unknown;
+
+  const record = async (traj: Trajectory): Promise<void> => {
+    const written = await store.append(traj);
+    if (!written) return;
+    if (traj.status === 'ok') session.accepted++;
+    else {
+      session.failed++;
+      bump(session.byReason, traj.reason ?? 'unknown');
+    }
+    for (const r of traj.repairs) bump(session.repairs, r.kind);
+    for (const r of traj.rollbacks) bump(session.rollbacks, r.condition);
+    session.toolCalls += traj.total_tool_calls;
+    session.tokens += traj.usage.total_tokens;
+    progress.done(traj.status === 'ok', traj.usage.total_tokens);
+  };
+
+  const runOne = async (sample: Parameters<typeof rollout>[0]): Promise<void> => {
+    if (abort.signal.aborted) return;
+    const attempt = (store.failed.get(sample.sample_id)?.attempt ?? -1) + 1;
+    try {
+      const traj = await rollout(sample, attempt, { llm, executor, dialect, config, systemPrompt, runId }, abort.signal);
+      fatalStreak = 0;
+      await record(traj);
+    } catch (err) {
+      if (err instanceof LlmError && err.kind === 'aborted') return;
+      if (err instanceof LlmError && err.kind === 'fatal') {
+        // The endpoint refuses the requests themselves: stop before burning the queue.
+        if (++fatalStreak >= config.endpoint.fail_fast_after && fatal === undefined) {
+          fatal = err.message;
+          abort.abort();
+        }
+        return;
+      }
+      writeError ??= err;
+      abort.abort();
+    }
+  };
+
+  const queue = new PQueue({ concurrency: config.concurrency });
+  const { samples, report } = sampleQuestions({ path: questionsPath, config: config.questions, isDone: (id) => store.isDone(id) });
+  let status: RunManifest['status'] = 'failed';
+  progress.start();
+  try {
+    for await (const sample of samples) {
+      if (abort.signal.aborted) break;
+      // Backpressure: the sampler streams, and the queue holds a bounded number of samples.
+      await queue.onSizeLessThan(config.concurrency);
+      if (abort.signal.aborted) break;
+      void queue.add(() => runOne(sample));
+    }
+    await queue.onIdle();
+    session.skippedDone = report.skippedDone;
+    if (writeError) throw writeError;
+    status = fatal !== undefined ? 'failed' : abort.signal.aborted ? 'interrupted' : 'completed';
+  } finally {
+    queue.clear();
+    await queue.onIdle();
+    progress.stop();
+    opts.signal?.removeEventListener('abort', onOuterAbort);
+    await executor.close();
+    await store.close(status, fatal ?? status);
+  }
+  return {
+    dir: store.dir,
+    runId,
+    resumed: store.resumed,
+    status,
+    counts: store.counts(),
+    total,
+    session,
+    executor: executor.stats(),
+    llm: llm.stats(),
+    fatal,
+  };
+}

@@ -1,0 +1,87 @@
+/**
+ * Progress of a run: on a terminal, one line redrawn in place; elsewhere (CI, a log file,
+ * a Slurm job), a plain line every few seconds.
+ */
+export interface ProgressSink {
+  readonly isTTY: boolean;
+  write(text: string): void;
+  /** Plain-line interval when not a TTY. Default 5000 ms. */
+  readonly intervalMs?: number | undefined;
+}
+
+export function stderrSink(): ProgressSink {
+  return { isTTY: process.stderr.isTTY === true, write: (t) => process.stderr.write(t) };
+}
+
+function duration(ms: number): string {
+  if (!Number.isFinite(ms) || ms < 0) return '?';
+  const s = Math.round(ms / 1000);
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
+  return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
+}
+
+function compact(n: number): string {
+  if (n >= 1e9) return `${(n / 1e9).toFixed(1)}G`;
+  if (n >= 1e6) return `${(n / 1e6).toFixed(1)}M`;
+  if (n >= 1e3) return `${(n / 1e3).toFixed(1)}k`;
+  return String(n);
+}
+
+export class Progress {
+  readonly #sink: ProgressSink | undefined;
+  readonly #total: number | null;
+  readonly #before: number;
+  #accepted = 0;
+  #failed = 0;
+  #tokens = 0;
+  #started = 0;
+  #timer: NodeJS.Timeout | undefined;
+
+  /** `before`: samples already done by earlier sessions of the run. */
+  constructor(sink: ProgressSink | undefined, total: number | null, before: number) {
+    this.#sink = sink;
+    this.#total = total;
+    this.#before = before;
+  }
+
+  start(): void {
+    this.#started = performance.now();
+    if (!this.#sink) return;
+    const every = this.#sink.isTTY ? 250 : (this.#sink.intervalMs ?? 5000);
+    this.#timer = setInterval(() => this.#draw(), every);
+    this.#timer.unref();
+  }
+
+  done(accepted: boolean, tokens: number): void {
+    if (accepted) this.#accepted++;
+    else this.#failed++;
+    this.#tokens += tokens;
+  }
+
+  line(): string {
+    const doneNow = this.#accepted + this.#failed;
+    const done = this.#before + doneNow;
+    const elapsed = performance.now() - this.#started;
+    const rate = doneNow / Math.max(elapsed / 1000, 1e-3);
+    const counts = `${this.#accepted} accepted · ${this.#failed} failed · ${rate.toFixed(2)}/s`;
+    if (this.#total === null) return `${done} done · ${counts} · ${compact(this.#tokens)} tokens`;
+    const eta = rate > 0 ? ((this.#total - done) / rate) * 1000 : Number.NaN;
+    const pct = this.#total ? Math.floor((done / this.#total) * 100) : 100;
+    return `${done}/${this.#total} (${pct}%) · ${counts} · ETA ${duration(eta)} · ${compact(this.#tokens)} tokens`;
+  }
+
+  #draw(): void {
+    if (!this.#sink) return;
+    if (this.#sink.isTTY) this.#sink.write(`\r\x1b[2K${this.line()}`);
+    else this.#sink.write(`[${new Date().toISOString().slice(11, 19)}] ${this.line()}\n`);
+  }
+
+  stop(): void {
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = undefined;
+    if (!this.#sink) return;
+    if (this.#sink.isTTY) this.#sink.write(`\r\x1b[2K${this.line()}\n`);
+    else this.#draw();
+  }
+}
