@@ -8,6 +8,7 @@ import { dirname, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import type { z } from 'zod';
 import { RunConfig } from '../schemas/index.js';
+import { canonicalJson } from './canonical.js';
 import { TrajforgeError } from './errors.js';
 import { PACKAGE_ROOT } from './paths.js';
 
@@ -141,25 +142,14 @@ export function fingerprintFields(cfg: RunConfig): Record<string, unknown> {
   };
 }
 
-function stableStringify(v: unknown): string {
-  if (Array.isArray(v)) return `[${v.map(stableStringify).join(',')}]`;
-  if (v !== null && typeof v === 'object') {
-    return `{${Object.keys(v)
-      .sort()
-      .map((k) => `${JSON.stringify(k)}:${stableStringify((v as Record<string, unknown>)[k])}`)
-      .join(',')}}`;
-  }
-  return JSON.stringify(v) ?? 'null';
-}
-
 export function fingerprint(fields: Record<string, unknown>): string {
-  return createHash('sha256').update(stableStringify(fields)).digest('hex').slice(0, 16);
+  return createHash('sha256').update(canonicalJson(fields)).digest('hex').slice(0, 16);
 }
 
 /** Names of the fingerprint fields that differ between two runs. */
 export function fingerprintDiff(a: Record<string, unknown>, b: Record<string, unknown>): string[] {
   const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
-  return [...keys].filter((k) => stableStringify(a[k]) !== stableStringify(b[k])).sort();
+  return [...keys].filter((k) => canonicalJson(a[k]) !== canonicalJson(b[k])).sort();
 }
 
 const SECRET_NAME = /(key|token|secret|password|passwd|authorization|cookie|credential)/i;

@@ -9,6 +9,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { McpServerConfig, RunConfig } from '../schemas/index.js';
+import { canonicalJson } from './canonical.js';
 import type { ParsedCall, ToolDocument, ToolResultView, ToolSpec } from './dialects/types.js';
 import { TrajforgeError } from './errors.js';
 import { PACKAGE_VERSION } from './paths.js';
@@ -182,18 +183,6 @@ function coerce(raw: string, type: unknown, key: string): unknown {
     default:
       return raw;
   }
-}
-
-/** Canonical JSON (sorted keys) so equal arguments hit the same cache entry. */
-function canonical(v: unknown): string {
-  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
-  if (v !== null && typeof v === 'object') {
-    return `{${Object.keys(v)
-      .sort()
-      .map((k) => `${JSON.stringify(k)}:${canonical((v as Record<string, unknown>)[k])}`)
-      .join(',')}}`;
-  }
-  return JSON.stringify(v) ?? 'null';
 }
 
 const DOC_ID_FIELDS = ['paperId', 'pmid', 'PMID', 'doi', 'DOI', 'id', 'docid', 'url', 'link'] as const;
@@ -399,7 +388,7 @@ export class Executor {
       return refuse((err as Error).message);
     }
 
-    const key = `${route.server}\u0000${route.tool.name}\u0000${canonical(mapped.arguments)}`;
+    const key = `${route.server}\u0000${route.tool.name}\u0000${canonicalJson(mapped.arguments)}`;
     const hit = this.#cache.get(key);
     let outcome: { text: string; isError: boolean; raw: unknown } | { failure: string };
     let cached = false;

@@ -71,9 +71,15 @@ export class Progress {
     return `${done}/${this.#total} (${pct}%) · ${counts} · ETA ${duration(eta)} · ${compact(this.#tokens)} tokens`;
   }
 
+  #bar(width = 24): string {
+    if (!this.#total) return '';
+    const filled = Math.min(width, Math.round(((this.#before + this.#accepted + this.#failed) / this.#total) * width));
+    return `[${'#'.repeat(filled)}${'-'.repeat(width - filled)}] `;
+  }
+
   #draw(): void {
     if (!this.#sink) return;
-    if (this.#sink.isTTY) this.#sink.write(`\r\x1b[2K${this.line()}`);
+    if (this.#sink.isTTY) this.#sink.write(`\r\x1b[2K${this.#bar()}${this.line()}`);
     else this.#sink.write(`[${new Date().toISOString().slice(11, 19)}] ${this.line()}\n`);
   }
 
@@ -81,7 +87,7 @@ export class Progress {
     if (this.#timer) clearInterval(this.#timer);
     this.#timer = undefined;
     if (!this.#sink) return;
-    if (this.#sink.isTTY) this.#sink.write(`\r\x1b[2K${this.line()}\n`);
+    if (this.#sink.isTTY) this.#sink.write(`\r\x1b[2K${this.#bar()}${this.line()}\n`);
     else this.#draw();
   }
 }

@@ -8,7 +8,7 @@ import { join, resolve } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildCorpus } from '../../data/build/build-corpus.js';
+import { buildCorpus, type CorpusDocument } from '../../data/build/build-corpus.js';
 import { CorpusIndex, indexPathFor, loadCorpus, openCorpus, tokenize } from '../../tools/corpus/search.js';
 
 const ROOT = resolve(import.meta.dirname, '..', '..');
@@ -16,14 +16,7 @@ const SERVER = join(ROOT, 'dist', 'tools', 'corpus', 'server.js');
 const CORPUS = join(ROOT, 'data', 'corpus.jsonl');
 const QUESTIONS = join(ROOT, 'data', 'questions.jsonl');
 
-interface Doc {
-  paperId: string;
-  title: string;
-  authors: string[];
-  year: number;
-  venue: string;
-  abstract: string;
-}
+type Doc = CorpusDocument;
 interface Question {
   id: string;
   question: string;
