@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import PQueue from 'p-queue';
-import { SCHEMA_VERSION, type RunConfig, type RunManifest, type Trajectory } from '../schemas/index.js';
+import { SCHEMA_VERSION, type RunConfig, type RunManifest, type Sample, type Trajectory } from '../schemas/index.js';
 import { fingerprint, fingerprintFields, redactConfig } from './config.js';
 import { getDialect } from './dialects/index.js';
 import { TrajforgeError } from './errors.js';
@@ -76,45 +76,73 @@ export function resolveApiKey(cfg: RunConfig, env: NodeJS.ProcessEnv): string {
   );
 }
 
+/** What a session runs: `generate` and `rerun` differ only in where the samples come from. */
+export interface SessionPlan extends GenerateOptions {
+  /** Samples in the question set, for the progress line; null when unknown. */
+  readonly total: number | null;
+  /** Opens the run directory. Called after the tool servers are up, so a dead server leaves nothing behind. */
+  openStore(): Promise<RunStore>;
+  /** The samples to roll out; `skipped` counts those passed over because the run holds them. */
+  samples(store: RunStore): { samples: AsyncIterable<Sample>; skipped(): number };
+}
+
 export async function generate(opts: GenerateOptions): Promise<GenerateSummary> {
   const { config } = opts;
   const env = opts.env ?? process.env;
-  const dialect = getDialect(config.dialect);
+  getDialect(config.dialect);
   const questionsPath = config.questions.path;
   if (!questionsPath) throw new TrajforgeError('BAD_CONFIG', 'questions.path: no questions file (set it in the config or pass --questions)', { field: 'questions.path' });
-  const apiKey = resolveApiKey(config, env);
+  resolveApiKey(config, env);
 
   // Reads the rows the run will use once: a broken one stops the run here, before anything
   // is written. Stdin can be read only once, so it goes uncounted.
   const total = questionsPath === '-' ? null : await countSamples({ path: questionsPath, config: config.questions });
+  const fields = fingerprintFields(config);
+  return runSession({
+    ...opts,
+    total,
+    openStore: () =>
+      RunStore.open({
+        dir: config.output.dir,
+        fingerprintFields: fields,
+        fresh: (): RunManifest => {
+          const now = new Date().toISOString();
+          return {
+            schema_version: SCHEMA_VERSION,
+            run_id: randomUUID(),
+            created_at: now,
+            updated_at: now,
+            status: 'running',
+            trajforge_version: PACKAGE_VERSION,
+            node_version: process.version,
+            model: config.endpoint.model,
+            dialect: config.dialect,
+            config: redactConfig(config, env),
+            config_fingerprint: fingerprint(fields),
+            fingerprint_fields: fields,
+            questions: { path: questionsPath, total },
+            counts: { accepted: 0, failed: 0, by_reason: {} },
+            sessions: [],
+          };
+        },
+      }),
+    samples: (store) => {
+      const { samples, report } = sampleQuestions({ path: questionsPath, config: config.questions, isDone: (id) => store.isDone(id) });
+      return { samples, skipped: () => report.skippedDone };
+    },
+  });
+}
+
+/** Starts the tool servers, opens the run, rolls the samples out and closes everything. */
+export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
+  const { config } = plan;
+  const env = plan.env ?? process.env;
+  const dialect = getDialect(config.dialect);
+  const apiKey = resolveApiKey(config, env);
   const executor = await Executor.start({ servers: config.mcpServers, tools: config.tools, executor: config.executor });
   let store: RunStore;
-  const fields = fingerprintFields(config);
   try {
-    store = await RunStore.open({
-      dir: config.output.dir,
-      fingerprintFields: fields,
-      fresh: (): RunManifest => {
-        const now = new Date().toISOString();
-        return {
-          schema_version: SCHEMA_VERSION,
-          run_id: randomUUID(),
-          created_at: now,
-          updated_at: now,
-          status: 'running',
-          trajforge_version: PACKAGE_VERSION,
-          node_version: process.version,
-          model: config.endpoint.model,
-          dialect: config.dialect,
-          config: redactConfig(config, env),
-          config_fingerprint: fingerprint(fields),
-          fingerprint_fields: fields,
-          questions: { path: questionsPath, total },
-          counts: { accepted: 0, failed: 0, by_reason: {} },
-          sessions: [],
-        };
-      },
-    });
+    store = await plan.openStore();
   } catch (err) {
     await executor.close();
     throw err;
@@ -127,7 +155,7 @@ export async function generate(opts: GenerateOptions): Promise<GenerateSummary> 
   // Every request in flight listens on this one signal.
   setMaxListeners(0, abort.signal);
   const onOuterAbort = (): void => abort.abort();
-  opts.signal?.addEventListener('abort', onOuterAbort, { once: true });
+  plan.signal?.addEventListener('abort', onOuterAbort, { once: true });
 
   const session = {
     accepted: 0,
@@ -142,7 +170,7 @@ export async function generate(opts: GenerateOptions): Promise<GenerateSummary> 
   const bump = (m: Record<string, number>, k: string): void => {
     m[k] = (m[k] ?? 0) + 1;
   };
-  const progress = new Progress(opts.progress, total, store.accepted.size + store.failed.size);
+  const progress = new Progress(plan.progress, plan.total, store.accepted.size + store.failed.size);
   let fatal: string | undefined;
   let fatalStreak = 0;
   let writeError: unknown;
@@ -162,7 +190,7 @@ export async function generate(opts: GenerateOptions): Promise<GenerateSummary> 
     progress.done(traj.status === 'ok', traj.usage.total_tokens);
   };
 
-  const runOne = async (sample: Parameters<typeof rollout>[0]): Promise<void> => {
+  const runOne = async (sample: Sample): Promise<void> => {
     if (abort.signal.aborted) return;
     const attempt = (store.failed.get(sample.sample_id)?.attempt ?? -1) + 1;
     try {
@@ -185,7 +213,7 @@ export async function generate(opts: GenerateOptions): Promise<GenerateSummary> 
   };
 
   const queue = new PQueue({ concurrency: config.concurrency });
-  const { samples, report } = sampleQuestions({ path: questionsPath, config: config.questions, isDone: (id) => store.isDone(id) });
+  const { samples, skipped } = plan.samples(store);
   let status: RunManifest['status'] = 'failed';
   progress.start();
   try {
@@ -197,14 +225,14 @@ export async function generate(opts: GenerateOptions): Promise<GenerateSummary> 
       void queue.add(() => runOne(sample));
     }
     await queue.onIdle();
-    session.skippedDone = report.skippedDone;
+    session.skippedDone = skipped();
     if (writeError) throw writeError;
     status = fatal !== undefined ? 'failed' : abort.signal.aborted ? 'interrupted' : 'completed';
   } finally {
     queue.clear();
     await queue.onIdle();
     progress.stop();
-    opts.signal?.removeEventListener('abort', onOuterAbort);
+    plan.signal?.removeEventListener('abort', onOuterAbort);
     await executor.close();
     await store.close(status, fatal ?? status);
   }
@@ -214,7 +242,7 @@ export async function generate(opts: GenerateOptions): Promise<GenerateSummary> 
     resumed: store.resumed,
     status,
     counts: store.counts(),
-    total,
+    total: plan.total,
     session,
     executor: executor.stats(),
     llm: llm.stats(),

@@ -33,6 +33,8 @@ export interface CompletionRequest {
   /** At most 4: the OpenAI and vLLM limit. */
   readonly stop: readonly string[];
   readonly signal?: AbortSignal | undefined;
+  /** Sampling seed for this request; default `endpoint.seed`. */
+  readonly seed?: number | undefined;
 }
 
 export interface Completion {
@@ -287,7 +289,7 @@ export class LlmClient {
       temperature: cfg.temperature,
       top_p: cfg.top_p,
       max_tokens: maxTokens,
-      ...(cfg.seed === undefined ? {} : { seed: cfg.seed }),
+      ...((req.seed ?? cfg.seed) === undefined ? {} : { seed: req.seed ?? cfg.seed }),
       ...(sendStop ? { stop: [...req.stop] } : {}),
     };
     const controller = new AbortController();

@@ -3,6 +3,7 @@
  * append the real tool output, nudge a turn with no action, force a final answer when the
  * turns or budgets run out, roll back turns on configured conditions, record everything.
  */
+import { createHash } from 'node:crypto';
 import {
   SCHEMA_VERSION,
   type ChatMessage,
@@ -30,6 +31,15 @@ export interface RolloutDeps {
   readonly runId: string;
 }
 
+/**
+ * With `endpoint.seed` set, each sample and attempt gets a seed of its own: reproducible,
+ * yet a rerun (attempt + 1) or a second sample of one question does not replay the first.
+ */
+export function sampleSeed(base: number | undefined, sampleId: string, attempt: number): number | undefined {
+  if (base === undefined) return undefined;
+  return createHash('sha256').update(`${base}\u0000${sampleId}\u0000${attempt}`).digest().readUInt32BE(0) & 0x7fffffff;
+}
+
 const REFUSAL = /^\s*(?:I'?m sorry|I am sorry|I apologi[sz]e|I can(?:not|'t|’t) (?:help|assist|answer|comply)|I'?m (?:unable|not able) to)/i;
 const DISCARDED_CHARS = 300;
 
@@ -45,6 +55,7 @@ function queryKey(tool: string, query: string, attributes: Record<string, string
 export async function rollout(sample: Sample, attempt: number, deps: RolloutDeps, signal?: AbortSignal): Promise<Trajectory> {
   const { llm, executor, dialect, config } = deps;
   const { budgets, rollback: rb } = config;
+  const seed = sampleSeed(config.endpoint.seed, sample.sample_id, attempt);
   const startedAt = new Date();
   const t0 = performance.now();
 
@@ -69,7 +80,7 @@ export async function rollout(sample: Sample, attempt: number, deps: RolloutDeps
   let error: string | undefined;
 
   const complete = async (msgs: readonly ChatMessage[]): Promise<{ c: Completion; r: TurnRepairResult }> => {
-    const c = await llm.complete({ messages: msgs, stop: dialect.stopStrings, signal });
+    const c = await llm.complete({ messages: msgs, stop: dialect.stopStrings, signal, seed });
     usage.prompt_tokens += c.promptTokens;
     usage.completion_tokens += c.completionTokens;
     usage.total_tokens += c.promptTokens + c.completionTokens;

@@ -339,6 +339,8 @@ export const RunManifest = z.object({
   sessions: z.array(
     z.object({ started_at: z.string(), finished_at: z.string().optional(), exit: z.string().optional() }),
   ),
+  /** Set on a run made by `merge`: the runs it came from. */
+  merged_from: z.array(z.object({ dir: z.string(), run_id: z.string(), counts: RunCounts })).optional(),
 });
 export type RunManifest = z.infer<typeof RunManifest>;
 

@@ -1,0 +1,89 @@
+/**
+ * `rerun`: roll out again only the samples of a run whose attempts all failed, each with
+ * `attempt + 1`, appending to the same run. The questions come from the failure records
+ * themselves, so the original questions file is not needed.
+ */
+import { createReadStream, existsSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { SCHEMA_VERSION, type FailureReason, type RunConfig, type Sample } from '../schemas/index.js';
+import { fingerprintFields } from './config.js';
+import { TrajforgeError } from './errors.js';
+import { runSession, type GenerateOptions, type GenerateSummary } from './generate.js';
+import { FAILURES, MANIFEST, RunStore } from './store.js';
+
+export interface RerunOptions extends GenerateOptions {
+  /** The run directory; it overrides `config.output.dir`. */
+  readonly dir: string;
+  /** Only failures with one of these reasons; default all. */
+  readonly reasons?: readonly FailureReason[] | undefined;
+  /** Attempts an id may have in all, the first included. Default 3. */
+  readonly maxAttempts?: number | undefined;
+}
+
+export const DEFAULT_MAX_ATTEMPTS = 3;
+
+/** The index after `#` in a sample id made with `--samples K`; 0 otherwise. */
+function sampleIndex(id: string): number {
+  const m = /#(\d+)$/.exec(id);
+  return m ? Number(m[1]) : 0;
+}
+
+export async function rerun(opts: RerunOptions): Promise<GenerateSummary> {
+  const { dir } = opts;
+  if (!existsSync(join(dir, MANIFEST))) throw new TrajforgeError('BAD_INPUT', `${dir}: not a run directory (no ${MANIFEST})`, { file: dir });
+  const config: RunConfig = { ...opts.config, output: { ...opts.config.output, dir } };
+  const maxAttempts = opts.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
+  const reasons = opts.reasons?.length ? new Set<string>(opts.reasons) : undefined;
+  return runSession({
+    ...opts,
+    config,
+    total: null,
+    openStore: () =>
+      RunStore.open({
+        dir,
+        fingerprintFields: fingerprintFields(config),
+        fresh: () => {
+          throw new TrajforgeError('BAD_INPUT', `${dir}: not a run directory`, { file: dir });
+        },
+      }),
+    samples: (store) => {
+      // Decided before anything runs: the attempts appended during this rerun are not rerun again.
+      const due = new Map<string, number>();
+      for (const [id, { attempt, reason }] of store.failed) {
+        if (attempt + 1 < maxAttempts && (!reasons || reasons.has(reason))) due.set(id, attempt);
+      }
+      const file = join(dir, FAILURES);
+      const size = existsSync(file) ? statSync(file).size : 0;
+      async function* samples(): AsyncGenerator<Sample> {
+        if (size === 0 || due.size === 0) return;
+        const rl = createInterface({ input: createReadStream(file, { encoding: 'utf8', end: size - 1 }), crlfDelay: Infinity });
+        for await (const line of rl) {
+          if (line.trim() === '') continue;
+          const rec = JSON.parse(line) as {
+            id: string;
+            attempt: number;
+            question_id: string;
+            question: string;
+            gold_answer?: string;
+            meta?: Record<string, unknown>;
+          };
+          if (due.get(rec.id) !== rec.attempt) continue;
+          due.delete(rec.id);
+          yield {
+            sample_id: rec.id,
+            sample_index: sampleIndex(rec.id),
+            question: {
+              schema_version: SCHEMA_VERSION,
+              id: rec.question_id,
+              question: rec.question,
+              ...(rec.gold_answer === undefined ? {} : { answer: rec.gold_answer }),
+              ...(rec.meta === undefined ? {} : { meta: rec.meta }),
+            },
+          };
+        }
+      }
+      return { samples: samples(), skipped: () => 0 };
+    },
+  });
+}
