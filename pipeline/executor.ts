@@ -57,6 +57,8 @@ class ServerConnection {
   #stderr = '';
   /** Restarts since the last successful call. */
   restarts = 0;
+  totalRestarts = 0;
+  #everConnected = false;
 
   constructor(name: string, cfg: McpServerConfig, execCfg: ExecutorConfig) {
     this.name = name;
@@ -68,13 +70,31 @@ class ServerConnection {
     return this.#stderr.trim();
   }
 
-  /** The live client, connecting (once, however many callers wait) when there is none. */
+  /**
+   * The live client, connecting (once, however many callers wait) when there is none. A
+   * server that died is restarted at most `max_restarts` times in a row; after that it
+   * stays down for the run and its calls fail at once.
+   */
   client(): Promise<Client> {
     if (this.#client) return Promise.resolve(this.#client);
-    this.#connecting ??= this.#connect().finally(() => {
-      this.#connecting = undefined;
-    });
+    if (!this.#connecting) {
+      if (this.#everConnected) {
+        if (this.restarts >= this.#execCfg.max_restarts) {
+          return Promise.reject(new Error(`it died and was restarted ${this.restarts} times in a row; not restarting it again`));
+        }
+        this.restarts++;
+        this.totalRestarts++;
+      }
+      this.#connecting = this.#connect().finally(() => {
+        this.#connecting = undefined;
+      });
+    }
     return this.#connecting;
+  }
+
+  /** A call went through: the restart budget is full again. */
+  healthy(): void {
+    this.restarts = 0;
   }
 
   async #connect(): Promise<Client> {
@@ -98,6 +118,7 @@ class ServerConnection {
       clearTimeout(timer);
     }
     this.#client = client;
+    this.#everConnected = true;
     return client;
   }
 
@@ -353,7 +374,9 @@ export class Executor {
   }
 
   stats(): ExecutorStats {
-    return { ...this.#stats };
+    let restarts = 0;
+    for (const s of this.#servers.values()) restarts += s.totalRestarts;
+    return { ...this.#stats, restarts };
   }
 
   /**
@@ -440,7 +463,7 @@ export class Executor {
           .map((c) => c.text)
           .join('\n');
         const structured = (res as { structuredContent?: unknown }).structuredContent;
-        server.restarts = 0;
+        server.healthy();
         return { text: text || (structured ? JSON.stringify(structured) : ''), isError: res.isError === true, raw: res };
       } catch (err) {
         const message = (err as Error).message ?? String(err);
@@ -449,13 +472,9 @@ export class Executor {
           this.#stats.timeouts++;
           return { failure: `tool call timed out after ${this.#cfg.call_timeout_ms} ms` };
         }
-        // A dead server is replaced, and the call retried once on the fresh process.
+        // A dead server is replaced (by client(), within its restart budget) and the call retried once.
         await server.discard();
-        if (attempt >= 1 || server.restarts >= this.#cfg.max_restarts) {
-          return { failure: `tool server ${route.server} failed: ${message}` };
-        }
-        server.restarts++;
-        this.#stats.restarts++;
+        if (attempt >= 1) return { failure: `tool server ${route.server} failed: ${message}` };
       }
     }
   }

@@ -135,21 +135,23 @@ export async function rollout(sample: Sample, attempt: number, deps: RolloutDeps
       } else if (action.kind === 'none') {
         // The model saw its own words and the nudge; the training view keeps neither.
         repairs.push({ turn, kind: 'no_action', detail: 'a turn with neither a call nor an answer' });
-        messages.push({ role: 'assistant', content: r.text || c.text }, { role: 'user', content: loadPrompt('nudge') });
+        messages.push({ role: 'assistant', content: r.text || c.text });
         if (++nudges > budgets.max_nudges) {
           turn++;
           break;
         }
+        messages.push({ role: 'user', content: loadPrompt('nudge') });
       } else {
         const callId = makeCallId(sample.sample_id, attempt, toolCalls.length);
         const exec = await executor.call(action.call, callId, used);
+        // A call that reached the server counts toward its limit, even when the turn is rolled back.
+        if (!exec.skipped) used.set(action.call.toolName, (used.get(action.call.toolName) ?? 0) + 1);
         if (exec.error && !exec.skipped && rb.conditions.includes('tool_error') && rollbackAllowed()) {
           rollbacksHere++;
           rollbacks.push({ turn, condition: 'tool_error', detail: exec.error, discarded: c.text.slice(0, DISCARDED_CHARS) });
           continue;
         }
         toolMs += exec.durationMs;
-        if (!exec.skipped) used.set(action.call.toolName, (used.get(action.call.toolName) ?? 0) + 1);
         asked.add(queryKey(action.call.toolName, action.call.query, action.call.attributes));
         const out = dialect.renderToolOutput(exec.view);
         toolCalls.push({
@@ -243,6 +245,12 @@ export async function rollout(sample: Sample, attempt: number, deps: RolloutDeps
     const errors = traj.validation.issues.filter((i) => i.severity === 'error');
     reason = errors.every((i) => i.rule === 'gold.mismatch') ? 'wrong_answer' : 'invalid';
     error = errors.map((i) => `${i.rule}: ${i.message}`).join('; ');
+  }
+  // A sample whose tools never once worked failed because of them, whatever it answered.
+  const ran = toolCalls.filter((t) => !t.skipped);
+  if (reason !== undefined && reason !== 'llm_error' && ran.length > 0 && ran.every((t) => t.error !== undefined)) {
+    error = `every tool call failed; first: ${ran[0]!.error}${error ? `; ${error}` : ''}`;
+    reason = 'tool_error';
   }
   if (reason !== undefined) {
     traj.status = 'failed';

@@ -137,7 +137,8 @@ export function readConversation(messages: readonly ChatMessage[], tools?: unkno
     // The question's own message may quote the format, examples included; it holds no results.
     if ((m.role !== 'user' && m.role !== 'tool') || m === firstUser) continue;
     const text = messageText(m.content);
-    const blocks = toolOutputBlocks(text);
+    // A tool result is a message that is a <tool_output> block; a nudge that merely names the tag is not.
+    const blocks = m.role === 'user' && !text.trimStart().startsWith('<tool_output') ? [] : toolOutputBlocks(text);
     // A native `tool` message is a tool result whether or not it carries the tags.
     if (m.role === 'tool' && blocks.length === 0) blocks.push(text);
     toolOutputs += blocks.length;

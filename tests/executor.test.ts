@@ -76,6 +76,20 @@ describe('executor', () => {
     }
   });
 
+  it('stops restarting a server that dies on every call after max_restarts in a row', async () => {
+    const o = options(['--crash-every', '1']);
+    const dead = await Executor.start({ ...o, executor: { ...o.executor, max_restarts: 2 } });
+    try {
+      const results = [];
+      for (let i = 0; i < 6; i++) results.push(await dead.call(call(`query ${i}`), 'c', new Map()));
+      expect(results.every((r) => r.error !== undefined && !r.skipped)).toBe(true);
+      expect(dead.stats().restarts).toBe(2);
+      expect(results.at(-1)!.error).toMatch(/restarted 2 times in a row; not restarting it again/);
+    } finally {
+      await dead.close();
+    }
+  });
+
   it('records a hung call as a timeout, not a crash', async () => {
     const hung = await Executor.start(options(['--hang-every', '1'], { call_timeout_ms: 300 }));
     try {
