@@ -76,6 +76,8 @@ export function resolveApiKey(cfg: RunConfig, env: NodeJS.ProcessEnv): string {
   );
 }
 
+const MANIFEST_EVERY_MS = 30_000;
+
 /** What a session runs: `generate` and `rerun` differ only in where the samples come from. */
 export interface SessionPlan extends GenerateOptions {
   /** Samples in the question set, for the progress line; null when unknown. */
@@ -173,7 +175,8 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
   const progress = new Progress(plan.progress, plan.total, store.accepted.size + store.failed.size);
   let fatal: string | undefined;
   let fatalStreak = 0;
-  let writeError: unknown;
+  let crash: unknown;
+  let manifestWritten = Date.now();
 
   const record = async (traj: Trajectory): Promise<void> => {
     const written = await store.append(traj);
@@ -188,6 +191,11 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
     session.toolCalls += traj.total_tool_calls;
     session.tokens += traj.usage.total_tokens;
     progress.done(traj.status === 'ok', traj.usage.total_tokens);
+    // The manifest's counts follow the run, so a long run can be watched from outside.
+    if (Date.now() - manifestWritten > MANIFEST_EVERY_MS) {
+      manifestWritten = Date.now();
+      store.writeManifest();
+    }
   };
 
   const runOne = async (sample: Sample): Promise<void> => {
@@ -207,7 +215,8 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
         }
         return;
       }
-      writeError ??= err;
+      // A failed write, or a bug: stop the run rather than lose records.
+      crash ??= err;
       abort.abort();
     }
   };
@@ -226,7 +235,7 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
     }
     await queue.onIdle();
     session.skippedDone = skipped();
-    if (writeError) throw writeError;
+    if (crash) throw crash;
     status = fatal !== undefined ? 'failed' : abort.signal.aborted ? 'interrupted' : 'completed';
   } finally {
     queue.clear();
