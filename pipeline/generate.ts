@@ -10,7 +10,7 @@ import { setMaxListeners } from 'node:events';
 import PQueue from 'p-queue';
 import { SCHEMA_VERSION, type RunConfig, type RunManifest, type Sample, type Trajectory } from '../schemas/index.js';
 import { fingerprint, fingerprintFields, redactConfig } from './config.js';
-import { getDialect } from './dialects/index.js';
+import { generationDialect } from './dialects/index.js';
 import { TrajforgeError } from './errors.js';
 import { Executor } from './executor.js';
 import { LlmClient, LlmError } from './llm.js';
@@ -91,7 +91,7 @@ export interface SessionPlan extends GenerateOptions {
 export async function generate(opts: GenerateOptions): Promise<GenerateSummary> {
   const { config } = opts;
   const env = opts.env ?? process.env;
-  getDialect(config.dialect);
+  generationDialect(config.dialect);
   const questionsPath = config.questions.path;
   if (!questionsPath) throw new TrajforgeError('BAD_CONFIG', 'questions.path: no questions file (set it in the config or pass --questions)', { field: 'questions.path' });
   resolveApiKey(config, env);
@@ -139,7 +139,7 @@ export async function generate(opts: GenerateOptions): Promise<GenerateSummary> 
 export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
   const { config } = plan;
   const env = plan.env ?? process.env;
-  const dialect = getDialect(config.dialect);
+  const dialect = generationDialect(config.dialect);
   const apiKey = resolveApiKey(config, env);
   const executor = await Executor.start({ servers: config.mcpServers, tools: config.tools, executor: config.executor });
   let store: RunStore;
