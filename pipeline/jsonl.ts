@@ -1,0 +1,185 @@
+/**
+ * Streaming JSONL output for the dataset commands (`filter`, and whatever else writes rows).
+ *
+ * - `-` is stdout. When the reader goes away (`| head`), the writer fails with
+ *   `OutputClosedError`, which commands treat as a quiet end, not an error.
+ * - Anything else is written to a temp file beside the target and renamed over it by
+ *   `commit()`, after an fsync, so a command that fails or is interrupted leaves the old
+ *   file (or none), never half of one.
+ * - `write()` returns a promise only when the stream asked us to wait, so the caller pays
+ *   for backpressure only when there is some: `const p = w.write(row); if (p) await p;`.
+ */
+import { closeSync, createWriteStream, fsyncSync, openSync, renameSync, unlinkSync, type WriteStream } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { basename, dirname, join } from 'node:path';
+import { TrajforgeError } from './errors.js';
+
+/** Bytes gathered before one `write` to the stream; rows are usually tens of KB, so this mostly batches small ones. */
+const BATCH_BYTES = 1 << 16;
+
+/** The reader of a stdout pipe went away (EPIPE). Not a failure of ours: stop quietly. */
+export class OutputClosedError extends Error {
+  constructor(cause?: unknown) {
+    super('output closed by the reader', cause === undefined ? undefined : { cause });
+    this.name = 'OutputClosedError';
+  }
+}
+
+export interface JsonlWriterOptions {
+  /** Where `-` writes; default `process.stdout`. Tests pass their own. */
+  readonly stdout?: NodeJS.WritableStream;
+}
+
+export class JsonlWriter {
+  /** The path as given (`-` for stdout). */
+  readonly path: string;
+  readonly #stream: NodeJS.WritableStream;
+  readonly #toStdout: boolean;
+  readonly #tmp: string | undefined;
+  readonly #fd: number | undefined;
+  #batch: string[] = [];
+  #batchBytes = 0;
+  #error: Error | undefined;
+  #waiting: { resolve: () => void; reject: (e: Error) => void } | undefined;
+  #done = false;
+  #rows = 0;
+
+  constructor(path: string, opts: JsonlWriterOptions = {}) {
+    this.path = path;
+    this.#toStdout = path === '-';
+    if (this.#toStdout) {
+      this.#stream = opts.stdout ?? process.stdout;
+    } else {
+      this.#tmp = join(dirname(path), `.${basename(path)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
+      // Opened here, synchronously, so a bad path is reported before any row is read.
+      try {
+        this.#fd = openSync(this.#tmp, 'wx');
+      } catch (err) {
+        const e = err as NodeJS.ErrnoException;
+        const why = e.code === 'ENOENT' ? `no such directory: ${dirname(path)}` : e.code === 'EACCES' ? `permission denied in ${dirname(path)}` : e.message;
+        throw new TrajforgeError('WRITE_FAILED', `${path}: cannot write (${why})`, { file: path, cause: err });
+      }
+      this.#stream = createWriteStream('', { fd: this.#fd, autoClose: false }) as WriteStream;
+      live.add(this);
+    }
+    this.#stream.on('error', this.#onError);
+    this.#stream.on('drain', this.#onDrain);
+  }
+
+  /** Rows written so far. */
+  get rows(): number {
+    return this.#rows;
+  }
+
+  /** Serialises `value` as one line. Returns a promise only when the caller must wait (backpressure). */
+  write(value: unknown): Promise<void> | undefined {
+    return this.writeLine(JSON.stringify(value));
+  }
+
+  /** Writes `line` (no newline in it) as one row. */
+  writeLine(line: string): Promise<void> | undefined {
+    if (this.#error) throw this.#error;
+    if (this.#done) throw new Error(`${this.path}: write after commit or abort`);
+    this.#rows++;
+    this.#batch.push(line, '\n');
+    this.#batchBytes += line.length + 1;
+    return this.#batchBytes >= BATCH_BYTES ? this.#flush() : undefined;
+  }
+
+  #flush(): Promise<void> | undefined {
+    if (this.#batch.length === 0) return undefined;
+    const chunk = this.#batch.join('');
+    this.#batch = [];
+    this.#batchBytes = 0;
+    let ok: boolean;
+    try {
+      ok = this.#stream.write(chunk);
+    } catch (err) {
+      this.#onError(err as Error);
+      throw this.#error;
+    }
+    if (ok && !this.#error) return undefined;
+    return new Promise<void>((resolve, reject) => {
+      if (this.#error) reject(this.#error);
+      else this.#waiting = { resolve, reject };
+    });
+  }
+
+  readonly #onDrain = (): void => {
+    const w = this.#waiting;
+    this.#waiting = undefined;
+    w?.resolve();
+  };
+
+  readonly #onError = (err: Error): void => {
+    if (this.#error) return;
+    const code = (err as NodeJS.ErrnoException).code;
+    this.#error =
+      this.#toStdout && (code === 'EPIPE' || code === 'ERR_STREAM_DESTROYED')
+        ? new OutputClosedError(err)
+        : new TrajforgeError('WRITE_FAILED', `${this.path}: write failed (${err.message})`, { file: this.path, cause: err });
+    const w = this.#waiting;
+    this.#waiting = undefined;
+    w?.reject(this.#error);
+  };
+
+  /** Flushes everything; for a file, fsyncs and renames the temp file over the target. */
+  async commit(): Promise<void> {
+    if (this.#done) return;
+    const pending = this.#flush();
+    if (pending) await pending;
+    if (this.#error) throw this.#error;
+    this.#done = true;
+    if (this.#toStdout) {
+      // Stdout is not ours to end; wait until what we wrote has left the process.
+      await new Promise<void>((resolve, reject) => {
+        this.#stream.write('', (err) => (err ? reject(this.#error ?? err) : resolve()));
+      });
+      this.#stream.off('drain', this.#onDrain);
+      return;
+    }
+    try {
+      await new Promise<void>((resolve, reject) => {
+        this.#stream.once('error', reject);
+        this.#stream.end(() => resolve());
+      });
+      fsyncSync(this.#fd!);
+      closeSync(this.#fd!);
+      renameSync(this.#tmp!, this.path);
+      live.delete(this);
+    } catch (err) {
+      this.abort();
+      if (err instanceof TrajforgeError) throw err;
+      throw new TrajforgeError('WRITE_FAILED', `${this.path}: write failed (${(err as Error).message})`, { file: this.path, cause: err });
+    }
+  }
+
+  /** Drops what was written: the temp file is removed, the target is left as it was. Synchronous, so signal handlers can call it. */
+  abort(): void {
+    if (!live.has(this)) {
+      this.#done = true;
+      return;
+    }
+    this.#done = true;
+    live.delete(this);
+    (this.#stream as WriteStream).destroy();
+    try {
+      closeSync(this.#fd!);
+    } catch {
+      // already closed by a failed commit
+    }
+    try {
+      unlinkSync(this.#tmp!);
+    } catch {
+      // never created, or already gone
+    }
+  }
+}
+
+/** Writers whose temp file is still on disk, so an exit by signal can remove them. */
+const live = new Set<JsonlWriter>();
+
+/** Removes the temp files of every writer not yet committed. For SIGINT/SIGTERM handlers. */
+export function abortAllWriters(): void {
+  for (const w of [...live]) w.abort();
+}
