@@ -6,10 +6,14 @@ import { writeFileSync } from 'node:fs';
 import { cpus, platform, release } from 'node:os';
 import { join } from 'node:path';
 import { PACKAGE_ROOT } from '../pipeline/paths.js';
+import { benchLifecycle } from './lifecycle.js';
 import { benchRepairer, benchSink } from './repairer.js';
 
 // Each returns one markdown section. Add new benchmark modules here.
-const benches: ReadonlyArray<readonly [string, () => Promise<string>]> = [['repairer', benchRepairer]];
+const benches: ReadonlyArray<readonly [string, () => Promise<string>]> = [
+  ['repairer', benchRepairer],
+  ['lifecycle', benchLifecycle],
+];
 
 async function main(): Promise<void> {
   const cores = cpus();
@@ -22,13 +26,18 @@ async function main(): Promise<void> {
     '',
   ].join('\n');
   const sections: string[] = [];
+  // `npm run bench -- NAME…` runs a subset and only prints it: BENCHMARKS.md holds full runs.
+  const only = process.argv.slice(2);
+  const unknown = only.filter((n) => !benches.some(([name]) => name === n));
+  if (unknown.length) throw new Error(`unknown bench ${unknown.join(', ')}; have ${benches.map(([n]) => n).join(', ')}`);
   for (const [name, run] of benches) {
+    if (only.length && !only.includes(name)) continue;
     process.stderr.write(`bench: ${name}…\n`);
     sections.push(await run());
   }
   const markdown = `${header}\n${sections.join('\n')}`;
   process.stdout.write(markdown);
-  writeFileSync(join(PACKAGE_ROOT, 'bench', 'BENCHMARKS.md'), markdown);
+  if (!only.length) writeFileSync(join(PACKAGE_ROOT, 'bench', 'BENCHMARKS.md'), markdown);
   if (benchSink() < 0) process.stderr.write('unreachable\n');
 }
 
