@@ -175,3 +175,25 @@ export function redactConfig(cfg: RunConfig, env: NodeJS.ProcessEnv = process.en
   };
   return walk(cfg, '') as Record<string, unknown>;
 }
+
+function isLoopback(url: string): boolean {
+  try {
+    const h = new URL(url).hostname;
+    return h === 'localhost' || h === '[::1]' || h === '::1' || h.startsWith('127.');
+  } catch {
+    return false;
+  }
+}
+
+/** The key comes from the environment only. A loopback server (vLLM, sim) may need none. */
+export function resolveApiKey(cfg: RunConfig, env: NodeJS.ProcessEnv): string {
+  const name = cfg.endpoint.api_key_env;
+  const key = env[name];
+  if (key) return key;
+  if (name === 'none' || isLoopback(cfg.endpoint.base_url)) return 'EMPTY';
+  throw new TrajforgeError(
+    'MISSING_ENV',
+    `endpoint.api_key_env: environment variable ${name} is not set (the key for ${cfg.endpoint.base_url}); set it, or set api_key_env: none for an endpoint without keys`,
+    { field: 'endpoint.api_key_env' },
+  );
+}

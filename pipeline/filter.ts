@@ -563,11 +563,11 @@ export async function filterRows(rows: AsyncIterable<DatasetRow>, keep: RowPredi
       counts.in++;
       if (keep(row)) {
         counts.kept++;
-        const p = out.write(row.trajectory);
+        const p = row.raw === undefined ? out.write(row.trajectory) : out.writeLine(row.raw);
         if (p) await p;
       } else {
         counts.rejected++;
-        const p = rejects?.write(row.trajectory);
+        const p = row.raw === undefined ? rejects?.write(row.trajectory) : rejects?.writeLine(row.raw);
         if (p) await p;
       }
     }

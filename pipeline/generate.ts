@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import PQueue from 'p-queue';
 import { SCHEMA_VERSION, type RunConfig, type RunManifest, type Sample, type Trajectory } from '../schemas/index.js';
-import { fingerprint, fingerprintFields, redactConfig } from './config.js';
+import { fingerprint, fingerprintFields, redactConfig, resolveApiKey } from './config.js';
 import { generationDialect } from './dialects/index.js';
 import { TrajforgeError } from './errors.js';
 import { Executor } from './executor.js';
@@ -52,28 +52,6 @@ export interface GenerateSummary {
   readonly llm: ReturnType<LlmClient['stats']>;
   /** Set when the endpoint kept refusing requests and the run stopped early. */
   readonly fatal?: string | undefined;
-}
-
-function isLoopback(url: string): boolean {
-  try {
-    const h = new URL(url).hostname;
-    return h === 'localhost' || h === '[::1]' || h === '::1' || h.startsWith('127.');
-  } catch {
-    return false;
-  }
-}
-
-/** The key comes from the environment only. A loopback server (vLLM, sim) may need none. */
-export function resolveApiKey(cfg: RunConfig, env: NodeJS.ProcessEnv): string {
-  const name = cfg.endpoint.api_key_env;
-  const key = env[name];
-  if (key) return key;
-  if (name === 'none' || isLoopback(cfg.endpoint.base_url)) return 'EMPTY';
-  throw new TrajforgeError(
-    'MISSING_ENV',
-    `endpoint.api_key_env: environment variable ${name} is not set (the key for ${cfg.endpoint.base_url}); set it, or set api_key_env: none for an endpoint without keys`,
-    { field: 'endpoint.api_key_env' },
-  );
 }
 
 const MANIFEST_EVERY_MS = 30_000;

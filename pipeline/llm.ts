@@ -8,6 +8,7 @@
 import OpenAI from 'openai';
 import type { ChatMessage, EndpointConfig } from '../schemas/index.js';
 import type { FinishReason } from './dialects/types.js';
+import { countTokens } from './tokens.js';
 
 export type LlmErrorKind =
   /** The endpoint refuses the request itself (401, 403, 404, 400): retrying cannot help. */
@@ -145,15 +146,6 @@ function findStop(text: string, stops: readonly string[], from: number): number 
     if (i >= 0 && (best < 0 || i < best)) best = i;
   }
   return best;
-}
-
-let encoder: ((text: string) => number) | undefined;
-async function countTokens(text: string): Promise<number> {
-  if (!encoder) {
-    const { encode } = await import('gpt-tokenizer');
-    encoder = (t) => encode(t).length;
-  }
-  return encoder(text);
 }
 
 type Classified =
@@ -310,8 +302,8 @@ export class LlmClient {
       }
       let { promptTokens, completionTokens } = raw;
       const estimated = promptTokens === undefined || completionTokens === undefined;
-      if (promptTokens === undefined) promptTokens = await countTokens(req.messages.map((m) => m.content).join('\n'));
-      if (completionTokens === undefined) completionTokens = await countTokens(raw.text);
+      if (promptTokens === undefined) promptTokens = countTokens(req.messages.map((m) => m.content).join('\n'));
+      if (completionTokens === undefined) completionTokens = countTokens(raw.text);
       return { text, finishReason, clientStop, promptTokens, completionTokens, estimated };
     } finally {
       clearTimeout(timer);

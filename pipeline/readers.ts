@@ -70,6 +70,8 @@ export interface DatasetRow {
   readonly line: number;
   readonly format: RowFormat;
   readonly trajectory: Trajectory;
+  /** The line as read, for a trajforge row: written back as is, it needs no re-serialising. */
+  readonly raw?: string | undefined;
 }
 
 export interface ReadReport {
@@ -651,7 +653,7 @@ export function readDataset(input: string, opts: ReadOptions = {}): { rows: Asyn
           } else if (!fits(value, format)) {
             bad(undefined, `expected a ${format} row (${SHAPE[format]}); ${describe(value)}`);
           }
-          row = { file, line, format, trajectory: convert(value as Obj, format, ctx) };
+          row = { file, line, format, trajectory: convert(value as Obj, format, ctx), ...(format === 'trajforge' ? { raw: text } : {}) };
         } catch (err) {
           if (!(err instanceof BadRow)) throw err;
           const e = inputError(label, line, err.field, err.message);

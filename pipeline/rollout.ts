@@ -239,6 +239,7 @@ export async function rollout(sample: Sample, attempt: number, deps: RolloutDeps
     dialect,
     limits: config.tools.limits,
     goldMatch: config.validation.gold_match,
+    f1Threshold: config.validation.f1_threshold,
     severities: config.validation.severities,
   });
   if (reason === undefined && !traj.validation.passed) {

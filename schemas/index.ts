@@ -280,7 +280,9 @@ export const ValidationConfig = z.strictObject({
   /** Rule id → severity; `off` disables the rule. */
   severities: z.record(z.string(), z.enum(['error', 'warn', 'off'])).default({}),
   /** How a gold answer is compared; `off` never rejects for a wrong answer. */
-  gold_match: z.enum(['exact', 'contains', 'off']).default('contains'),
+  gold_match: z.enum(['exact', 'contains', 'boxed', 'f1', 'off']).default('contains'),
+  /** With `gold_match: f1`, the SQuAD token F1 an answer needs. */
+  f1_threshold: z.number().min(0).max(1).default(0.8),
 });
 
 export const RunConfig = z.strictObject({

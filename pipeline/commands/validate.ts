@@ -262,7 +262,7 @@ export async function run(argv: string[]): Promise<number> {
   let judge: Judge | undefined;
   let withJudge: typeof import('../judge.js').withJudge | undefined;
   if (values.judge && rules.severities['gold.judge'] !== 'off') {
-    const [judgeMod, { resolveApiKey }] = await Promise.all([import('../judge.js'), import('../generate.js')]);
+    const [judgeMod, { resolveApiKey }] = await Promise.all([import('../judge.js'), import('../config.js')]);
     withJudge = judgeMod.withJudge;
     const { Judge } = judgeMod;
     const cfg = loadConfig(values.config!);
