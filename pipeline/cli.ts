@@ -10,11 +10,14 @@ const HELP = `trajforge ${PACKAGE_VERSION}: agentic SFT trajectories over MCP to
 
 Usage:
   trajforge generate --config F [options]   run the model over questions, write a run directory
-  trajforge validate <file|run> [--rules F] [--json]      check every row against the rules
-  trajforge filter <in> [--keep EXPR] [--drop EXPR] --out F [--rejects F]
-  trajforge stats <file|run> [--json]                    the shape of a dataset
+  trajforge <command> --help                that command's options
+  trajforge validate <file|run|-> [--rules F] [--json] [--judge --config F]   check every row against the rules
+  trajforge filter <file|run|-> [--keep EXPR] [--drop EXPR] --out F [--rejects F]
+  trajforge stats <file|run|-> [--json]                  the shape of a dataset
   trajforge rerun <run> [--reason R…] [--max-attempts N]  re-run failed samples only
   trajforge merge <run…> --out DIR                       merge shard runs into one
+  (validate, filter and stats read trajforge records, DR Tulu generator rows and chat rows;
+   --format F forces one, --on-bad-row skip counts bad rows instead of stopping)
   trajforge sim [options]                   start the offline OpenAI-compatible model stand-in
   trajforge --version | --help
 
@@ -29,7 +32,7 @@ trajforge generate options (each overrides the config file):
   --seed S          shuffle and sampling seed
   --base-url URL    OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1
   --model M         model name
-  --dialect D       tulu (mcp-xml and native are planned)
+  --dialect D       tulu (generation in mcp-xml and native is planned)
 
 Exit codes: 0 run completed, 1 run failed, 2 bad input or usage, 130 interrupted (resumable).
 `;
