@@ -8,11 +8,13 @@ import { join } from 'node:path';
 import { PACKAGE_ROOT } from '../pipeline/paths.js';
 import { benchLifecycle } from './lifecycle.js';
 import { benchRepairer, benchSink } from './repairer.js';
+import { benchThroughput } from './throughput.js';
 
 // Each returns one markdown section. Add new benchmark modules here.
 const benches: ReadonlyArray<readonly [string, () => Promise<string>]> = [
   ['repairer', benchRepairer],
   ['lifecycle', benchLifecycle],
+  ['throughput', benchThroughput],
 ];
 
 async function main(): Promise<void> {
