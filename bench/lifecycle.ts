@@ -29,6 +29,7 @@ async function templates(dir: string): Promise<string[]> {
         mcpServers: { corpus: { command: process.execPath, args: [join(PACKAGE_ROOT, 'dist/tools/corpus/server.js')] } },
         tools: { aliases: { pubmed_search: { server: 'corpus', tool: 'pubmed_search' } } },
         questions: { path: join(PACKAGE_ROOT, 'data/questions.jsonl'), limit: 40 },
+        executor: { cache_dir: join(dir, 'cache') },
         output: { dir: join(dir, 'run') },
       }),
     );

@@ -53,6 +53,8 @@ async function runAt(dir: string, concurrency: number, latencyMs: number, sample
         questions: { path: questions(dir, samples) },
         validation: { gold_match: 'off' },
         concurrency,
+        // A cache of its own per run: results cached by an earlier run would make this one faster than it is.
+        executor: { cache_dir: join(dir, `cache-c${concurrency}`) },
         output: { dir: join(dir, `run-c${concurrency}`) },
       }),
     );

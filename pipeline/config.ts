@@ -24,6 +24,9 @@ export interface ConfigOverrides {
   baseUrl?: string | undefined;
   model?: string | undefined;
   dialect?: string | undefined;
+  /** `--no-cache` sets false. */
+  cache?: boolean | undefined;
+  cacheDir?: string | undefined;
 }
 
 /**
@@ -92,6 +95,8 @@ function applyOverrides(raw: Record<string, any>, o: ConfigOverrides): void {
   if (o.baseUrl !== undefined) section('endpoint').base_url = o.baseUrl;
   if (o.model !== undefined) section('endpoint').model = o.model;
   if (o.dialect !== undefined) raw.dialect = o.dialect;
+  if (o.cache !== undefined) section('executor').cache = o.cache;
+  if (o.cacheDir !== undefined) section('executor').cache_dir = o.cacheDir;
 }
 
 /** Validates a config object (already expanded) with overrides applied. */

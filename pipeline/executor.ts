@@ -1,7 +1,8 @@
 /**
  * The only module that talks MCP. Starts the servers of a `mcpServers` object, lists their
  * tools, maps a model's call onto a tool's input schema, runs it with a timeout, restarts
- * a server that died, caches results, and turns what came back into documents with ids.
+ * a server that died, caches successful results across runs and processes (cache.ts), and turns
+ * what came back into documents with ids.
  */
 import { createHash } from 'node:crypto';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -9,7 +10,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { McpServerConfig, RunConfig } from '../schemas/index.js';
-import { canonicalJson } from './canonical.js';
+import { cacheKey, defaultCacheDir, DirStore, MemoryStore, serverIdentity, type CacheKey, type ResultStore } from './cache.js';
 import type { ParsedCall, ToolDocument, ToolResultView, ToolSpec } from './dialects/types.js';
 import { TrajforgeError } from './errors.js';
 import { PACKAGE_VERSION } from './paths.js';
@@ -58,6 +59,9 @@ class ServerConnection {
   /** Restarts since the last successful call. */
   restarts = 0;
   totalRestarts = 0;
+  /** Messages the server sent that were not JSON-RPC (junk on stdout), and other transport errors. */
+  protocolErrors = 0;
+  lastProtocolError: string | undefined;
   #everConnected = false;
 
   constructor(name: string, cfg: McpServerConfig, execCfg: ExecutorConfig) {
@@ -102,6 +106,11 @@ class ServerConnection {
     const client = new Client({ name: 'trajforge', version: PACKAGE_VERSION });
     client.onclose = () => {
       if (this.#client === client) this.#client = undefined;
+    };
+    // Without a handler the SDK drops these silently: count them so the run summary shows them.
+    client.onerror = (err: Error) => {
+      this.protocolErrors++;
+      this.lastProtocolError = `${this.name}: ${(err.message ?? String(err)).split('\n')[0]!.slice(0, 200)}`;
     };
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
@@ -267,32 +276,79 @@ export function toView(text: string, callId: string, maxSnippetChars: number): T
 }
 
 export interface ExecutorStats {
+  /** Calls that reached a server. */
   calls: number;
   cacheHits: number;
+  /** Cacheable calls the cache did not hold (0 with the cache off). */
+  cacheMisses: number;
+  /** Cache reads or writes that failed (disk full, permissions); each was treated as a miss or skipped. */
+  cacheErrors: number;
   errors: number;
   restarts: number;
   timeouts: number;
+  /** Messages from servers that were not JSON-RPC (a server printing to stdout), ignored. */
+  protocolErrors: number;
+  lastProtocolError?: string | undefined;
 }
 
 export interface ExecutorOptions {
   readonly servers: Record<string, McpServerConfig>;
   readonly tools: RunConfig['tools'];
   readonly executor: ExecutorConfig;
+  /** For the default cache directory; default process.env. */
+  readonly env?: NodeJS.ProcessEnv | undefined;
+  /** Where cache problems are reported, once each kind; default stderr. */
+  readonly warn?: ((message: string) => void) | undefined;
 }
+
+/** The text the model sees of an MCP result: its text parts, else its structured content. */
+function resultText(res: unknown): string {
+  const r = (res ?? {}) as { content?: unknown; structuredContent?: unknown };
+  const content = (Array.isArray(r.content) ? r.content : []) as { type?: string; text?: unknown }[];
+  const text = content
+    .filter((c) => c?.type === 'text' && typeof c.text === 'string')
+    .map((c) => c.text as string)
+    .join('\n');
+  return text || (r.structuredContent ? JSON.stringify(r.structuredContent) : '');
+}
+
+type Outcome = { text: string; isError: boolean; raw: unknown } | { failure: string };
 
 export class Executor {
   readonly #servers: Map<string, ServerConnection>;
   readonly #routes = new Map<string, Route>();
   readonly #limits: Record<string, number>;
   readonly #cfg: ExecutorConfig;
-  readonly #cache = new Map<string, { text: string; isError: boolean }>();
-  static readonly CACHE_ENTRIES = 10_000;
-  #stats: ExecutorStats = { calls: 0, cacheHits: 0, errors: 0, restarts: 0, timeouts: 0 };
+  readonly #cache: ResultStore | undefined;
+  readonly #identities: Map<string, Record<string, unknown>>;
+  /** Calls in flight by cache key: an identical call made meanwhile waits for it instead of paying twice. */
+  readonly #inflight = new Map<string, Promise<Outcome>>();
+  readonly #warn: (message: string) => void;
+  readonly #warned = new Set<string>();
+  #stats: ExecutorStats = { calls: 0, cacheHits: 0, cacheMisses: 0, cacheErrors: 0, errors: 0, restarts: 0, timeouts: 0, protocolErrors: 0 };
 
   private constructor(opts: ExecutorOptions, servers: Map<string, ServerConnection>) {
     this.#servers = servers;
     this.#limits = opts.tools.limits;
     this.#cfg = opts.executor;
+    this.#warn = opts.warn ?? ((m) => void process.stderr.write(`warning: ${m}\n`));
+    this.#identities = new Map(Object.entries(opts.servers).map(([name, cfg]) => [name, serverIdentity(cfg)]));
+    if (opts.executor.cache) {
+      const dir = opts.executor.cache_dir ?? defaultCacheDir(opts.env ?? process.env);
+      try {
+        this.#cache = DirStore.open({ dir, ttlS: opts.executor.cache_ttl_s });
+      } catch (err) {
+        // A run is worth more than its cache: keep going with one that lasts this run only.
+        this.#warnOnce('open', `tool-result cache: cannot use ${dir} (${(err as Error).message}); caching in memory for this run only`);
+        this.#cache = new MemoryStore(opts.executor.cache_ttl_s);
+      }
+    }
+  }
+
+  #warnOnce(kind: string, message: string): void {
+    if (this.#warned.has(kind)) return;
+    this.#warned.add(kind);
+    this.#warn(message);
   }
 
   /** Connects every server and lists its tools. A server that will not start is a clear error, before any sample runs. */
@@ -375,8 +431,14 @@ export class Executor {
 
   stats(): ExecutorStats {
     let restarts = 0;
-    for (const s of this.#servers.values()) restarts += s.totalRestarts;
-    return { ...this.#stats, restarts };
+    let protocolErrors = 0;
+    let lastProtocolError: string | undefined;
+    for (const s of this.#servers.values()) {
+      restarts += s.totalRestarts;
+      protocolErrors += s.protocolErrors;
+      lastProtocolError = s.lastProtocolError ?? lastProtocolError;
+    }
+    return { ...this.#stats, restarts, protocolErrors, lastProtocolError };
   }
 
   /**
@@ -411,22 +473,7 @@ export class Executor {
       return refuse((err as Error).message);
     }
 
-    const key = `${route.server}\u0000${route.tool.name}\u0000${canonicalJson(mapped.arguments)}`;
-    const hit = this.#cache.get(key);
-    let outcome: { text: string; isError: boolean; raw: unknown } | { failure: string };
-    let cached = false;
-    if (hit) {
-      cached = true;
-      this.#stats.cacheHits++;
-      outcome = { ...hit, raw: hit.text };
-    } else {
-      this.#stats.calls++;
-      outcome = await this.#run(route, mapped.arguments);
-      if ('text' in outcome && !outcome.isError) {
-        if (this.#cache.size >= Executor.CACHE_ENTRIES) this.#cache.delete(this.#cache.keys().next().value!);
-        this.#cache.set(key, { text: outcome.text, isError: false });
-      }
-    }
+    const { outcome, cached } = await this.#cachedRun(route, mapped.arguments);
     const base = {
       server: route.server,
       mcpTool: route.tool.name,
@@ -450,21 +497,68 @@ export class Executor {
     return { ...base, result, truncated, view: toView(outcome.text, callId, this.#cfg.max_snippet_chars) };
   }
 
+  /**
+   * The outcome from the cache, from an identical call in flight, or from the server. Only
+   * successful results are stored: a timeout or a tool error may not happen next time.
+   */
+  async #cachedRun(route: Route, args: Record<string, unknown>): Promise<{ outcome: Outcome; cached: boolean }> {
+    if (!this.#cache) {
+      this.#stats.calls++;
+      return { outcome: await this.#run(route, args), cached: false };
+    }
+    const key = cacheKey(this.#identities.get(route.server) ?? { name: route.server }, route.tool.name, args);
+    const waiting = this.#inflight.get(key.id);
+    if (waiting) {
+      const outcome = await waiting;
+      const ok = 'text' in outcome && !outcome.isError;
+      if (ok) this.#stats.cacheHits++;
+      return { outcome, cached: ok };
+    }
+    const pending = this.#lookupOrRun(route, args, key);
+    this.#inflight.set(key.id, pending.then((r) => r.outcome));
+    try {
+      return await pending;
+    } finally {
+      this.#inflight.delete(key.id);
+    }
+  }
+
+  async #lookupOrRun(route: Route, args: Record<string, unknown>, key: CacheKey): Promise<{ outcome: Outcome; cached: boolean }> {
+    const store = this.#cache!;
+    let raw: unknown;
+    try {
+      raw = await store.get(key);
+    } catch (err) {
+      this.#stats.cacheErrors++;
+      this.#warnOnce('read', `tool-result cache: a read failed (${(err as Error).message}); treating it as a miss`);
+    }
+    if (raw !== undefined) {
+      this.#stats.cacheHits++;
+      return { outcome: { text: resultText(raw), isError: false, raw }, cached: true };
+    }
+    this.#stats.cacheMisses++;
+    this.#stats.calls++;
+    const outcome = await this.#run(route, args);
+    if ('text' in outcome && !outcome.isError) {
+      try {
+        await store.set(key, outcome.raw);
+      } catch (err) {
+        this.#stats.cacheErrors++;
+        this.#warnOnce('write', `tool-result cache: a write failed (${(err as Error).message}); results are not being kept`);
+      }
+    }
+    return { outcome, cached: false };
+  }
+
   /** Calls the server, restarting it once if it died under the call. */
-  async #run(route: Route, args: Record<string, unknown>): Promise<{ text: string; isError: boolean; raw: unknown } | { failure: string }> {
+  async #run(route: Route, args: Record<string, unknown>): Promise<Outcome> {
     const server = this.#servers.get(route.server)!;
     for (let attempt = 0; ; attempt++) {
       try {
         const client = await server.client();
         const res = await client.callTool({ name: route.tool.name, arguments: args }, undefined, { timeout: this.#cfg.call_timeout_ms });
-        const content = (res.content ?? []) as { type: string; text?: string }[];
-        const text = content
-          .filter((c) => c.type === 'text' && typeof c.text === 'string')
-          .map((c) => c.text)
-          .join('\n');
-        const structured = (res as { structuredContent?: unknown }).structuredContent;
         server.healthy();
-        return { text: text || (structured ? JSON.stringify(structured) : ''), isError: res.isError === true, raw: res };
+        return { text: resultText(res), isError: res.isError === true, raw: res };
       } catch (err) {
         const message = (err as Error).message ?? String(err);
         if (/timed out|timeout/i.test(message)) {
@@ -481,6 +575,7 @@ export class Executor {
 
   async close(): Promise<void> {
     await Promise.all([...this.#servers.values()].map((s) => s.close()));
+    await this.#cache?.close();
   }
 }
 

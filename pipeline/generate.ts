@@ -17,7 +17,7 @@ import { LlmClient, LlmError } from './llm.js';
 import { PACKAGE_VERSION } from './paths.js';
 import { Progress, type ProgressSink } from './progress.js';
 import { rollout } from './rollout.js';
-import { countSamples, sampleQuestions } from './sampler.js';
+import { countSamples, sampleQuestions, type BadRow } from './sampler.js';
 import { RunStore } from './store.js';
 
 export interface GenerateOptions {
@@ -50,8 +50,23 @@ export interface GenerateSummary {
   };
   readonly executor: ReturnType<Executor['stats']>;
   readonly llm: ReturnType<LlmClient['stats']>;
-  /** Set when the endpoint kept refusing requests and the run stopped early. */
+  /** What the question reader passed over in this session (`questions.on_bad_row: skip`, duplicate ids). */
+  readonly input?: InputReport | undefined;
+  /**
+   * Set when the run stopped early because of the endpoint: it refused the requests
+   * (401, 403, 404, 400), or every request of `fail_fast_after` samples in a row failed.
+   */
   readonly fatal?: string | undefined;
+}
+
+export interface InputReport {
+  /** Rows read (bad and duplicate ones included). */
+  readonly rows: number;
+  /** Rows skipped as bad, with `questions.on_bad_row: skip`: the count and the first few. */
+  readonly badRows: number;
+  readonly firstBadRows: readonly BadRow[];
+  /** Rows whose id had already been read; the first row with an id wins. */
+  readonly duplicates: number;
 }
 
 const MANIFEST_EVERY_MS = 30_000;
@@ -63,7 +78,7 @@ export interface SessionPlan extends GenerateOptions {
   /** Opens the run directory. Called after the tool servers are up, so a dead server leaves nothing behind. */
   openStore(): Promise<RunStore>;
   /** The samples to roll out; `skipped` counts those passed over because the run holds them. */
-  samples(store: RunStore): { samples: AsyncIterable<Sample>; skipped(): number };
+  samples(store: RunStore): { samples: AsyncIterable<Sample>; skipped(): number; input?(): InputReport };
 }
 
 export async function generate(opts: GenerateOptions): Promise<GenerateSummary> {
@@ -108,7 +123,11 @@ export async function generate(opts: GenerateOptions): Promise<GenerateSummary> 
       }),
     samples: (store) => {
       const { samples, report } = sampleQuestions({ path: questionsPath, config: config.questions, isDone: (id) => store.isDone(id) });
-      return { samples, skipped: () => report.skippedDone };
+      return {
+        samples,
+        skipped: () => report.skippedDone,
+        input: () => ({ rows: report.rows, badRows: report.badRows.length, firstBadRows: report.badRows.slice(0, 3), duplicates: report.duplicates }),
+      };
     },
   });
 }
@@ -119,7 +138,7 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
   const env = plan.env ?? process.env;
   const dialect = generationDialect(config.dialect);
   const apiKey = resolveApiKey(config, env);
-  const executor = await Executor.start({ servers: config.mcpServers, tools: config.tools, executor: config.executor });
+  const executor = await Executor.start({ servers: config.mcpServers, tools: config.tools, executor: config.executor, env });
   let store: RunStore;
   try {
     store = await plan.openStore();
@@ -151,8 +170,11 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
     m[k] = (m[k] ?? 0) + 1;
   };
   const progress = new Progress(plan.progress, plan.total, store.accepted.size + store.failed.size);
+  if (config.executor.cache) progress.showCache(() => ({ hits: executor.stats().cacheHits, misses: executor.stats().cacheMisses }));
   let fatal: string | undefined;
   let fatalStreak = 0;
+  /** Samples in a row whose requests kept failing (`llm_error`): the endpoint is down. */
+  let failingStreak = 0;
   let crash: unknown;
   let manifestWritten = Date.now();
 
@@ -182,13 +204,21 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
     try {
       const traj = await rollout(sample, attempt, { llm, executor, dialect, config, systemPrompt, runId }, abort.signal);
       fatalStreak = 0;
+      if (traj.reason !== 'llm_error') failingStreak = 0;
+      else if (++failingStreak >= config.endpoint.fail_fast_after && fatal === undefined) {
+        // A dead endpoint would otherwise turn every remaining question into a failure record.
+        fatal =
+          `the model endpoint kept failing: ${failingStreak} samples in a row failed after ${config.endpoint.max_retries} retries each; last: ${traj.error ?? 'unknown'}. ` +
+          `Run the same command again when it is back; \`trajforge rerun ${store.dir} --reason llm_error\` retries the samples that failed`;
+        abort.abort();
+      }
       await record(traj);
     } catch (err) {
       if (err instanceof LlmError && err.kind === 'aborted') return;
       if (err instanceof LlmError && err.kind === 'fatal') {
         // The endpoint refuses the requests themselves: stop before burning the queue.
         if (++fatalStreak >= config.endpoint.fail_fast_after && fatal === undefined) {
-          fatal = err.message;
+          fatal = `the model endpoint refused the requests: ${err.message}`;
           abort.abort();
         }
         return;
@@ -200,7 +230,7 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
   };
 
   const queue = new PQueue({ concurrency: config.concurrency });
-  const { samples, skipped } = plan.samples(store);
+  const { samples, skipped, input } = plan.samples(store);
   let status: RunManifest['status'] = 'failed';
   progress.start();
   try {
@@ -221,7 +251,10 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
     progress.stop();
     plan.signal?.removeEventListener('abort', onOuterAbort);
     await executor.close();
-    await store.close(status, fatal ?? status);
+    // A failed close (the disk still full) must not hide the error that stopped the run.
+    await store.close(status, fatal ?? status).catch((err: unknown) => {
+      if (crash === undefined) throw err;
+    });
   }
   return {
     dir: store.dir,
@@ -233,6 +266,7 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
     session,
     executor: executor.stats(),
     llm: llm.stats(),
+    input: input?.(),
     fatal,
   };
 }

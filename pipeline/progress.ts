@@ -37,6 +37,7 @@ export class Progress {
   #tokens = 0;
   #started = 0;
   #timer: NodeJS.Timeout | undefined;
+  #cache: (() => { hits: number; misses: number }) | undefined;
 
   /** `before`: samples already done by earlier sessions of the run. */
   constructor(sink: ProgressSink | undefined, total: number | null, before: number) {
@@ -53,6 +54,11 @@ export class Progress {
     this.#timer.unref();
   }
 
+  /** Adds `cache H/M` (tool-result cache hits / misses so far) to the line. */
+  showCache(counts: () => { hits: number; misses: number }): void {
+    this.#cache = counts;
+  }
+
   done(accepted: boolean, tokens: number): void {
     if (accepted) this.#accepted++;
     else this.#failed++;
@@ -65,10 +71,12 @@ export class Progress {
     const elapsed = performance.now() - this.#started;
     const rate = doneNow / Math.max(elapsed / 1000, 1e-3);
     const counts = `${this.#accepted} accepted · ${this.#failed} failed · ${rate.toFixed(2)}/s`;
-    if (this.#total === null) return `${done} done · ${counts} · ${compact(this.#tokens)} tokens`;
+    const c = this.#cache?.();
+    const cache = c ? ` · cache ${compact(c.hits)}/${compact(c.misses)}` : '';
+    if (this.#total === null) return `${done} done · ${counts} · ${compact(this.#tokens)} tokens${cache}`;
     const eta = rate > 0 ? ((this.#total - done) / rate) * 1000 : Number.NaN;
     const pct = this.#total ? Math.floor((done / this.#total) * 100) : 100;
-    return `${done}/${this.#total} (${pct}%) · ${counts} · ETA ${duration(eta)} · ${compact(this.#tokens)} tokens`;
+    return `${done}/${this.#total} (${pct}%) · ${counts} · ETA ${duration(eta)} · ${compact(this.#tokens)} tokens${cache}`;
   }
 
   #bar(width = 24): string {

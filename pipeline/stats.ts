@@ -181,8 +181,11 @@ export interface Stats {
   dialects: Record<string, number>;
   validation: { passed: number; failed: number };
   per_trajectory: { tool_calls: Distribution; turns: Distribution; tokens: Distribution };
-  /** Per tool name: trajectories that used it (`tools_used`), calls made, calls that never reached a server. */
-  tools: Record<string, { trajectories: number; calls: number; skipped: number }>;
+  /**
+   * Per tool name: trajectories that used it (`tools_used`), calls made, calls that never reached
+   * a server, calls served from the tool-result cache.
+   */
+  tools: Record<string, { trajectories: number; calls: number; skipped: number; cached: number }>;
   repairs: Record<string, { count: number; trajectories: number }>;
   rollbacks: Record<string, { count: number; trajectories: number }>;
   citations: { cited: number; resolved: number; unresolved: number; trajectories_with_unresolved: number };
@@ -245,6 +248,7 @@ class Accumulator {
   readonly toolTrajectories: Counts = new Map();
   readonly toolCallCounts: Counts = new Map();
   readonly toolSkipped: Counts = new Map();
+  readonly toolCached: Counts = new Map();
   readonly repairCount: Counts = new Map();
   readonly repairTrajectories: Counts = new Map();
   readonly rollbackCount: Counts = new Map();
@@ -281,6 +285,7 @@ class Accumulator {
       const name = typeof c?.tool_name === 'string' ? c.tool_name : '(unnamed)';
       inc(this.toolCallCounts, name);
       if (c.skipped === true) inc(this.toolSkipped, name);
+      if (c.cached === true) inc(this.toolCached, name);
     }
 
     this.#kinds(t.repairs, 'kind', this.repairCount, this.repairTrajectories);
@@ -364,7 +369,7 @@ export async function computeStats(rows: AsyncIterable<DatasetRow>, opts: StatsO
   }
   const toolNames = new Set([...acc.toolTrajectories.keys(), ...acc.toolCallCounts.keys()]);
   const tools = [...toolNames]
-    .map((name) => [name, { trajectories: acc.toolTrajectories.get(name) ?? 0, calls: acc.toolCallCounts.get(name) ?? 0, skipped: acc.toolSkipped.get(name) ?? 0 }] as const)
+    .map((name) => [name, { trajectories: acc.toolTrajectories.get(name) ?? 0, calls: acc.toolCallCounts.get(name) ?? 0, skipped: acc.toolSkipped.get(name) ?? 0, cached: acc.toolCached.get(name) ?? 0 }] as const)
     .sort((a, b) => b[1].trajectories - a[1].trajectories || b[1].calls - a[1].calls || (a[0] < b[0] ? -1 : 1));
   const ok = acc.status.get('ok') ?? 0;
   return {
@@ -463,7 +468,7 @@ export function formatStats(stats: Stats, source?: string): string {
     out.push('~ approximate: from log-spaced buckets, within 0.2% of the value');
   }
 
-  section(['tool', 'trajectories', 'calls', 'skipped'], Object.entries(stats.tools).map(([k, x]) => [k, x.trajectories, x.calls, x.skipped]));
+  section(['tool', 'trajectories', 'calls', 'skipped', 'cached'], Object.entries(stats.tools).map(([k, x]) => [k, x.trajectories, x.calls, x.skipped, x.cached]));
   section(['repair', 'count', 'trajectories'], Object.entries(stats.repairs).map(([k, x]) => [k, x.count, x.trajectories]));
   section(['rollback', 'count', 'trajectories'], Object.entries(stats.rollbacks).map(([k, x]) => [k, x.count, x.trajectories]));
   const c = stats.citations;

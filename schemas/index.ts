@@ -223,6 +223,11 @@ export const EndpointConfig = z.strictObject({
   retry_max_ms: z.number().int().positive().default(60_000),
   /** `finish_reason: length` retries, each doubling max_tokens. */
   length_retries: z.number().int().nonnegative().default(1),
+  /**
+   * Resamples of a completion whose tail repeats one phrase many times (degenerate
+   * repetition); after them the repeating tail is cut and the turn kept.
+   */
+  repetition_retries: z.number().int().nonnegative().default(2),
   /** Consecutive non-retryable failures after which the run stops. */
   fail_fast_after: z.number().int().positive().default(5),
 });
@@ -259,7 +264,12 @@ export const ExecutorConfig = z.strictObject({
   /** Characters of one snippet's text shown to the model. */
   max_snippet_chars: z.number().int().positive().default(2_000),
   max_restarts: z.number().int().nonnegative().default(3),
+  /** Successful results served from the tool-result cache, shared by runs and processes. */
   cache: z.boolean().default(true),
+  /** Default: $TRAJFORGE_CACHE_DIR, else $XDG_CACHE_HOME/trajforge, else ~/.cache/trajforge (resolved when the run starts). */
+  cache_dir: z.string().min(1).optional(),
+  /** How old a cached result may be, in seconds. Default 7 days. */
+  cache_ttl_s: z.number().int().positive().default(7 * 24 * 3600),
 });
 
 export const BudgetsConfig = z.strictObject({

@@ -306,7 +306,7 @@ describe('trajforge filter (CLI)', () => {
     expect(stats.rows.counted).toBe(2);
     expect(stats.status).toEqual({ ok: 2 });
     expect(stats.acceptance_rate).toBe(1);
-    expect(stats.tools).toEqual({ pubmed_search: { trajectories: 1, calls: 2, skipped: 0 }, browse_webpage: { trajectories: 1, calls: 1, skipped: 0 } });
+    expect(stats.tools).toEqual({ pubmed_search: { trajectories: 1, calls: 2, skipped: 0, cached: 0 }, browse_webpage: { trajectories: 1, calls: 1, skipped: 0, cached: 0 } });
     expect(res.stderr).toContain('filter: 6 rows in, 2 kept, 4 rejected');
   });
 

@@ -198,8 +198,8 @@ describe('computeStats', () => {
 
   it('counts tools by trajectory and by call', () => {
     expect(stats.tools).toEqual({
-      pubmed_search: { trajectories: 3, calls: 9, skipped: 1 },
-      browse_webpage: { trajectories: 2, calls: 2, skipped: 0 },
+      pubmed_search: { trajectories: 3, calls: 9, skipped: 1, cached: 0 },
+      browse_webpage: { trajectories: 2, calls: 2, skipped: 0, cached: 0 },
     });
   });
 
@@ -224,7 +224,7 @@ describe('computeStats', () => {
     expect(s.reasons).toEqual({ '(none)': 1 });
     expect(s.per_trajectory.tool_calls.max).toBe(1);
     expect(s.per_trajectory.tokens.count).toBe(0);
-    expect(s.tools).toEqual({ web: { trajectories: 0, calls: 1, skipped: 0 } });
+    expect(s.tools).toEqual({ web: { trajectories: 0, calls: 1, skipped: 0, cached: 0 } });
   });
 
   it('prints aligned tables and histograms for a terminal', () => {

@@ -32,7 +32,14 @@ export function printSummary(s: GenerateSummary): void {
   out(`repairs    ${kv(x.repairs)}`);
   out(`rollbacks  ${kv(x.rollbacks)}`);
   out(`endpoint   ${s.llm.requests} requests, ${s.llm.retries} retries, ${s.llm.rateLimited} rate-limited${s.llm.stopRejectedModels.length ? `, stop enforced client-side for ${s.llm.stopRejectedModels.join(', ')}` : ''}; ${x.tokens} tokens`);
-  if (s.fatal) out(`stopped    the endpoint refused the requests: ${s.fatal}`);
+  const rep = s.llm.repetitionRetries + s.llm.repetitionCuts;
+  if (rep) out(`repetition ${s.llm.repetitionRetries} completions resampled for degenerate repetition, ${s.llm.repetitionCuts} kept with the repeating tail cut`);
+  if (s.input && (s.input.badRows || s.input.duplicates)) {
+    const first = s.input.firstBadRows.map((b) => `line ${b.line}: ${b.message}`).join('; ');
+    out(`input      ${s.input.rows} rows read; ${s.input.badRows} bad rows skipped${first ? ` (${first}${s.input.badRows > s.input.firstBadRows.length ? '; …' : ''})` : ''}; ${s.input.duplicates} duplicate ids skipped`);
+  }
+  if (s.executor.protocolErrors) out(`tool junk  ${s.executor.protocolErrors} messages from tool servers that were not JSON-RPC (ignored; last: ${s.executor.lastProtocolError ?? 'unknown'})`);
+  if (s.fatal) out(`stopped    ${s.fatal}`);
 }
 
 export async function run(argv: string[]): Promise<number> {
@@ -50,6 +57,9 @@ export async function run(argv: string[]): Promise<number> {
       'base-url': { type: 'string' },
       model: { type: 'string' },
       dialect: { type: 'string' },
+      'no-cache': { type: 'boolean' },
+      'cache-dir': { type: 'string' },
+      'on-bad-row': { type: 'string' },
       help: { type: 'boolean' },
     },
     strict: true,
@@ -70,8 +80,15 @@ export async function run(argv: string[]): Promise<number> {
     baseUrl: values['base-url'],
     model: values.model,
     dialect: values.dialect,
+    cache: values['no-cache'] ? false : undefined,
+    cacheDir: values['cache-dir'],
   };
+  const onBadRow = values['on-bad-row'];
+  if (onBadRow !== undefined && onBadRow !== 'error' && onBadRow !== 'skip') {
+    throw new TrajforgeError('BAD_USAGE', `--on-bad-row: expected error or skip, got "${onBadRow}"`);
+  }
   const config = loadConfig(values.config, overrides);
+  if (onBadRow !== undefined) config.questions.on_bad_row = onBadRow;
   return runInterruptibly((signal) => generate({ config, signal, progress: stderrSink() }));
 }
 
@@ -93,7 +110,7 @@ export async function runInterruptibly(session: (signal: AbortSignal) => Promise
     const summary = await session(interrupt.signal);
     printSummary(summary);
     if (summary.fatal) {
-      process.stderr.write(`error: the model endpoint refused the requests: ${summary.fatal}\n`);
+      process.stderr.write(`error: ${summary.fatal}\n`);
       return 1;
     }
     return summary.status === 'interrupted' ? 130 : 0;

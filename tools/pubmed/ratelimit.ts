@@ -1,0 +1,76 @@
+/**
+ * NCBI's limit: 3 requests per second per client, 10 with an API key, counted at NCBI's end;
+ * a client over it gets `{"error":"API rate limit exceeded"}` and, if it keeps going, a block.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+
+/** Keeps the spacing between requests this far above the limit: network jitter can bunch requests up on arrival. */
+export const RATE_MARGIN_MS = 100;
+/** A slot whose request never reported being sent counts as sent after this long. */
+const MAX_PENDING_MS = 60_000;
+
+/** Permission to send one request. Call `sent()` when the request is on the wire (or failed before it got there). */
+export interface Slot {
+  sent(): void;
+}
+
+interface Start {
+  readonly at: Promise<number>;
+}
+
+/**
+ * A sliding-window limiter: a request may start only when the `rate`-th request before it was
+ * sent at least `windowMs` ago. Unlike a token bucket that starts full (which lets `rate`
+ * requests through at once and then refills, so one second can hold nearly twice the limit),
+ * no window of `windowMs` holds more than `rate` sends. Waiters are served in order.
+ *
+ * The window runs from when a request was *sent*, not from when it was allowed: opening a
+ * connection (a TLS handshake to NCBI takes a few hundred ms) delays the first requests, and
+ * timing from the permission would let the next ones, on warm connections, arrive right behind
+ * them.
+ */
+export class RateLimiter {
+  readonly rate: number;
+  readonly windowMs: number;
+  readonly #starts: Start[] = [];
+  #tail: Promise<unknown> = Promise.resolve();
+
+  constructor(rate: number, windowMs = 1000 + RATE_MARGIN_MS) {
+    if (!Number.isInteger(rate) || rate < 1) throw new Error(`rate must be a positive integer, got ${rate}`);
+    this.rate = rate;
+    this.windowMs = windowMs;
+  }
+
+  /** Resolves when the caller may send one request. */
+  acquire(): Promise<Slot> {
+    const turn = this.#tail.then(() => this.#wait());
+    this.#tail = turn;
+    return turn;
+  }
+
+  async #wait(): Promise<Slot> {
+    if (this.#starts.length >= this.rate) {
+      const sentAt = await this.#starts.shift()!.at;
+      const wait = sentAt + this.windowMs - performance.now();
+      if (wait > 0) await sleep(wait);
+    }
+    let mark!: () => void;
+    const at = new Promise<number>((resolve) => {
+      const timer = setTimeout(() => mark(), MAX_PENDING_MS);
+      timer.unref();
+      mark = () => {
+        clearTimeout(timer);
+        resolve(performance.now());
+      };
+    });
+    this.#starts.push({ at });
+    let done = false;
+    return {
+      sent: () => {
+        if (done) return;
+        done = true;
+        mark();
+      },
+    };
+  }
+}

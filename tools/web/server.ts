@@ -1,0 +1,130 @@
+/**
+ * MCP server over stdio: `google_search` (Serper) and `browse_webpage` (fetch and read a page).
+ *
+ *   node dist/tools/web/server.js [--allow-hosts LIST] [--timeout-ms N] [--max-bytes N] [--max-chars N]
+ *
+ * Environment: SERPER_API_KEY (google_search only), SERPER_BASE (default
+ * https://google.serper.dev), WEB_ALLOW_HOSTS (what --allow-hosts sets; the two are joined).
+ * browse_webpage refuses loopback, private, link-local and cloud-metadata targets, also behind
+ * redirects and DNS names, unless the allowlist names them (see policy.ts).
+ */
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { z } from 'zod';
+import { PACKAGE_VERSION } from '../../pipeline/paths.js';
+import { browse, DEFAULT_MAX_CHARS, formatBrowse } from './browse.js';
+import { DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_MS, FetchError } from './fetch-page.js';
+import { HostPolicy } from './policy.js';
+import { DEFAULT_SERPER_BASE, SerperError, serperSearch } from './serper.js';
+
+interface Flags {
+  allowHosts: string[];
+  timeoutMs: number;
+  maxBytes: number;
+  maxChars: number;
+}
+
+class UsageError extends Error {}
+
+function parseFlags(argv: string[]): Flags {
+  const flags: Flags = { allowHosts: [], timeoutMs: DEFAULT_TIMEOUT_MS, maxBytes: DEFAULT_MAX_BYTES, maxChars: DEFAULT_MAX_CHARS };
+  const count = (name: string, value: string | undefined): number => {
+    const n = Number(value);
+    if (value === undefined || !Number.isInteger(n) || n < 1) throw new UsageError(`${name} needs a positive integer, got ${value === undefined ? 'nothing' : JSON.stringify(value)}`);
+    return n;
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    const eq = arg.indexOf('=');
+    const name = arg.startsWith('--') && eq > 0 ? arg.slice(0, eq) : arg;
+    const inline = arg.startsWith('--') && eq > 0 ? arg.slice(eq + 1) : undefined;
+    const value = (): string | undefined => inline ?? argv[++i];
+    switch (name) {
+      case '--allow-hosts': {
+        const v = value();
+        if (v === undefined) throw new UsageError('--allow-hosts needs a comma-separated list');
+        flags.allowHosts.push(v);
+        break;
+      }
+      case '--timeout-ms':
+        flags.timeoutMs = count(name, value());
+        break;
+      case '--max-bytes':
+        flags.maxBytes = count(name, value());
+        break;
+      case '--max-chars':
+        flags.maxChars = count(name, value());
+        break;
+      default:
+        throw new UsageError(`unknown argument ${JSON.stringify(arg)}`);
+    }
+  }
+  return flags;
+}
+
+function fatal(message: string): never {
+  process.stderr.write(`web server: ${message}\n`);
+  process.exit(1);
+}
+
+const failed = (text: string) => ({ isError: true, content: [{ type: 'text' as const, text }] });
+
+async function main(): Promise<void> {
+  let flags: Flags;
+  let policy: HostPolicy;
+  const env = process.env;
+  try {
+    flags = parseFlags(process.argv.slice(2));
+    policy = new HostPolicy([env.WEB_ALLOW_HOSTS ?? '', ...flags.allowHosts].join(','));
+  } catch (err) {
+    fatal((err as Error).message);
+  }
+  const serperBase = env.SERPER_BASE || DEFAULT_SERPER_BASE;
+  if (!/^https?:\/\//i.test(serperBase)) fatal(`SERPER_BASE is not an http(s) URL: ${JSON.stringify(serperBase)}`);
+  if (!env.SERPER_API_KEY) process.stderr.write('web server: SERPER_API_KEY is not set; google_search will fail, browse_webpage works\n');
+
+  const server = new McpServer({ name: 'trajforge-web', version: PACKAGE_VERSION });
+  server.registerTool(
+    'google_search',
+    {
+      title: 'Search the web',
+      description:
+        'Google web search (through Serper). Returns JSON {"query", "data": [{"id" (the link), "url", "title", "snippet", "position", "date"?}]}, best first.',
+      inputSchema: {
+        query: z.string().min(1).describe('Search words'),
+        num_results: z.number().int().min(1).max(100).default(10).describe('Number of results (1-100)'),
+        gl: z.string().min(2).max(8).default('us').describe('Country code of the search, e.g. us, gb, de'),
+        hl: z.string().min(2).max(8).default('en').describe('Language code of the results, e.g. en, de'),
+      },
+    },
+    async ({ query, num_results, gl, hl }) => {
+      try {
+        const page = await serperSearch({ query, num: num_results, gl, hl }, { apiKey: env.SERPER_API_KEY, base: serperBase });
+        return { content: [{ type: 'text', text: JSON.stringify(page) }] };
+      } catch (err) {
+        return failed(`google_search failed: ${err instanceof SerperError ? err.message : `unexpected failure: ${(err as Error).message}`}`);
+      }
+    },
+  );
+  server.registerTool(
+    'browse_webpage',
+    {
+      title: 'Read a web page',
+      description: 'Fetches an http(s) page and returns its title, final URL and readable text (scripts, styles and navigation removed).',
+      inputSchema: {
+        url: z.string().min(1).describe('The page URL, http or https'),
+      },
+    },
+    async ({ url }) => {
+      try {
+        const r = await browse(url, { policy, timeoutMs: flags.timeoutMs, maxBytes: flags.maxBytes, maxChars: flags.maxChars });
+        return { content: [{ type: 'text', text: formatBrowse(r) }] };
+      } catch (err) {
+        return failed(`browse_webpage failed: ${err instanceof FetchError ? err.message : `unexpected failure: ${(err as Error).message}`}`);
+      }
+    },
+  );
+  await server.connect(new StdioServerTransport());
+}
+
+main().catch((err: unknown) => fatal(err instanceof Error ? (err.stack ?? err.message) : String(err)));
