@@ -16,6 +16,8 @@ Usage:
   trajforge stats <file|run|-> [--json]                  the shape of a dataset
   trajforge rerun <run> [--reason R…] [--max-attempts N]  re-run failed samples only
   trajforge merge <run…> --out DIR                       merge shard runs into one
+  trajforge export <file|run|-> --format messages|sharegpt|text --out F   training rows with loss masks
+  trajforge report <file|run|-> --out report.html        one self-contained HTML report and trajectory viewer
   (validate, filter and stats read trajforge records, DR Tulu generator rows and chat rows;
    --format F forces one, --on-bad-row skip counts bad rows instead of stopping)
   trajforge sim [options]                   start the offline OpenAI-compatible model stand-in
@@ -33,6 +35,7 @@ trajforge generate options (each overrides the config file):
   --base-url URL    OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1
   --model M         model name
   --dialect D       tulu (generation in mcp-xml and native is planned)
+  --on-bad-row M    error (default: a bad question row stops the run) or skip (counted, reported)
 
 Exit codes: 0 run completed, 1 run failed, 2 bad input or usage, 130 interrupted (resumable).
 `;
@@ -56,7 +59,9 @@ export async function main(argv: string[]): Promise<number> {
       case 'filter':
       case 'stats':
       case 'rerun':
-      case 'merge': {
+      case 'merge':
+      case 'export':
+      case 'report': {
         const mod = (await import(`./commands/${cmd}.js`)) as { run(argv: string[]): Promise<number> };
         return await mod.run(rest);
       }
