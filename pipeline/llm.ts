@@ -43,6 +43,12 @@ export interface Completion {
   readonly finishReason: FinishReason;
   /** The client found a stop string the server did not honour (or was not sent) and cut there. */
   readonly clientStop: boolean;
+  /**
+   * The completion ended in degenerate repetition on every one of its `repetition_retries`
+   * resamples; the repeating tail was cut (one copy of the repeated phrase kept) and the
+   * finish reason is `length`.
+   */
+  readonly repetitionCut: boolean;
   readonly promptTokens: number;
   readonly completionTokens: number;
   /** Token counts came from a local tokenizer. */
@@ -57,6 +63,10 @@ export interface LlmStats {
   retries: number;
   rateLimited: number;
   lengthRetries: number;
+  /** Completions resampled because their tail repeated (see `degenerateTail`). */
+  repetitionRetries: number;
+  /** Completions kept with their repeating tail cut, after `repetition_retries` resamples. */
+  repetitionCuts: number;
   stopRejectedModels: string[];
   concurrencyLimit: number;
 }
@@ -138,6 +148,41 @@ export function retryAfterMs(headers: Headers | undefined): number | undefined {
   return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now());
 }
 
+/**
+ * Degenerate repetition: the tail of a completion is one phrase (a period of 1 to
+ * MAX_PERIOD characters) repeated at least MIN_REPEATS times and over at least MIN_CHARS
+ * characters. Looked for only in the last WINDOW characters, so a check costs at most
+ * MAX_PERIOD × WINDOW character comparisons whatever the length of the text, and no regular
+ * expression runs over it.
+ */
+export const REPETITION = { maxPeriod: 300, minRepeats: 8, minChars: 400, window: 4096 } as const;
+
+/**
+ * When the tail of `text` repeats, the period and where the repeating run starts (the start
+ * of its first copy); otherwise undefined. The smallest qualifying period wins.
+ */
+export function degenerateTail(text: string, limits: { maxPeriod: number; minRepeats: number; minChars: number; window: number } = REPETITION): { period: number; start: number } | undefined {
+  const end = text.length;
+  for (let p = 1; p <= limits.maxPeriod && 2 * p <= end; p++) {
+    const need = Math.max(limits.minRepeats * p, limits.minChars);
+    if (need > end || need > limits.window) continue;
+    // Characters (from the end) equal to the character one period earlier.
+    let run = 0;
+    const max = Math.min(end - p, limits.window);
+    while (run < max && text.charCodeAt(end - 1 - run) === text.charCodeAt(end - 1 - run - p)) run++;
+    if (run + p < need) continue;
+    // Qualifies: find where the run really starts, past the window (one linear pass).
+    while (end - 1 - run - p >= 0 && text.charCodeAt(end - 1 - run) === text.charCodeAt(end - 1 - run - p)) run++;
+    return { period: p, start: end - run - p };
+  }
+  return undefined;
+}
+
+/** The text before a repeating tail plus one copy of the repeated phrase. */
+export function cutRepetition(text: string, tail: { period: number; start: number }): string {
+  return text.slice(0, tail.start + tail.period);
+}
+
 /** The first position of any stop string in `text` at or after `from`. */
 function findStop(text: string, stops: readonly string[], from: number): number {
   let best = -1;
@@ -160,11 +205,15 @@ export class LlmClient {
   readonly #sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
   /** Models that answered `stop` with 400 unsupported_parameter: stop is enforced here instead. */
   static readonly #stopRejected = new Set<string>();
-  readonly #stats = { requests: 0, retries: 0, rateLimited: 0, lengthRetries: 0 };
+  readonly #stats = { requests: 0, retries: 0, rateLimited: 0, lengthRetries: 0, repetitionRetries: 0, repetitionCuts: 0 };
+  /** The key, to scrub from error messages a server may echo it in. */
+  readonly #apiKey: string;
 
   constructor(cfg: EndpointConfig, opts: LlmClientOptions) {
     this.#cfg = cfg;
-    this.#client = new OpenAI({ baseURL: cfg.base_url, apiKey: opts.apiKey, maxRetries: 0, timeout: cfg.timeout_ms });
+    this.#apiKey = opts.apiKey;
+    // logLevel off: errors are classified and reported here; the SDK would print raw stream chunks to stderr.
+    this.#client = new OpenAI({ baseURL: cfg.base_url, apiKey: opts.apiKey, maxRetries: 0, timeout: cfg.timeout_ms, logLevel: 'off' });
     this.#gate = new AdaptiveGate(opts.maxConcurrency ?? Number.MAX_SAFE_INTEGER);
     this.#sleep = opts.sleep ?? abortableSleep;
   }
@@ -188,6 +237,7 @@ export class LlmClient {
     let attempts = 0;
     let failures = 0;
     let lengthRetries = 0;
+    let repetitionRetries = 0;
     let stopDropped = false;
     let maxTokens = this.#cfg.max_tokens;
     for (;;) {
@@ -195,9 +245,9 @@ export class LlmClient {
       attempts++;
       this.#stats.requests++;
       await this.#gate.acquire();
-      let outcome: Classified | { ok: Omit<Completion, 'attempts' | 'ms'> };
+      let outcome: Classified | { ok: Once };
       try {
-        outcome = { ok: await this.#once(req, maxTokens) };
+        outcome = { ok: await this.#once(req, maxTokens, repetitionRetries) };
       } catch (err) {
         outcome = this.#classify(err, req.signal);
       } finally {
@@ -206,13 +256,25 @@ export class LlmClient {
       if ('ok' in outcome) {
         this.#gate.succeeded();
         const done = outcome.ok;
-        if (done.finishReason === 'length' && lengthRetries < this.#cfg.length_retries) {
+        if (done.repetition !== undefined) {
+          // More tokens would only buy more of the loop: resample, then keep the text before it.
+          if (repetitionRetries < this.#cfg.repetition_retries) {
+            repetitionRetries++;
+            this.#stats.repetitionRetries++;
+            continue;
+          }
+          this.#stats.repetitionCuts++;
+          const { repetition, ...rest } = done;
+          return { ...rest, text: cutRepetition(rest.text, repetition), finishReason: 'length', repetitionCut: true, attempts, ms: performance.now() - started };
+        }
+        const { repetition: _none, ...plain } = done;
+        if (plain.finishReason === 'length' && lengthRetries < this.#cfg.length_retries) {
           lengthRetries++;
           this.#stats.lengthRetries++;
           maxTokens *= 2;
           continue;
         }
-        return { ...done, attempts, ms: performance.now() - started };
+        return { ...plain, repetitionCut: false, attempts, ms: performance.now() - started };
       }
       if ('stopRejected' in outcome) {
         // Concurrent requests may all learn it at once; each retries once without `stop`.
@@ -236,7 +298,21 @@ export class LlmClient {
     }
   }
 
-  #lastError = '';
+  #lastErrorText = '';
+
+  /** The last error, as reported: a server that echoes the API key does not get it printed. */
+  get #lastError(): string {
+    return this.#scrub(this.#lastErrorText);
+  }
+
+  set #lastError(message: string) {
+    this.#lastErrorText = message;
+  }
+
+  #scrub(message: string): string {
+    const key = this.#apiKey;
+    return key.length >= 6 && key !== 'EMPTY' ? message.split(key).join('[redacted]') : message;
+  }
 
   #classify(err: unknown, signal: AbortSignal | undefined): Classified {
     if (err instanceof LlmError) return { retry: false, error: err };
@@ -256,7 +332,7 @@ export class LlmClient {
     }
     if (err instanceof OpenAI.APIError) {
       const status = err.status ?? 0;
-      const serverMessage = err.message;
+      const serverMessage = this.#scrub(err.message);
       this.#lastError = serverMessage;
       if (status === 400 && err.param === 'stop' && err.code === 'unsupported_parameter') return { stopRejected: true };
       if (status === 429) return { retry: true, waitMs: retryAfterMs(err.headers), rateLimited: true };
@@ -271,8 +347,11 @@ export class LlmClient {
     return { retry: true };
   }
 
-  async #once(req: CompletionRequest, maxTokens: number): Promise<Omit<Completion, 'attempts' | 'ms'>> {
+  async #once(req: CompletionRequest, maxTokens: number, resample: number): Promise<Once> {
     const cfg = this.#cfg;
+    // A resample after degenerate repetition must not replay the same draw on a seeded endpoint.
+    const baseSeed = req.seed ?? cfg.seed;
+    const seed = baseSeed === undefined ? undefined : baseSeed + resample;
     const sendStop = req.stop.length > 0 && !LlmClient.#stopRejected.has(cfg.model);
     const body: Record<string, unknown> = {
       ...cfg.extra_body,
@@ -281,7 +360,7 @@ export class LlmClient {
       temperature: cfg.temperature,
       top_p: cfg.top_p,
       max_tokens: maxTokens,
-      ...((req.seed ?? cfg.seed) === undefined ? {} : { seed: req.seed ?? cfg.seed }),
+      ...(seed === undefined ? {} : { seed }),
       ...(sendStop ? { stop: [...req.stop] } : {}),
     };
     const controller = new AbortController();
@@ -304,7 +383,9 @@ export class LlmClient {
       const estimated = promptTokens === undefined || completionTokens === undefined;
       if (promptTokens === undefined) promptTokens = countTokens(req.messages.map((m) => m.content).join('\n'));
       if (completionTokens === undefined) completionTokens = countTokens(raw.text);
-      return { text, finishReason, clientStop, promptTokens, completionTokens, estimated };
+      // A turn cut at a stop string ended on its own; only a turn that ran on is checked for a loop.
+      const repetition = clientStop || finishReason === 'stop' ? undefined : degenerateTail(text);
+      return { text, finishReason, clientStop, promptTokens, completionTokens, estimated, repetition };
     } finally {
       clearTimeout(timer);
       req.signal?.removeEventListener('abort', onAbort);
@@ -338,6 +419,7 @@ export class LlmClient {
     let promptTokens: number | undefined;
     let completionTokens: number | undefined;
     const longestStop = Math.max(0, ...stops.map((s) => s.length));
+    let checkedAt = 0;
     for await (const chunk of stream) {
       if (chunk.usage) {
         promptTokens = chunk.usage.prompt_tokens;
@@ -358,6 +440,15 @@ export class LlmClient {
           finish = 'stop';
           break;
         }
+        // A model stuck in a loop would run to max_tokens: stop paying for it as soon as it shows.
+        if (text.length - checkedAt >= REPETITION_CHECK_EVERY) {
+          checkedAt = text.length;
+          if (degenerateTail(text) !== undefined) {
+            controller.abort();
+            finish = 'length';
+            break;
+          }
+        }
       }
       if (choice.finish_reason) finish = choice.finish_reason;
     }
@@ -370,6 +461,11 @@ export class LlmClient {
     };
   }
 }
+
+/** How often (in characters received) a stream is checked for degenerate repetition. */
+const REPETITION_CHECK_EVERY = 1024;
+
+type Once = Omit<Completion, 'attempts' | 'ms' | 'repetitionCut'> & { repetition?: { period: number; start: number } | undefined };
 
 interface RawCompletion {
   text: string;

@@ -479,6 +479,14 @@ async function* readRows(opts: SamplerOptions, file: string): AsyncGenerator<Ite
     if (head[0] === 0xef && head[1] === 0xbb && head[2] === 0xbf) skip = 3;
     const first = firstNonSpace(head, skip);
     const { format, delimiter } = resolveFormat(opts.config.format, opts.path, first === -1 ? undefined : head[first]);
+    // CSV is the guess for a file with no telling extension; a binary file would otherwise come
+    // back as a CSV quoting error about bytes. Text never holds a NUL byte.
+    const guessedCsv = format === 'csv' && opts.config.format === 'auto' && !/\.(csv|tsv)$/i.test(opts.path.replace(/\.gz$/i, ''));
+    const nul = guessedCsv ? head.indexOf(0) : -1;
+    if (nul !== -1) {
+      const line = 1 + countBreaks(head.subarray(0, nul));
+      throw inputError(file, line, undefined, `binary data (a NUL byte at offset ${nul}), not questions: expected JSONL, a JSON array or CSV text`);
+    }
     head = head.subarray(skip);
     async function* body(): AsyncGenerator<Buffer> {
       let done = sniff.ended;
@@ -761,8 +769,13 @@ async function* csvRows(
       // Fatal even with on_bad_row: skip — after a quoting error csv-parse does not find its
       // way back to the next record and silently swallows the rest of the file.
       const line = lines.failedRecordStart(parsedUpTo);
-      // csv-parse's message names its own line count, which CRLF line ends throw off.
-      const message = String(e.message).replace(/,? (at|on) line \d+/, '');
+      // csv-parse's message names its own line count, which CRLF line ends throw off, and
+      // shows a field as a JSON dump of its bytes (fields are read as bytes): show the text.
+      const message = String(e.message)
+        .replace(/,? (at|on) line \d+/, '')
+        .replace(/\{"type":"Buffer","data":\[([\d,]*)\]\}/g, (_m, bytes: string) =>
+          JSON.stringify(cap(Buffer.from(bytes === '' ? [] : bytes.split(',').map(Number)).toString('utf8'))),
+        );
       throw inputError(file, line, undefined, `CSV: ${cap(message)}`);
     }
     throw err;

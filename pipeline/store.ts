@@ -6,8 +6,8 @@
  *   trajectories.jsonl    accepted trajectories, one per sample id
  *   failures.jsonl        every failed attempt
  */
-import { closeSync, createReadStream, existsSync, fstatSync, ftruncateSync, openSync, readFileSync, readSync, renameSync, writeFileSync } from 'node:fs';
-import { mkdir, open, readFile, rm, type FileHandle } from 'node:fs/promises';
+import { closeSync, createReadStream, existsSync, fstatSync, ftruncateSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdir, open, readFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { RunManifest, type Trajectory } from '../schemas/index.js';
@@ -92,6 +92,9 @@ export class RunStore {
   #manifest: RunManifest;
   #traj: FileHandle | undefined;
   #fail: FileHandle | undefined;
+  /** Bytes of each file that hold complete lines: a failed append is cut back to this. */
+  #trajBytes = 0;
+  #failBytes = 0;
   /** Appends are chained so lines never interleave and a failed write stops all later ones. */
   #chain: Promise<void> = Promise.resolve();
   #writeError: Error | undefined;
@@ -144,6 +147,8 @@ export class RunStore {
       await scanIds(join(dir, FAILURES), (id, attempt, reason) => store.#noteFailure(id, attempt, reason));
       store.#traj = await open(join(dir, TRAJECTORIES), 'a');
       store.#fail = await open(join(dir, FAILURES), 'a');
+      store.#trajBytes = statSync(join(dir, TRAJECTORIES)).size;
+      store.#failBytes = statSync(join(dir, FAILURES)).size;
       const now = new Date().toISOString();
       store.#manifest = { ...manifest, status: 'running', updated_at: now, sessions: [...manifest.sessions, { started_at: now }] };
       store.writeManifest();
@@ -174,7 +179,8 @@ export class RunStore {
   static #unlock(dir: string): void {
     try {
       const file = join(dir, LOCK);
-      if (String(readFileSyncSafe(file)) === String(process.pid)) void rm(file, { force: true });
+      // Synchronous: the CLI exits right after closing the run, and a lock left behind names a pid that may be reused.
+      if (String(readFileSyncSafe(file)) === String(process.pid)) rmSync(file, { force: true });
     } catch {
       // nothing to release
     }
@@ -194,12 +200,19 @@ export class RunStore {
       if (this.#writeError) throw this.#writeError;
       if (traj.status === 'ok' && this.accepted.has(traj.id)) return false;
       const line = `${JSON.stringify(traj)}\n`;
+      const ok = traj.status === 'ok';
+      const fh = ok ? this.#traj! : this.#fail!;
       try {
-        await (traj.status === 'ok' ? this.#traj! : this.#fail!).appendFile(line, 'utf8');
+        await fh.appendFile(line, 'utf8');
       } catch (err) {
+        // A full disk can take part of the line: cut it off, so every line on disk stays whole.
+        await fh.truncate(ok ? this.#trajBytes : this.#failBytes).catch(() => {});
         this.#writeError = new TrajforgeError('WRITE_FAILED', `${this.dir}: cannot append a record: ${(err as Error).message}`, { file: this.dir, cause: err });
         throw this.#writeError;
       }
+      const bytes = Buffer.byteLength(line);
+      if (ok) this.#trajBytes += bytes;
+      else this.#failBytes += bytes;
       if (traj.status === 'ok') {
         this.accepted.add(traj.id);
         this.failed.delete(traj.id);
@@ -232,8 +245,18 @@ export class RunStore {
   writeManifest(patch: Partial<RunManifest> = {}): void {
     this.#manifest = { ...this.#manifest, counts: this.counts(), ...patch, updated_at: new Date().toISOString() };
     const path = join(this.dir, MANIFEST);
-    writeFileSync(`${path}.tmp`, `${JSON.stringify(this.#manifest, null, 2)}\n`);
-    renameSync(`${path}.tmp`, path);
+    try {
+      writeFileSync(`${path}.tmp`, `${JSON.stringify(this.#manifest, null, 2)}\n`);
+      renameSync(`${path}.tmp`, path);
+    } catch (err) {
+      // The old manifest stays in place; a half-written temporary file does not.
+      try {
+        rmSync(`${path}.tmp`, { force: true });
+      } catch {
+        // not a file we can remove (a directory): the error below says what failed
+      }
+      throw new TrajforgeError('WRITE_FAILED', `${path}: cannot write the manifest: ${(err as Error).message}`, { file: path, cause: err });
+    }
   }
 
   /** Flushes and closes; the manifest records how the session ended. */

@@ -28,12 +28,16 @@ Options:
   --seed S               seed for every draw (default ${SIM_DEFAULTS.seed})
   --latency-ms N         added to every chat request (default ${SIM_DEFAULTS.latencyMs})
   --misbehave KIND=RATE  misbehave at RATE (0..1) per completion; repeatable, later wins;
-                         all=RATE sets every kind except ${EXCLUDED_FROM_ALL.join(' and ')}
+                         all=RATE sets every kind except ${EXCLUDED_FROM_ALL.slice(0, -1).join(', ')} and ${EXCLUDED_FROM_ALL.at(-1)}
   --reject-stop          answer any request that carries 'stop' with 400 unsupported_parameter
   --calls-per-sample N   searches before answering (default ${SIM_DEFAULTS.callsPerSample})
   --context-window N     reject prompts over N estimated tokens (400 context_length_exceeded)
   --stall-ms N           how long a stall waits (default ${SIM_DEFAULTS.stallMs})
   --retry-after S        seconds a rate_limit asks the client to wait, fractions allowed (default ${SIM_DEFAULTS.retryAfterMs / 1000})
+  --burst KIND=N         the first N chat requests each get KIND whatever its rate; repeatable
+  --server-error-status LIST
+                         statuses a server_error answers with, e.g. 500,502,503 (default 500;
+                         502 comes with an HTML body, as from a proxy)
   -h, --help             this text
 
 Misbehaviour kinds (each drawn independently for every completion):
@@ -61,6 +65,7 @@ function numberArg(flag: string, raw: string | undefined, integer: boolean, min:
 export function parseSimArgs(argv: readonly string[]): ParsedSimArgs {
   const options: SimOptions = {};
   const rates: Partial<Record<MisbehaviourKind, number>> = {};
+  const burst: Partial<Record<MisbehaviourKind, number>> = {};
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i] ?? '';
     if (arg === '-h' || arg === '--help') return { help: true };
@@ -95,6 +100,25 @@ export function parseSimArgs(argv: readonly string[]): ParsedSimArgs {
         if (inline !== undefined) throw usageError('--reject-stop takes no value');
         options.rejectStop = true;
         break;
+      case '--burst': {
+        const spec = value() ?? '';
+        for (const item of spec.split(',')) {
+          const eq = item.indexOf('=');
+          const kind = item.slice(0, eq).trim();
+          if (eq === -1 || !isMisbehaviourKind(kind)) throw usageError(`--burst takes KIND=N with a misbehaviour kind, got '${item}'`);
+          burst[kind] = numberArg('--burst', item.slice(eq + 1).trim(), true, 0);
+        }
+        break;
+      }
+      case '--server-error-status': {
+        const list = (value() ?? '').split(',').map((x) => x.trim());
+        options.serverErrorStatuses = list.map((x) => {
+          const n = numberArg('--server-error-status', x, true, 500);
+          if (n > 599) throw usageError(`--server-error-status takes 5xx statuses, got '${x}'`);
+          return n;
+        });
+        break;
+      }
       case '--misbehave': {
         const spec = value();
         if (spec === undefined || spec === '') throw usageError('--misbehave needs KIND=RATE');
@@ -107,12 +131,13 @@ export function parseSimArgs(argv: readonly string[]): ParsedSimArgs {
     }
   }
   if (Object.keys(rates).length > 0) options.misbehave = rates;
+  if (Object.keys(burst).length > 0) options.burst = burst;
   return { help: false, options };
 }
 
 /**
  * `KIND=RATE` specs (each may be a comma-separated list) → rates; `all=RATE` sets every kind
- * but stall and drop, and later specs override earlier ones. Throws BAD_USAGE on a bad spec.
+ * but the transport faults (stall, drop, malformed), and later specs override earlier ones. Throws BAD_USAGE on a bad spec.
  */
 export function parseMisbehave(specs: readonly string[]): Partial<Record<MisbehaviourKind, number>> {
   const rates: Partial<Record<MisbehaviourKind, number>> = {};

@@ -26,6 +26,8 @@ export const MISBEHAVIOUR_KINDS = [
   'server_error',
   'stall',
   'drop',
+  'malformed',
+  'repetition',
 ] as const;
 
 export type MisbehaviourKind = (typeof MISBEHAVIOUR_KINDS)[number];
@@ -46,10 +48,12 @@ export const MISBEHAVIOUR_HELP: Readonly<Record<MisbehaviourKind, string>> = {
   server_error: 'HTTP 500 with an OpenAI error body',
   stall: 'wait --stall-ms (default 30000) before doing anything else, so clients time out',
   drop: 'destroy the connection: mid-stream when streaming, before any response otherwise',
+  malformed: 'HTTP 200 with a body that is not what the protocol promises: JSON cut in half, or an SSE line that is not JSON',
+  repetition: 'degenerate repetition: after a normal start the model repeats one phrase until max_tokens, finish_reason length',
 };
 
 /** Fault-injection kinds that `all=RATE` leaves alone: they make every client time out or fail. */
-export const EXCLUDED_FROM_ALL: readonly MisbehaviourKind[] = ['stall', 'drop'];
+export const EXCLUDED_FROM_ALL: readonly MisbehaviourKind[] = ['stall', 'drop', 'malformed'];
 
 export const REFUSAL_TEXT = "I'm sorry, but I can't help with that.";
 
@@ -96,13 +100,33 @@ const NO_ACTION_PROSE = [
   (topic: string) => `Okay, so the question concerns ${topic}. There are several things to consider here.`,
 ];
 
+/** Phrases a degenerate model loops on: a sentence, a single word, a list item. */
+const REPEATED_UNITS = [
+  (topic: string) => `I will search for ${topic} again. `,
+  (topic: string) => `Let me check the results about ${topic} once more.\n`,
+  () => 'the ',
+  (topic: string) => `\n- ${topic}`,
+];
+
+export interface ComposeOptions {
+  /** Characters a `repetition` turn runs to: past the request's max_tokens, so the server cuts it. Default 16000. */
+  readonly repeatChars?: number;
+}
+
 /** The turn the model writes, with the content misbehaviours drawn for it. */
-export function composeTurn(plan: TurnPlan, drawn: ReadonlySet<MisbehaviourKind>, rng: Rng): ComposedTurn {
+export function composeTurn(plan: TurnPlan, drawn: ReadonlySet<MisbehaviourKind>, rng: Rng, opts: ComposeOptions = {}): ComposedTurn {
   if (drawn.has('refusal')) return { text: REFUSAL_TEXT, honourStop: true, applied: ['refusal'] };
   if (drawn.has('no_action')) {
     const topic = plan.keywords.slice(0, 5).join(' ') || 'this';
     const prose = NO_ACTION_PROSE[Math.floor(rng() * NO_ACTION_PROSE.length)] ?? NO_ACTION_PROSE[0]!;
     return { text: prose(topic), honourStop: true, applied: ['no_action'] };
+  }
+  if (drawn.has('repetition')) {
+    const topic = plan.keywords.slice(0, 4).join(' ') || 'this';
+    const unit = (REPEATED_UNITS[Math.floor(rng() * REPEATED_UNITS.length)] ?? REPEATED_UNITS[0]!)(topic);
+    const start = `<think>I need to find out about ${topic}. `;
+    const chars = opts.repeatChars ?? 16_000;
+    return { text: start + unit.repeat(Math.ceil(Math.max(0, chars - start.length) / unit.length) + 1), honourStop: true, applied: ['repetition'] };
   }
   if (plan.kind === 'answer' || plan.call === null) {
     if (drawn.has('unclosed_answer')) {

@@ -45,6 +45,16 @@ export interface SimOptions {
   stallMs?: number;
   /** The wait a `rate_limit` asks for (Retry-After in whole seconds rounded up, retry-after-ms exact). Default 1000. */
   retryAfterMs?: number;
+  /**
+   * Bursts: the first N chat requests each get KIND whatever its rate (`{ rate_limit: 5 }`
+   * answers the first five requests with 429). Counted in arrival order.
+   */
+  burst?: Partial<Record<MisbehaviourKind, number>>;
+  /**
+   * Statuses a `server_error` answers with, one drawn per error. Default [500]. 502 comes with
+   * an HTML body (as a proxy in front of the model sends it), the others with an OpenAI error body.
+   */
+  serverErrorStatuses?: readonly number[];
 }
 
 export interface SimStats {
@@ -106,6 +116,8 @@ class ApiError extends Error {
     readonly param: string | null,
     readonly code: string | null,
     readonly headers: Record<string, string> = {},
+    /** A body that is not JSON (an HTML error page from a proxy), sent as is. */
+    readonly raw?: { readonly contentType: string; readonly text: string },
   ) {
     super(message);
   }
@@ -141,7 +153,7 @@ function validateOptions(opts: SimOptions): void {
   const bad = (what: string): never => {
     throw new TrajforgeError('BAD_CONFIG', `sim: ${what}`);
   };
-  const { port, seed, latencyMs, callsPerSample, contextWindow, stallMs, retryAfterMs, host } = opts;
+  const { port, seed, latencyMs, callsPerSample, contextWindow, stallMs, retryAfterMs, host, burst, serverErrorStatuses } = opts;
   if (port !== undefined && (!Number.isInteger(port) || port < 0 || port > 65535)) bad(`port must be 0..65535, got ${port}`);
   if (host !== undefined && host !== '127.0.0.1') bad(`host must be 127.0.0.1, got ${String(host)}`);
   if (seed !== undefined && !Number.isFinite(seed)) bad(`seed must be a number, got ${seed}`);
@@ -158,6 +170,24 @@ function validateOptions(opts: SimOptions): void {
   if (contextWindow !== undefined && (!Number.isInteger(contextWindow) || contextWindow < 1)) {
     bad(`contextWindow must be an integer >= 1, got ${contextWindow}`);
   }
+  for (const [kind, n] of Object.entries(burst ?? {})) {
+    if (!(MISBEHAVIOUR_KINDS as readonly string[]).includes(kind)) bad(`burst: unknown misbehaviour '${kind}'`);
+    if (n !== undefined && (!Number.isInteger(n) || n < 0)) bad(`burst: ${kind} must be an integer >= 0, got ${n}`);
+  }
+  if (serverErrorStatuses !== undefined) {
+    if (serverErrorStatuses.length === 0) bad('serverErrorStatuses must not be empty');
+    for (const st of serverErrorStatuses) if (!Number.isInteger(st) || st < 500 || st > 599) bad(`serverErrorStatuses: ${st} is not a 5xx status`);
+  }
+}
+
+const BAD_GATEWAY_HTML =
+  '<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n';
+
+function serverError(status: number): ApiError {
+  if (status === 502) return new ApiError(502, '502 Bad Gateway', 'server_error', null, null, {}, { contentType: 'text/html', text: BAD_GATEWAY_HTML });
+  if (status === 503) return new ApiError(503, 'The server is overloaded or not ready yet.', 'server_error', null, 'service_unavailable');
+  if (status === 500) return new ApiError(500, 'The server had an error while processing your request. Sorry about that!', 'server_error', null, null);
+  return new ApiError(status, `The server answered ${status}.`, 'server_error', null, null);
 }
 
 export async function startSim(opts: SimOptions = {}): Promise<Sim> {
@@ -170,6 +200,8 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
   const retryAfterMs = opts.retryAfterMs ?? SIM_DEFAULTS.retryAfterMs;
   const rejectStop = opts.rejectStop ?? false;
   const contextWindow = opts.contextWindow;
+  const burst = opts.burst ?? {};
+  const errorStatuses = opts.serverErrorStatuses ?? [500];
 
   const stats: SimStats = {
     requests: 0,
@@ -189,6 +221,13 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
   const seen = new Map<string, number>();
   const open = new Set<AbortController>();
 
+  const sendRaw = (res: ServerResponse, status: number, contentType: string, text: string, headers: Record<string, string> = {}): void => {
+    if (res.destroyed || res.headersSent) return;
+    res.writeHead(status, { 'Content-Type': contentType, 'Content-Length': String(Buffer.byteLength(text)), ...headers });
+    res.end(text);
+    bump(stats.responsesByStatus, status);
+  };
+
   const sendJson = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void => {
     if (res.destroyed || res.headersSent) return;
     const payload = JSON.stringify(body);
@@ -202,7 +241,7 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
   };
 
   const handleChat = async (req: IncomingMessage, res: ServerResponse, signal: AbortSignal, drop: () => void): Promise<void> => {
-    stats.chatRequests++;
+    const arrival = ++stats.chatRequests;
     const request = parseChatRequest(await readJson(req), rejectStop);
     const promptText = request.messages.map((m) => messageText(m.content)).join('');
     const promptTokens = estimateTokens(promptText);
@@ -226,6 +265,7 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
     seen.set(key, count + 1);
     const rng = (stream: string): Rng => seededRng(`${seed}\u0000${key}\u0000${count}\u0000${stream}`);
     const drawn = drawMisbehaviours(rates, rng('faults'));
+    for (const [kind, n] of Object.entries(burst) as [MisbehaviourKind, number][]) if (arrival <= n) drawn.add(kind);
     const applied = (kind: MisbehaviourKind): void => {
       stats.misbehaviours[kind]++;
     };
@@ -249,15 +289,20 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
     }
     if (drawn.has('server_error')) {
       applied('server_error');
-      throw new ApiError(500, 'The server had an error while processing your request. Sorry about that!', 'server_error', null, null);
+      throw serverError(errorStatuses[Math.floor(rng('status')() * errorStatuses.length)] ?? 500);
     }
     const dropNow = drawn.has('drop');
     if (dropNow) applied('drop');
     if (dropNow && !request.stream) return drop();
+    const malformedNow = !dropNow && drawn.has('malformed');
+    if (malformedNow) applied('malformed');
 
     const conversation = readConversation(request.messages, request.tools);
     const plan = planTurn(conversation, { callsPerSample }, rng('policy'));
-    const composed = composeTurn(plan, drawn, rng('content'));
+    // A repetition loop runs past max_tokens (or the context), so the server cuts it: finish_reason length.
+    const composed = composeTurn(plan, drawn, rng('content'), {
+      repeatChars: Math.min(request.maxTokens ?? 4096, contextWindow ?? Infinity) * CHARS_PER_TOKEN + 64,
+    });
     for (const kind of composed.applied) applied(kind);
 
     const completion = finishCompletion(composed.text, composed.honourStop, request, drawn, rng('cut'), {
@@ -275,7 +320,7 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
     const created = Math.floor(Date.now() / 1000);
 
     if (!request.stream) {
-      sendJson(res, 200, {
+      const body = {
         id,
         object: 'chat.completion',
         created,
@@ -291,7 +336,13 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
           },
         ],
         usage,
-      });
+      };
+      // Half of the JSON: a proxy that cut the body, a server that crashed while writing it.
+      if (malformedNow) {
+        const whole = JSON.stringify(body);
+        return sendRaw(res, 200, 'application/json', whole.slice(0, Math.floor(whole.length / 2)));
+      }
+      sendJson(res, 200, body);
       return;
     }
 
@@ -308,11 +359,23 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
     });
 
     if (!(await writeEvent(res, chunk({ role: 'assistant', content: '' }, null), signal))) return;
+    const brokenAt = malformedNow ? Math.floor(pieces.length / 2) : -1;
     for (let i = 0; i < pieces.length; i++) {
       if (i === dropAfter) return drop();
+      if (i === brokenAt) {
+        // An event whose data is not JSON: cut in the middle of a string, as a broken proxy sends it.
+        const event = JSON.stringify(chunk({ content: pieces[i] }, null));
+        res.end(`data: ${event.slice(0, Math.floor(event.length / 2))}\n\n`);
+        return;
+      }
       if (!(await writeEvent(res, chunk({ content: pieces[i] }, null), signal))) return;
     }
     if (dropNow) return drop();
+    if (malformedNow) {
+      // An empty completion has no piece to break: the finish event breaks instead.
+      res.end('data: {"choices": [{"index": 0, "finish_reason": \n\n');
+      return;
+    }
     if (!(await writeEvent(res, chunk({}, completion.finishReason, { stop_reason: completion.stopReason }), signal))) return;
     if (request.includeUsage && !(await writeEvent(res, { ...base, choices: [], usage }, signal))) return;
     res.end('data: [DONE]\n\n');
@@ -336,6 +399,7 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
       controller.abort();
     });
     route(req, res, controller.signal, drop).catch((err: unknown) => {
+      if (err instanceof ApiError && err.raw) return sendRaw(res, err.status, err.raw.contentType, err.raw.text, err.headers);
       if (err instanceof ApiError) return sendJson(res, err.status, err.body(), err.headers);
       sendJson(res, 500, new ApiError(500, `trajforge-sim internal error: ${String(err)}`, 'server_error', null, null).body());
     });

@@ -117,8 +117,11 @@ function scanBoxes(text: string, from: number, to: number): { last: Box | undefi
   let i = from;
   while (i < to) {
     if (stack.length === 0) {
-      const b = text.indexOf(BOXED, i);
-      if (b === -1 || b >= to) break;
+      // Searched within [i, to) only: an unbounded indexOf would read to the end of the text
+      // for every region the parser hands in, which is quadratic over a whole trajectory.
+      const rel = text.slice(i, to).indexOf(BOXED);
+      if (rel === -1) break;
+      const b = i + rel;
       const cs = boxContentStart(text, b, to);
       if (cs === -1) {
         i = b + BOXED.length;
@@ -538,13 +541,23 @@ export function repairTurn(raw: string, finishReason: FinishReason): TurnRepairR
       openThink = i;
       continue;
     }
-    if (e.close || e.kind === 'answer') continue;
+    if (e.close) continue;
+    // An <answer> block runs to its close or the end and holds what follows (parseTrajectory's
+    // rule): one that opens first makes the turn an answer, as in tulu.
+    if (e.kind === 'answer') break;
     found = i;
     break;
   }
 
   const first = found >= 0 ? ev[found]! : undefined;
   if (first !== undefined && first.kind === 'call') {
+    // A box that closes before the call came first: the answer is final, the call is dropped.
+    const before = parseTrajectory(region.slice(0, first.start)).segments.find((s) => s.kind === 'answer');
+    if (before !== undefined && before.kind === 'answer' && before.closed) {
+      const end = before.offset + before.text.length;
+      recordDropped(raw, end, log);
+      return done(region.slice(0, end), { kind: 'answer', answer: before.answer });
+    }
     const f = fieldFinders(region);
     const j = closingCallTag(ev, found);
     const closeEv = j >= 0 ? ev[j] : undefined;
@@ -582,8 +595,17 @@ export function repairTurn(raw: string, finishReason: FinishReason): TurnRepairR
   // The answer by the whole-trajectory rules, so that a turn and the trajectory it ends up
   // in agree: the last top-level box (never one inside a closed think), or an <answer>.
   const kept = region.slice(0, keepEnd);
-  const answer = parseTrajectory(kept).segments.find((s) => s.kind === 'answer');
+  const segs = parseTrajectory(kept).segments;
+  const at = segs.findIndex((s) => s.kind === 'answer');
+  const answer = segs[at];
   if (answer !== undefined && answer.kind === 'answer') {
+    if (segs.slice(at + 1).some((s) => s.kind === 'answer' || s.kind === 'call' || s.kind === 'output')) {
+      // An answer is final: another answer, a call or an output after it (an <answer> block, then a box)
+      // is cut, so the turn holds one action for every reader, as tulu cuts at </answer>.
+      const end = answer.offset + answer.text.length;
+      log.add('stop_ignored', `${raw.length - end} characters after the answer cut; they held another answer, a call or a tool output`);
+      return done(kept.slice(0, end), { kind: 'answer', answer: answer.answer });
+    }
     if (answer.closed) return done(kept, { kind: 'answer', answer: answer.answer });
     const isBox = !answer.text.startsWith('<');
     if (finishReason === 'length' && keepEnd === raw.length) log.add('truncated', `cut by length inside the ${isBox ? '\\boxed{}' : '<answer>'}`);

@@ -414,10 +414,10 @@ describe('misbehaviours at rate 1', () => {
     expect(s.stats().misbehaviours.drop).toBe(2);
   });
 
-  it('all=RATE sets every kind except stall and drop', () => {
+  it('all=RATE sets every kind except the transport faults stall, drop and malformed', () => {
     const rates = parseMisbehave(['all=0.5', 'refusal=0']);
     for (const kind of MISBEHAVIOUR_KINDS) {
-      const expected = kind === 'stall' || kind === 'drop' ? undefined : kind === 'refusal' ? 0 : 0.5;
+      const expected = kind === 'stall' || kind === 'drop' || kind === 'malformed' ? undefined : kind === 'refusal' ? 0 : 0.5;
       expect(rates[kind], kind).toBe(expected);
     }
   });
@@ -503,7 +503,7 @@ describe('the CLI', () => {
     const help = spawnSync(process.execPath, [entry, '--help'], { encoding: 'utf8' });
     expect(help.status).toBe(0);
     for (const kind of MISBEHAVIOUR_KINDS) expect(help.stdout).toMatch(new RegExp(`^  ${kind} +\\S`, 'm'));
-    expect(help.stdout).toMatch(/all=RATE sets every kind except stall and drop/);
+    expect(help.stdout).toMatch(/all=RATE sets every kind except stall, drop and malformed/);
     const bad = spawnSync(process.execPath, [entry, '--misbehave', 'sulk=1'], { encoding: 'utf8' });
     expect(bad.status).not.toBe(0);
     expect(bad.stderr).toContain('unknown misbehaviour');

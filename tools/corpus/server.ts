@@ -6,7 +6,10 @@
  *
  * Corpus: --corpus PATH, else $CORPUS_PATH, else <package root>/data/corpus.jsonl.
  * Fault switches exist so the executor's handling of broken servers can be tested against a
- * real process: --fail-start, --crash-every N, --hang-every N, --junk-stdout, --delay-ms N.
+ * real process: --fail-start, --crash-every N, --hang-every N, --junk-stdout, --delay-ms N,
+ * --junk-every N (a line that is not JSON-RPC on stdout before every Nth answer),
+ * --corrupt-every N (junk with no newline, so it fuses with the Nth answer and breaks it),
+ * --huge-result N (the first document of every result carries N more characters).
  * $CORPUS_CALL_LOG names a file that gets one JSON line per answered call.
  */
 import { appendFileSync } from 'node:fs';
@@ -27,6 +30,9 @@ interface ServerFlags {
   hangEvery: number;
   junkStdout: boolean;
   delayMs: number;
+  junkEvery: number;
+  corruptEvery: number;
+  hugeResult: number;
 }
 
 class UsageError extends Error {}
@@ -39,6 +45,9 @@ function parseFlags(argv: string[]): ServerFlags {
     hangEvery: 0,
     junkStdout: false,
     delayMs: 0,
+    junkEvery: 0,
+    corruptEvery: 0,
+    hugeResult: 0,
   };
   const count = (name: string, value: string | undefined, min: number): number => {
     const n = Number(value);
@@ -74,6 +83,15 @@ function parseFlags(argv: string[]): ServerFlags {
         break;
       case '--delay-ms':
         flags.delayMs = count(name, value(), 0);
+        break;
+      case '--junk-every':
+        flags.junkEvery = count(name, value(), 1);
+        break;
+      case '--corrupt-every':
+        flags.corruptEvery = count(name, value(), 1);
+        break;
+      case '--huge-result':
+        flags.hugeResult = count(name, value(), 1);
         break;
       default:
         // A mistyped fault switch would silently make a test pass, so unknown flags are fatal.
@@ -143,7 +161,15 @@ async function main(): Promise<void> {
       if (flags.crashEvery > 0 && n % flags.crashEvery === 0) process.exit(1);
       if (flags.hangEvery > 0 && n % flags.hangEvery === 0) return new Promise<never>(() => {});
       if (flags.delayMs > 0) await sleep(flags.delayMs);
-      const page = index.search(query, limit, offset);
+      let page = index.search(query, limit, offset);
+      if (flags.hugeResult > 0 && page.data[0]) {
+        const filler = 'This sentence pads an oversized tool result. ';
+        const pad = filler.repeat(Math.ceil(flags.hugeResult / filler.length)).slice(0, flags.hugeResult);
+        page = { ...page, data: [{ ...page.data[0], abstract: `${page.data[0].abstract} ${pad}` }, ...page.data.slice(1)] };
+      }
+      // Stray output on the channel the JSON-RPC messages use, as a debug print in a server does.
+      if (flags.junkEvery > 0 && n % flags.junkEvery === 0) process.stdout.write(`corpus server: debug: call ${n}: ${query}\n`);
+      if (flags.corruptEvery > 0 && n % flags.corruptEvery === 0) process.stdout.write(`corpus server: debug: call ${n} `);
       // Synchronous, so the line is on disk before the caller can see the answer.
       if (callLog) appendFileSync(callLog, JSON.stringify({ query, limit, offset, total: page.total, call: n, pid: process.pid }) + '\n');
       return { content: [{ type: 'text', text: JSON.stringify(page) }] };

@@ -1,0 +1,117 @@
+/**
+ * Fail fast, through the CLI: an endpoint that refuses every request (403, 404, 400) or is
+ * down (connection refused, 500 forever) stops the run within seconds, with exit 1 and the
+ * server's own message on stderr, and leaves a run that the same command resumes.
+ *
+ * The 401 case runs through generate() in tests/generate.test.ts ("stops early with the
+ * server message when the endpoint refuses every request").
+ */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startSim, type Sim } from '../../sim/server.js';
+import { runCli, tempDir, writeConfig } from '../helpers.js';
+import { accountedIds, checkRunDir, loopbackServer, openAiError } from './util.js';
+
+let sim: Sim;
+beforeAll(async () => {
+  sim = await startSim({ port: 0, seed: 3 });
+});
+afterAll(() => sim.close());
+
+const refusals: { status: number; message: string; code: string; type?: string }[] = [
+  { status: 403, message: 'Project `proj_Faults` does not have access to model `trajforge-sim`', code: 'model_not_found' },
+  { status: 404, message: 'The model `trajforge-sim` does not exist or you do not have access to it.', code: 'model_not_found' },
+  { status: 400, message: "Unrecognized request argument supplied: chat_template_kwargs", code: 'invalid_request_error' },
+];
+
+// Each case has its own server and run directory: they run side by side.
+describe.concurrent('an endpoint that refuses every request', () => {
+  for (const r of refusals) {
+    it(`${r.status}: exit 1 within seconds, the server's message on stderr, nothing recorded, resumable`, async () => {
+      const server = await loopbackServer((_req, res) => openAiError(res, r.status, r.message, r.code));
+      try {
+        const dir = tempDir(`tf-ff-${r.status}-`);
+        const config = writeConfig(dir, server.url, { concurrency: 4 });
+        const t0 = Date.now();
+        const res = await runCli(['generate', '--config', config, '--limit', '100'], { timeoutMs: 30_000 });
+        expect(res.code, res.stderr).toBe(1);
+        expect(Date.now() - t0).toBeLessThan(10_000);
+        expect(res.stderr).toContain(`error: the model endpoint refused the requests: ${server.url} answered ${r.status}: ${r.status} ${r.message}`);
+        expect(res.stderr).not.toMatch(/\n\s+at /);
+        // fail_fast_after (5) refusals in a row, plus what was in flight: not the 100 samples.
+        expect(server.requests()).toBeLessThan(20);
+        const files = checkRunDir(join(dir, 'run'));
+        expect(files.manifest?.status).toBe('failed');
+        // A refusal is the endpoint's fault, not the sample's: no failure record, nothing to rerun.
+        expect(files.ok.length + files.failed.length).toBe(0);
+        expect(files.manifest?.sessions.at(-1)?.exit).toContain(r.message);
+        // Closed cleanly: no lock left behind, no half-written manifest.
+        expect(existsSync(join(dir, 'run', '.lock'))).toBe(false);
+        expect(existsSync(join(dir, 'run', 'manifest.json.tmp'))).toBe(false);
+
+        if (r.status !== 404) return;
+        // The endpoint fixed: the same command (pointed at it) picks the run up from the start.
+        const again = await runCli(['generate', '--config', config, '--limit', '6', '--base-url', sim.url]);
+        expect(again.code, again.stderr).toBe(0);
+        expect(again.stdout).toContain('(resumed)');
+        expect(accountedIds(checkRunDir(join(dir, 'run'))).size).toBe(6);
+      } finally {
+        await server.close();
+      }
+    });
+  }
+});
+
+describe('an endpoint that is down', () => {
+  const downs: [string, () => Promise<{ url: string; close(): Promise<void> }>, RegExp][] = [
+    [
+      'connection refused',
+      async () => {
+        // A port that was just free: nothing listens there.
+        const s = await loopbackServer(() => {});
+        await s.close();
+        return { url: s.url, close: async () => {} };
+      },
+      /ECONNREFUSED|connection error/i,
+    ],
+    ['500 on every request', () => loopbackServer((_req, res) => openAiError(res, 500, 'upstream model worker crashed', null, 'server_error')), /upstream model worker crashed/],
+  ];
+  for (const [name, start, pattern] of downs) {
+    it(`${name}: stops after fail_fast_after samples in a row fail, exit 1, instead of failing every question`, async () => {
+      const server = await start();
+      try {
+        const dir = tempDir('tf-ff-down-');
+        const config = writeConfig(dir, server.url, { concurrency: 4 });
+        const t0 = Date.now();
+        const res = await runCli(['generate', '--config', config, '--limit', '100'], { timeoutMs: 30_000 });
+        expect(res.code, res.stderr).toBe(1);
+        expect(Date.now() - t0).toBeLessThan(15_000);
+        expect(res.stderr).toMatch(/error: the model endpoint kept failing: \d+ samples in a row failed after 6 retries each/);
+        expect(res.stderr).toMatch(pattern);
+        expect(res.stderr).toContain('--reason llm_error');
+        const files = checkRunDir(join(dir, 'run'));
+        expect(files.manifest?.status).toBe('failed');
+        // The samples that failed before the run stopped, at most what was in flight: far from 100.
+        expect(files.failed.length).toBeGreaterThanOrEqual(5);
+        expect(files.failed.length).toBeLessThan(5 + 4);
+        for (const t of files.failed) expect(t.reason).toBe('llm_error');
+        if (!name.startsWith('connection')) return;
+
+        // The endpoint is back: the same command completes the run, and rerun takes the failed ones.
+        const again = await runCli(['generate', '--config', config, '--limit', '12', '--base-url', sim.url]);
+        expect(again.code, again.stderr).toBe(0);
+        const failedIds = new Set(files.failed.map((t) => t.id));
+        const rerun = await runCli(['rerun', join(dir, 'run'), '--reason', 'llm_error', '--base-url', sim.url]);
+        expect(rerun.code, rerun.stderr).toBe(0);
+        const after = checkRunDir(join(dir, 'run'));
+        expect(accountedIds(after).size).toBe(12);
+        const acceptedNow = after.ok.filter((t) => failedIds.has(t.id));
+        expect(acceptedNow.length).toBeGreaterThan(0);
+        for (const t of acceptedNow) expect(t.attempt).toBe(1);
+      } finally {
+        await server.close();
+      }
+    });
+  }
+});
