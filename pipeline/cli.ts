@@ -36,6 +36,8 @@ trajforge generate options (each overrides the config file):
   --model M         model name
   --dialect D       tulu (generation in mcp-xml and native is planned)
   --on-bad-row M    error (default: a bad question row stops the run) or skip (counted, reported)
+  --no-cache        neither read nor write the tool-result cache
+  --cache-dir DIR   where the tool-result cache lives (default ~/.cache/trajforge)
 
 Exit codes: 0 run completed, 1 run failed, 2 bad input or usage, 130 interrupted (resumable).
 `;
