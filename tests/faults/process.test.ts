@@ -12,7 +12,7 @@
  * (TRAJFORGE_FAULT_SEED replays a failure).
  */
 import { spawnSync } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import { appendFileSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSim, type Sim } from '../../sim/server.js';
@@ -44,20 +44,25 @@ describe('SIGKILL at random moments, each followed by a resume', () => {
     const dir = tempDir('tf-kills-');
     const out = join(dir, 'run');
     const config = writeConfig(dir, sim.url, { concurrency: 4 });
-    const limit = FULL ? 255 : 60;
+    const limit = FULL ? 75 : 60;
     const args = ['generate', '--config', config, '--limit', String(limit), ...(FULL ? ['--samples', '2'] : [])];
     const expected = FULL ? limit * 2 : limit;
 
     let before: { traj: string[]; fail: string[] } = { traj: [], fail: [] };
     let landed = 0;
     let partial = 0;
-    const moments: number[] = [];
+    const moments: string[] = [];
     for (let k = 0; k < kills; k++) {
       const run = spawnCli(args);
-      // Somewhere from startup (before the run directory is opened) to well into the run.
-      const at = Math.round(150 + rng() * 2_500);
-      moments.push(at);
-      const early = await Promise.race([sleep(at).then(() => false), run.exited.then(() => true)]);
+      // A random moment of this session's progress: after 0 to 4 new records (0: possibly still
+      // starting up, before the run directory is even opened), then 0-300 ms more. Progress
+      // rather than wall time, so that a slow machine still gets kills in the middle of writing.
+      const records = Math.floor(rng() * 5);
+      const jitter = Math.round(rng() * 300);
+      const start = completeLines(join(out, TRAJ)).length + completeLines(join(out, FAIL)).length;
+      const progressed = waitFor(() => completeLines(join(out, TRAJ)).length + completeLines(join(out, FAIL)).length >= start + records, 60_000);
+      const early = await Promise.race([progressed.then(() => sleep(jitter)).then(() => false), run.exited.then(() => true)]);
+      moments.push(`${records}+${jitter}ms`);
       if (early) {
         // The run completed before the moment came: nothing left to kill.
         expect((await run.exited).code, run.stderr()).toBe(0);
@@ -68,12 +73,20 @@ describe('SIGKILL at random moments, each followed by a resume', () => {
       expectPrefix(before.fail, completeLines(join(out, FAIL)), `kill ${k}, ${FAIL}`);
       before = { traj: completeLines(join(out, TRAJ)), fail: completeLines(join(out, FAIL)) };
       run.child.kill('SIGKILL');
+      if (process.env.TF_DEBUG_KILLS) console.log(`[kill ${k}] at ${moments.at(-1)}, ${before.traj.length} lines`);
       const { signal } = await run.exited;
       expect(signal).toBe('SIGKILL');
       landed++;
       // Lines completed between the snapshot and the kill count as "before" too.
       before = { traj: completeLines(join(out, TRAJ)), fail: completeLines(join(out, FAIL)) };
-      if (existsSync(join(out, TRAJ)) && !readFileSync(join(out, TRAJ), 'utf8').endsWith('\n') && readFileSync(join(out, TRAJ), 'utf8') !== '') partial++;
+      const text = existsSync(join(out, TRAJ)) ? readFileSync(join(out, TRAJ), 'utf8') : '';
+      if (text !== '' && !text.endsWith('\n')) partial++;
+      else if (k % 2 === 1 && before.traj.length > 0) {
+        // A kill in the middle of an append, made certain: half a record at the end of the file.
+        const last = before.traj.at(-1)!;
+        appendFileSync(join(out, TRAJ), last.slice(0, Math.floor(last.length / 2)));
+        partial++;
+      }
     }
 
     const done = await runCli(args, { timeoutMs: 120_000 });
@@ -87,9 +100,10 @@ describe('SIGKILL at random moments, each followed by a resume', () => {
     expect(files.manifest?.status).toBe('completed');
     expect(files.manifest?.counts).toMatchObject({ accepted: files.ok.length, failed: files.failed.length });
     // Most kills hit a live run (a late one may find the run already complete).
-    expect(landed, `kill moments ${moments.join(', ')} ms`).toBeGreaterThanOrEqual(kills - 1);
-    // For the record: kills that left a partial last line for the next open to repair.
-    if (FULL) console.log(`[faults] ${landed} SIGKILLs landed at ${moments.join(', ')} ms; ${partial} left a partial line`);
+    expect(landed, `kill moments (records+ms) ${moments.join(', ')}`).toBeGreaterThanOrEqual(kills - 1);
+    // Half-written last lines (made or found) were there to repair.
+    expect(partial).toBeGreaterThan(0);
+    if (FULL) console.log(`[faults] ${landed} SIGKILLs landed at (records+ms) ${moments.join(', ')}; ${partial} partial last lines repaired`);
   });
 });
 
@@ -179,23 +193,21 @@ describe('a write that fails', () => {
     expect(after.manifest?.status).toBe('completed');
   });
 
-  it('the manifest cannot be written (its temporary name is taken by a directory): exit 1 with a clear message, and the run resumes once it is free', async () => {
+  it('the manifest cannot be written (its temporary name is taken by a directory): exit 1 with a clear message before any sample, and the run starts once it is free', async () => {
     const dir = tempDir('tf-manifest-');
     const out = join(dir, 'run');
     const args = ['generate', '--config', writeConfig(dir, sim.url, { concurrency: 4 }), '--limit', '4'];
-    expect((await runCli(args)).code).toBe(0);
-    const before = completeLines(join(out, TRAJ));
-    mkdirSync(join(out, 'manifest.json.tmp'));
-    const res = await runCli([...args.slice(0, -1), '6']);
+    mkdirSync(join(out, 'manifest.json.tmp'), { recursive: true });
+    const res = await runCli(args);
     expect(res.code, res.stderr).toBe(1);
     expect(res.stderr).toMatch(/^error: .*manifest\.json: cannot write the manifest: EISDIR/m);
     expect(res.stderr).not.toMatch(/internal error|\n\s+at /);
     expect(existsSync(join(out, '.lock'))).toBe(false);
-    expect(completeLines(join(out, TRAJ))).toEqual(before);
+    expect(completeLines(join(out, TRAJ))).toEqual([]);
     rmSync(join(out, 'manifest.json.tmp'), { recursive: true });
-    const again = await runCli([...args.slice(0, -1), '6']);
+    const again = await runCli(args);
     expect(again.code, again.stderr).toBe(0);
-    expect(accountedIds(checkRunDir(out)).size).toBe(6);
+    expect(accountedIds(checkRunDir(out)).size).toBe(4);
   });
 
   // A real full disk, when this machine lets a test mount a tmpfs (root, no sandbox).
