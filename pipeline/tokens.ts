@@ -49,3 +49,38 @@ export function tokensOver(text: string, limit: number): TokensOver | undefined 
   // A token can end inside a multi-byte character; the decoded prefix is then off by one or two.
   return { count: tokens.length, offset: Math.min(text.length, enc.decode(tokens.slice(0, limit)).length) };
 }
+
+/** What one chat message costs beyond its text (role and separators), as OpenAI's format counts it. */
+export const MESSAGE_OVERHEAD_TOKENS = 4;
+/** Tokens that prime the reply. */
+const REPLY_PRIMING_TOKENS = 3;
+
+/**
+ * The prompt tokens of a chat request: each message's content (and, for native function
+ * calling, its tool calls' names and arguments) plus a fixed overhead per message, plus the
+ * JSON of the `tools` offered. The context guard and the sim's context window both count
+ * with this one function, so they agree on where a window ends.
+ */
+export function estimateRequestTokens(
+  messages: readonly { readonly content?: unknown; readonly tool_calls?: readonly { readonly function: { readonly name: string; readonly arguments: string } }[] | undefined }[],
+  tools?: unknown,
+): number {
+  let n = REPLY_PRIMING_TOKENS;
+  for (const m of messages) n += messageTokens(m);
+  if (tools !== undefined && !(Array.isArray(tools) && tools.length === 0)) n += countTokens(JSON.stringify(tools));
+  return n;
+}
+
+/** One message's share of `estimateRequestTokens`. */
+export function messageTokens(m: { readonly content?: unknown; readonly tool_calls?: readonly { readonly function: { readonly name: string; readonly arguments: string } }[] | undefined }): number {
+  let n = MESSAGE_OVERHEAD_TOKENS;
+  if (typeof m.content === 'string') n += countTokens(m.content);
+  else if (Array.isArray(m.content)) {
+    for (const part of m.content) {
+      const text = (part as { text?: unknown } | null)?.text;
+      if (typeof text === 'string') n += countTokens(text);
+    }
+  }
+  for (const c of m.tool_calls ?? []) n += countTokens(c.function.name) + countTokens(c.function.arguments);
+  return n;
+}
