@@ -142,6 +142,7 @@ export function fingerprintFields(cfg: RunConfig): Record<string, unknown> {
     'questions.selection': { format, fields, shuffle, seed, samples, shard: shard ?? null },
     budgets: cfg.budgets,
     rollback: cfg.rollback,
+    context: cfg.context,
     validation: cfg.validation,
     instructions: cfg.instructions ?? null,
   };

@@ -175,13 +175,23 @@ export function coerceArguments(
   const props = (schema.properties ?? {}) as Record<string, { type?: unknown; items?: { type?: unknown } }>;
   const parameters: Record<string, unknown> = {};
   const args: Record<string, unknown> = {};
-  for (const [k, raw] of Object.entries(call.attributes)) {
-    const prop = props[k];
-    const value = coerce(raw, prop?.type, k);
-    parameters[k] = value;
-    if (prop) args[k] = value;
+  if (call.arguments !== undefined) {
+    // JSON dialects: typed already; a string where the schema wants a number or flag is coerced.
+    for (const [k, raw] of Object.entries(call.arguments)) {
+      const type = props[k]?.type;
+      const value = typeof raw === 'string' && type !== undefined && type !== 'string' ? coerce(raw, type, k) : raw;
+      parameters[k] = value;
+      args[k] = value;
+    }
+  } else {
+    for (const [k, raw] of Object.entries(call.attributes)) {
+      const prop = props[k];
+      const value = coerce(raw, prop?.type, k);
+      parameters[k] = value;
+      if (prop) args[k] = value;
+    }
+    if (bodyParam !== undefined && call.query !== '') args[bodyParam] = call.query;
   }
-  if (bodyParam !== undefined && call.query !== '') args[bodyParam] = call.query;
   const required = Array.isArray(schema.required) ? (schema.required as string[]) : [];
   const missing = required.filter((k) => !(k in args));
   if (missing.length) throw new Error(`missing required parameter${missing.length > 1 ? 's' : ''}: ${missing.join(', ')}`);
@@ -390,7 +400,7 @@ export class Executor {
         server,
         tool,
         bodyParam,
-        spec: { name, description: description ?? tool.description, inputSchema: tool.inputSchema, bodyParam },
+        spec: { name, description: description ?? tool.description, inputSchema: tool.inputSchema, bodyParam, server },
       });
     };
     for (const [alias, a] of Object.entries(tools.aliases)) {

@@ -10,7 +10,8 @@ import { setMaxListeners } from 'node:events';
 import PQueue from 'p-queue';
 import { SCHEMA_VERSION, type RunConfig, type RunManifest, type Sample, type Trajectory } from '../schemas/index.js';
 import { fingerprint, fingerprintFields, redactConfig, resolveApiKey } from './config.js';
-import { generationDialect } from './dialects/index.js';
+import { getDialect } from './dialects/index.js';
+import { summariseFailure } from './experience.js';
 import { TrajforgeError } from './errors.js';
 import { Executor } from './executor.js';
 import { LlmClient, LlmError } from './llm.js';
@@ -84,7 +85,6 @@ export interface SessionPlan extends GenerateOptions {
 export async function generate(opts: GenerateOptions): Promise<GenerateSummary> {
   const { config } = opts;
   const env = opts.env ?? process.env;
-  generationDialect(config.dialect);
   const questionsPath = config.questions.path;
   if (!questionsPath) throw new TrajforgeError('BAD_CONFIG', 'questions.path: no questions file (set it in the config or pass --questions)', { field: 'questions.path' });
   resolveApiKey(config, env);
@@ -136,7 +136,7 @@ export async function generate(opts: GenerateOptions): Promise<GenerateSummary> 
 export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
   const { config } = plan;
   const env = plan.env ?? process.env;
-  const dialect = generationDialect(config.dialect);
+  const dialect = getDialect(config.dialect);
   const apiKey = resolveApiKey(config, env);
   const executor = await Executor.start({ servers: config.mcpServers, tools: config.tools, executor: config.executor, env });
   let store: RunStore;
@@ -149,7 +149,9 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
 
   const runId = store.manifest.run_id;
   const llm = new LlmClient(config.endpoint, { apiKey, maxConcurrency: config.concurrency });
-  const systemPrompt = [dialect.systemPrompt(executor.tools()), config.instructions].filter(Boolean).join('\n\n');
+  const tools = executor.tools();
+  const systemPrompt = [dialect.systemPrompt(tools), config.instructions].filter(Boolean).join('\n\n');
+  const deps = { llm, executor, dialect, config, systemPrompt, runId, tools };
   const abort = new AbortController();
   // Every request in flight listens on this one signal.
   setMaxListeners(0, abort.signal);
@@ -178,7 +180,8 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
   let crash: unknown;
   let manifestWritten = Date.now();
 
-  const record = async (traj: Trajectory): Promise<void> => {
+  /** `last`: no further attempt follows in this session (progress counts samples, not attempts). */
+  const record = async (traj: Trajectory, last = true): Promise<void> => {
     const written = await store.append(traj);
     if (!written) return;
     if (traj.status === 'ok') session.accepted++;
@@ -190,7 +193,7 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
     for (const r of traj.rollbacks) bump(session.rollbacks, r.condition);
     session.toolCalls += traj.total_tool_calls;
     session.tokens += traj.usage.total_tokens;
-    progress.done(traj.status === 'ok', traj.usage.total_tokens);
+    if (last) progress.done(traj.status === 'ok', traj.usage.total_tokens);
     // The manifest's counts follow the run, so a long run can be watched from outside.
     if (Date.now() - manifestWritten > MANIFEST_EVERY_MS) {
       manifestWritten = Date.now();
@@ -200,9 +203,16 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
 
   const runOne = async (sample: Sample): Promise<void> => {
     if (abort.signal.aborted) return;
-    const attempt = (store.failed.get(sample.sample_id)?.attempt ?? -1) + 1;
+    let attempt = (store.failed.get(sample.sample_id)?.attempt ?? -1) + 1;
+    const lastAttempt = attempt + config.retry.attempts;
     try {
-      const traj = await rollout(sample, attempt, { llm, executor, dialect, config, systemPrompt, runId }, abort.signal);
+      let traj = await rollout(sample, attempt, deps, abort.signal);
+      // Failure-experience retry: a fresh attempt, seeded with what the failed one learned.
+      while (traj.status === 'failed' && attempt < lastAttempt && config.retry.on.includes(traj.reason!) && !abort.signal.aborted) {
+        await record(traj, false);
+        const experience = config.retry.experience ? await summariseFailure(traj, deps, abort.signal) : undefined;
+        traj = await rollout(sample, ++attempt, deps, abort.signal, experience);
+      }
       fatalStreak = 0;
       if (traj.reason !== 'llm_error') failingStreak = 0;
       else if (++failingStreak >= config.endpoint.fail_fast_after && fatal === undefined) {

@@ -6,7 +6,7 @@
  * count every attempt.
  */
 import OpenAI from 'openai';
-import type { ChatMessage, EndpointConfig } from '../schemas/index.js';
+import type { ChatMessage, EndpointConfig, NativeToolCall } from '../schemas/index.js';
 import type { FinishReason } from './dialects/types.js';
 import { countTokens } from './tokens.js';
 
@@ -36,10 +36,15 @@ export interface CompletionRequest {
   readonly signal?: AbortSignal | undefined;
   /** Sampling seed for this request; default `endpoint.seed`. */
   readonly seed?: number | undefined;
+  /** Native function calling: the `tools` field, and `tool_choice` (`none` asks for text only). */
+  readonly tools?: readonly unknown[] | undefined;
+  readonly toolChoice?: 'auto' | 'none' | undefined;
 }
 
 export interface Completion {
   readonly text: string;
+  /** Native function calling: the calls the endpoint returned apart from the text. */
+  readonly toolCalls: readonly NativeToolCall[];
   readonly finishReason: FinishReason;
   /** The client found a stop string the server did not honour (or was not sent) and cut there. */
   readonly clientStop: boolean;
@@ -356,7 +361,8 @@ export class LlmClient {
     const body: Record<string, unknown> = {
       ...cfg.extra_body,
       model: cfg.model,
-      messages: req.messages.map((m) => ({ role: m.role, content: m.content })),
+      messages: req.messages.map(wireMessage),
+      ...(req.tools === undefined || req.tools.length === 0 ? {} : { tools: req.tools, ...(req.toolChoice ? { tool_choice: req.toolChoice } : {}) }),
       temperature: cfg.temperature,
       top_p: cfg.top_p,
       max_tokens: maxTokens,
@@ -385,7 +391,7 @@ export class LlmClient {
       if (completionTokens === undefined) completionTokens = countTokens(raw.text);
       // A turn cut at a stop string ended on its own; only a turn that ran on is checked for a loop.
       const repetition = clientStop || finishReason === 'stop' ? undefined : degenerateTail(text);
-      return { text, finishReason, clientStop, promptTokens, completionTokens, estimated, repetition };
+      return { text, toolCalls: raw.toolCalls, finishReason, clientStop, promptTokens, completionTokens, estimated, repetition };
     } finally {
       clearTimeout(timer);
       req.signal?.removeEventListener('abort', onAbort);
@@ -399,8 +405,12 @@ export class LlmClient {
     if (!choice) throw new Error('response has no choices');
     const reasoning = (choice.message as { reasoning_content?: string }).reasoning_content;
     const content = choice.message.content ?? '';
+    const toolCalls = (choice.message.tool_calls ?? []).flatMap((c) =>
+      c.type === 'function' ? [{ id: c.id, type: 'function' as const, function: { name: c.function.name, arguments: c.function.arguments ?? '' } }] : [],
+    );
     return {
       text: reasoning ? `<think>${reasoning}</think>\n${content}` : content,
+      toolCalls,
       finishReason: mapFinish(choice.finish_reason),
       promptTokens: r.usage?.prompt_tokens,
       completionTokens: r.usage?.completion_tokens,
@@ -415,6 +425,7 @@ export class LlmClient {
     )) as unknown as AsyncIterable<OpenAI.Chat.Completions.ChatCompletionChunk>;
     let text = '';
     let reasoning = '';
+    const calls: { id: string; name: string; arguments: string }[] = [];
     let finish: string | null = null;
     let promptTokens: number | undefined;
     let completionTokens: number | undefined;
@@ -427,8 +438,15 @@ export class LlmClient {
       }
       const choice = chunk.choices?.[0];
       if (!choice) continue;
-      const delta = choice.delta as { content?: string | null; reasoning_content?: string | null };
+      const delta = choice.delta as { content?: string | null; reasoning_content?: string | null; tool_calls?: OpenAI.Chat.Completions.ChatCompletionChunk.Choice.Delta.ToolCall[] };
       if (delta.reasoning_content) reasoning += delta.reasoning_content;
+      // Calls arrive in pieces, keyed by index: the first piece names the call, the rest extend its arguments.
+      for (const piece of delta.tool_calls ?? []) {
+        const call = (calls[piece.index] ??= { id: '', name: '', arguments: '' });
+        if (piece.id) call.id = piece.id;
+        if (piece.function?.name) call.name += piece.function.name;
+        if (piece.function?.arguments) call.arguments += piece.function.arguments;
+      }
       if (delta.content) {
         const from = Math.max(0, text.length - longestStop);
         text += delta.content;
@@ -455,6 +473,7 @@ export class LlmClient {
     if (finish === null) throw new Error('stream ended without a finish reason');
     return {
       text: reasoning ? `<think>${reasoning}</think>\n${text}` : text,
+      toolCalls: calls.filter(Boolean).map((c, i) => ({ id: c.id || `call_${i}`, type: 'function' as const, function: { name: c.name, arguments: c.arguments } })),
       finishReason: mapFinish(finish),
       promptTokens,
       completionTokens,
@@ -469,9 +488,17 @@ type Once = Omit<Completion, 'attempts' | 'ms' | 'repetitionCut'> & { repetition
 
 interface RawCompletion {
   text: string;
+  toolCalls: NativeToolCall[];
   finishReason: FinishReason;
   promptTokens: number | undefined;
   completionTokens: number | undefined;
+}
+
+/** A transcript message as the endpoint takes it: calls and call ids kept, the reasoning channel never sent back. */
+function wireMessage(m: ChatMessage): Record<string, unknown> {
+  if (m.tool_calls !== undefined && m.tool_calls.length > 0) return { role: m.role, content: m.content === '' ? null : m.content, tool_calls: m.tool_calls };
+  if (m.tool_call_id !== undefined) return { role: m.role, content: m.content, tool_call_id: m.tool_call_id };
+  return { role: m.role, content: m.content };
 }
 
 function mapFinish(reason: string | null | undefined): FinishReason {

@@ -59,6 +59,9 @@ export const RepairKind = z.enum([
   'noncanonical_syntax', // quotes, `</call>`, `<cite ids=…>` rewritten to the canonical form
   'malformed_call', // a call tag with no tool name
   'forced_answer', // the answer came only after the loop asked for it
+  'repaired_arguments', // call arguments that were not valid JSON, repaired leniently
+  'corrected_name', // a server or tool name the model misspelled, matched to the one tool it can mean
+  'context_guard', // the next request would overflow the context window: the loop stopped for the answer
 ]);
 export type RepairKind = z.infer<typeof RepairKind>;
 
@@ -69,7 +72,7 @@ export const Repair = z.object({
 });
 export type Repair = z.infer<typeof Repair>;
 
-export const RollbackCondition = z.enum(['unknown_tool', 'repeated_query', 'refusal', 'malformed_call', 'tool_error']);
+export const RollbackCondition = z.enum(['unknown_tool', 'repeated_query', 'refusal', 'malformed_call', 'tool_error', 'empty_result']);
 export type RollbackCondition = z.infer<typeof RollbackCondition>;
 
 export const Rollback = z.object({
@@ -134,11 +137,36 @@ export type FailureReason = z.infer<typeof FailureReason>;
 export const DialectName = z.enum(['tulu', 'mcp-xml', 'native']);
 export type DialectName = z.infer<typeof DialectName>;
 
+export const NativeToolCall = z.object({
+  id: z.string(),
+  type: z.literal('function'),
+  function: z.object({ name: z.string(), arguments: z.string() }),
+});
+export type NativeToolCall = z.infer<typeof NativeToolCall>;
+
 export const ChatMessage = z.object({
   role: z.enum(['system', 'user', 'assistant', 'tool']),
   content: z.string(),
+  /** native dialect: the calls an assistant turn made. */
+  tool_calls: z.array(NativeToolCall).optional(),
+  /** native dialect: the call a `tool` message answers. */
+  tool_call_id: z.string().optional(),
+  /** The endpoint's separate reasoning channel, kept for the record; never sent back. */
+  reasoning_content: z.string().optional(),
 });
 export type ChatMessage = z.infer<typeof ChatMessage>;
+
+/** What a failed attempt left for the next one. */
+export const Experience = z.object({
+  /** The attempt it summarises; its record is in failures.jsonl. */
+  from_attempt: z.number().int().nonnegative(),
+  failure_type: z.string(),
+  what_happened: z.string(),
+  useful_findings: z.array(z.string()),
+  /** `model`: the model wrote the summary; `derived`: built from the record when it could not. */
+  source: z.enum(['model', 'derived']),
+});
+export type Experience = z.infer<typeof Experience>;
 
 export const Trajectory = z.object({
   schema_version: schemaVersion,
@@ -169,8 +197,25 @@ export const Trajectory = z.object({
   timing: Timing,
   attempt: z.number().int().nonnegative(),
   run_id: z.string(),
+  /** Context management in force: what the requests held, and whether the guard stopped the loop. */
+  context: z
+    .object({
+      /** Tool results sent in full (the last K); older ones were replaced by a placeholder in requests. */
+      keep_tool_results: z.number().int().nonnegative().optional(),
+      /** Tool results that some request showed only as the placeholder. */
+      omitted_results: z.number().int().nonnegative(),
+      max_context_tokens: z.number().int().positive().optional(),
+      /** The largest request, in estimated tokens (o200k_base). */
+      peak_request_tokens: z.number().int().nonnegative(),
+      /** The turn at which the context guard stopped the loop and asked for the answer. */
+      guard_turn: z.number().int().nonnegative().optional(),
+    })
+    .optional(),
+  /** Set on an attempt seeded by the failure of the previous one (failure-experience retry). */
+  experience: Experience.optional(),
 });
 export type Trajectory = z.infer<typeof Trajectory>;
+
 
 /** A line of failures.jsonl: a failed attempt with its partial trajectory. */
 export const FailureRecord = Trajectory.extend({
@@ -282,8 +327,29 @@ export const BudgetsConfig = z.strictObject({
 
 export const RollbackConfig = z.strictObject({
   conditions: z.array(RollbackCondition).default(['unknown_tool', 'repeated_query', 'refusal']),
+  /** Consecutive rollbacks allowed before a turn is kept whatever it holds. */
   max_per_turn: z.number().int().nonnegative().default(2),
+  /** Per condition, consecutive rollbacks for that condition (default: max_per_turn). */
+  max_consecutive: z.partialRecord(RollbackCondition, z.number().int().nonnegative()).default({}),
   max_total: z.number().int().nonnegative().default(6),
+});
+
+export const ContextConfig = z.strictObject({
+  /** Send only the last K tool results in full; older ones become a placeholder. Unset: all. */
+  keep_tool_results: z.number().int().nonnegative().optional(),
+  /** The endpoint's context window in tokens; unset: no guard. */
+  max_context_tokens: z.number().int().positive().optional(),
+  /** Tokens kept free below the window for the tokenizer's disagreement with the model's own. */
+  safety_margin_tokens: z.number().int().nonnegative().default(256),
+});
+
+export const RetryConfig = z.strictObject({
+  /** Fresh attempts after a failed one, in the same run. */
+  attempts: z.number().int().nonnegative().default(0),
+  /** Seed each fresh attempt with a structured summary of the failure before it. */
+  experience: z.boolean().default(true),
+  /** Failure reasons worth another attempt. */
+  on: z.array(FailureReason).default(['max_turns', 'no_answer', 'truncated', 'context_overflow', 'tool_error', 'invalid', 'wrong_answer']),
 });
 
 export const ValidationConfig = z.strictObject({
@@ -311,6 +377,8 @@ export const RunConfig = z.strictObject({
   questions: QuestionsConfig.prefault({}),
   budgets: BudgetsConfig.prefault({}),
   rollback: RollbackConfig.prefault({}),
+  context: ContextConfig.prefault({}),
+  retry: RetryConfig.prefault({}),
   executor: ExecutorConfig.prefault({}),
   validation: ValidationConfig.prefault({}),
   concurrency: z.number().int().positive().default(32),

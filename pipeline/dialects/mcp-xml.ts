@@ -1,6 +1,5 @@
 /**
- * The MiroThinker dialect (`mcp-xml`), as far as reading datasets needs it; generation
- * (the real system prompt, tool aliasing) comes with a later issue.
+ * The MiroThinker dialect (`mcp-xml`): reading, validating and generating.
  *
  *   <think>…</think>                                       optional, before the action
  *   <use_mcp_tool>
@@ -57,6 +56,8 @@ import type {
   TurnRepairResult,
 } from './types.js';
 import type { RepairKind } from '../../schemas/index.js';
+import { loadPrompt, renderPrompt } from '../prompts.js';
+import { bindJsonCall } from './arguments.js';
 
 /** The model stops after its call and waits for the result in the next (user) turn. */
 export const stopStrings: readonly string[] = ['</use_mcp_tool>'];
@@ -426,21 +427,25 @@ export function citedIds(_answer: string): string[] {
 // ---------------------------------------------------------------------------------------
 // Tool output
 
-/** Escapes `<use_mcp_tool` / `</use_mcp_tool` in any case; the rest is already escaped text. */
-function escapeCallTags(s: string): string {
+/** Escapes `<name` / `</name` in any case (`&lt;`); the rest is already escaped text. */
+export function escapeTagNamed(s: string, name: string): string {
   let p = s.indexOf('<');
   if (p === -1) return s;
   let out = '';
   let last = 0;
   while (p !== -1) {
     const at = s.charCodeAt(p + 1) === SLASH ? p + 2 : p + 1;
-    if (s.slice(at, at + 12).toLowerCase() === 'use_mcp_tool') {
+    if (s.slice(at, at + name.length).toLowerCase() === name) {
       out += `${s.slice(last, p)}&lt;`;
       last = p + 1;
     }
     p = s.indexOf('<', p + 1);
   }
   return out + s.slice(last);
+}
+
+function escapeCallTags(s: string): string {
+  return escapeTagNamed(s, 'use_mcp_tool');
 }
 
 /** Makes tool text inert for both XML dialects: tulu's tags and `<use_mcp_tool`. */
@@ -511,7 +516,7 @@ function recordDropped(text: string, from: number, log: RepairLog): void {
  */
 export function repairTurn(raw: string, finishReason: FinishReason): TurnRepairResult {
   const log = new RepairLog();
-  const done = (text: string, action: TurnAction): TurnRepairResult => ({ text, action, repairs: log.list() });
+  const done = (text: string, action: TurnAction, callOffset?: number): TurnRepairResult => ({ text, action, repairs: log.list(), callOffset });
 
   const closes = callTags(raw, CALL_CLOSE, true);
   const stop = closes[0];
@@ -584,7 +589,7 @@ export function repairTurn(raw: string, finishReason: FinishReason): TurnRepairR
       callText = `${callText.trimEnd()}${fields.args !== undefined && !fields.argsClosed ? '\n</arguments>' : ''}\n</use_mcp_tool>`;
     }
     recordDropped(raw, callEnd, log);
-    return done(prefix + callText, { kind: 'call', call: toParsedCall(fields) });
+    return done(prefix + callText, { kind: 'call', call: toParsedCall(fields) }, prefix.length);
   }
 
   let keepEnd = region.length;
@@ -622,37 +627,35 @@ function clip(s: string, max = 120): string {
 }
 
 // ---------------------------------------------------------------------------------------
-// System prompt
+// Generation
 
 /**
- * A plain listing, enough to run the dialect; the MiroThinker-style prompt comes with the
- * generation issue. A tool named `server/tool` is listed under its server; any other tool
- * under the server `tools`.
+ * MiroThinker's layout: the tool-use format first, then every server with its tools and
+ * their input schemas. A tool is listed under the MCP server that serves it.
  */
 export function systemPrompt(tools: readonly ToolSpec[]): string {
-  const lines = [
-    'You can use tools served by MCP servers, one tool per message. To use one, end your message with:',
-    '<use_mcp_tool>',
-    '<server_name>server name</server_name>',
-    '<tool_name>tool name</tool_name>',
-    '<arguments>',
-    '{"param": "value"}',
-    '</arguments>',
-    '</use_mcp_tool>',
-    'The result comes back in the next message. When the task is done, give the final answer in \\boxed{}.',
-    '',
-    '# Tools',
-  ];
-  if (tools.length === 0) lines.push('(no tools are available: answer from what you know)');
+  const byServer = new Map<string, ToolSpec[]>();
   for (const t of tools) {
-    const slash = t.name.indexOf('/');
-    const server = slash > 0 ? t.name.slice(0, slash) : 'tools';
-    const name = slash > 0 ? t.name.slice(slash + 1) : t.name;
-    lines.push(`## Server name: ${server}`, `### Tool name: ${name}`);
-    if (t.description.trim()) lines.push(`Description: ${t.description.trim()}`);
-    lines.push(`Input JSON schema: ${JSON.stringify(t.inputSchema)}`);
+    const server = t.server ?? 'tools';
+    byServer.set(server, [...(byServer.get(server) ?? []), t]);
   }
-  return lines.join('\n');
+  const lines: string[] = [];
+  for (const [server, list] of byServer) {
+    lines.push(`## Server name: ${server}`);
+    for (const t of list) {
+      lines.push(`### Tool name: ${t.name}`);
+      if (t.description.trim()) lines.push(`Description: ${t.description.trim()}`);
+      lines.push(`Input JSON schema: ${JSON.stringify(t.inputSchema)}`, '');
+    }
+  }
+  const listing = lines.length > 0 ? lines.join('\n').trimEnd() : '(no tools are available: answer from what you know)';
+  return renderPrompt(loadPrompt('mcp-xml-system'), { tools: listing });
+}
+
+/** The canonical `<use_mcp_tool>` block; arguments as compact JSON once parsed, else as written. */
+export function renderCall(call: ParsedCall): string {
+  const args = call.arguments === undefined ? call.query.trim() : JSON.stringify(call.arguments);
+  return `<use_mcp_tool>\n<server_name>${call.attributes.server_name ?? ''}</server_name>\n<tool_name>${call.toolName}</tool_name>\n<arguments>\n${args}\n</arguments>\n</use_mcp_tool>`;
 }
 
 export const mcpXml: Dialect = {
@@ -663,4 +666,8 @@ export const mcpXml: Dialect = {
   renderToolOutput,
   citedIds,
   parseTrajectory,
+  finalAnswerPrompt: 'mcp-xml-summary',
+  noActionAsksForAnswer: true,
+  bindCall: (call, tools) => bindJsonCall(call, tools, call.attributes.server_name ?? ''),
+  renderCall,
 };

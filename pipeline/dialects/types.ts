@@ -2,7 +2,7 @@
  * The dialect interface: everything that depends on how a model writes tool calls.
  * The rollout loop, the validator and the store see only this.
  */
-import type { Repair } from '../../schemas/index.js';
+import type { ChatMessage, NativeToolCall, Repair } from '../../schemas/index.js';
 
 /** A tool as the model sees it (alias name, not the MCP server's name). */
 export interface ToolSpec {
@@ -12,6 +12,8 @@ export interface ToolSpec {
   readonly inputSchema: Record<string, unknown>;
   /** The parameter that receives the call body, if any. */
   readonly bodyParam?: string | undefined;
+  /** The MCP server that serves it (mcp-xml lists tools under their server). */
+  readonly server?: string | undefined;
 }
 
 /** A call as the model wrote it, after repair. */
@@ -19,12 +21,18 @@ export interface ParsedCall {
   readonly toolName: string;
   /** Attributes, as strings; the executor coerces them to the tool's schema. */
   readonly attributes: Record<string, string>;
-  /** The call body. */
+  /** The call body; for the JSON dialects, the arguments as the model wrote them. */
   readonly query: string;
+  /** Typed arguments, for the dialects that write JSON (mcp-xml, native), once parsed. */
+  readonly arguments?: Readonly<Record<string, unknown>> | undefined;
+  /** native: the endpoint's id for the call, echoed in the tool message that answers it. */
+  readonly id?: string | undefined;
 }
 
 export type TurnAction =
   | { readonly kind: 'call'; readonly call: ParsedCall }
+  /** native: several calls in one turn, run concurrently. */
+  | { readonly kind: 'calls'; readonly calls: readonly ParsedCall[] }
   | { readonly kind: 'answer'; readonly answer: string }
   | { readonly kind: 'none' };
 
@@ -36,6 +44,8 @@ export type TurnRepair = Omit<Repair, 'turn'>;
 export interface TurnRepairResult {
   /** The turn's text in canonical form: what enters the trajectory and the next request. */
   readonly text: string;
+  /** Where the call (or the first of several) starts in `text`: what comes before it is think and prose. */
+  readonly callOffset?: number | undefined;
   readonly action: TurnAction;
   readonly repairs: readonly TurnRepair[];
 }
@@ -100,12 +110,43 @@ export interface Dialect {
   systemPrompt(tools: readonly ToolSpec[]): string;
   /** At most 4 stop strings. */
   readonly stopStrings: readonly string[];
-  /** One raw completion → at most one action, in one linear pass. */
-  repairTurn(raw: string, finishReason: FinishReason): TurnRepairResult;
+  /**
+   * One raw completion → at most one action, in one linear pass. `calls`: the tool calls the
+   * endpoint returned apart from the text (native function calling).
+   */
+  repairTurn(raw: string, finishReason: FinishReason, calls?: readonly NativeToolCall[]): TurnRepairResult;
   /** Tool result → the text inserted into the trajectory. Escapes the dialect's tags in tool text. */
   renderToolOutput(result: ToolResultView): RenderedOutput;
   /** Ids cited in an answer text. */
   citedIds(answer: string): string[];
   /** Whole-trajectory parse, used by the validator and the readers. */
   parseTrajectory(text: string): ParsedTrajectory;
+
+  // Generation. Optional members default to the XML dialects' behaviour (see rollout.ts).
+
+  /** Prompt template (prompts/<name>.txt, `{question}` filled) that asks for the final answer. Default `force-answer`. */
+  readonly finalAnswerPrompt?: string;
+  /** Prompt template for a turn with neither call nor answer. Default `nudge`. */
+  readonly nudgePrompt?: string;
+  /** A turn with neither call nor answer goes straight to the final-answer prompt instead of a nudge. */
+  readonly noActionAsksForAnswer?: boolean;
+  /** The `tools` request field (native function calling). */
+  requestTools?(tools: readonly ToolSpec[]): unknown[];
+  /** Parses a call's JSON arguments and matches its names to the tool list; may rewrite the call. */
+  bindCall?(call: ParsedCall, tools: readonly ToolSpec[]): BoundCall;
+  /** The canonical text of one call (needed with `bindCall` and with several calls per turn). */
+  renderCall?(call: ParsedCall): string;
+  /** The assistant message for a repaired turn and its (bound) calls. Default: `{ role: 'assistant', content: text }`. */
+  turnMessage?(r: TurnRepairResult, calls: readonly ParsedCall[]): ChatMessage;
+  /** The message that carries a tool output back. Default: a user message. */
+  toolMessage?(text: string, call: ParsedCall): ChatMessage;
+}
+
+export interface BoundCall {
+  readonly call: ParsedCall;
+  readonly repairs: readonly TurnRepair[];
+  /** The call's text must be written again (a name corrected, arguments repaired). */
+  readonly changed: boolean;
+  /** Set when the call cannot be made at all: its arguments are not JSON even after repair. */
+  readonly error?: string | undefined;
 }

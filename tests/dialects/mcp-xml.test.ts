@@ -265,10 +265,11 @@ describe('mcpXml tool output and the rest', () => {
     expect(mcpXml.name).toBe('mcp-xml');
     expect(stopStrings).toEqual(['</use_mcp_tool>']);
     expect(mcpXml.citedIds('<cite id="1">x</cite>')).toEqual([]);
-    const p = mcpXml.systemPrompt([{ name: 'browsing-agent/search_and_browse', description: 'Browse.', inputSchema: { type: 'object', properties: { subtask: { type: 'string' } } } }]);
+    const p = mcpXml.systemPrompt([{ name: 'search_and_browse', server: 'browsing-agent', description: 'Browse.', inputSchema: { type: 'object', properties: { subtask: { type: 'string' } } } }]);
     expect(p).toContain('## Server name: browsing-agent');
     expect(p).toContain('### Tool name: search_and_browse');
     expect(p).toContain('<use_mcp_tool>');
     expect(p).toContain('\\boxed{}');
+    expect(p).toContain('Input JSON schema: {"type":"object","properties":{"subtask":{"type":"string"}}}');
   });
 });
