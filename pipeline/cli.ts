@@ -34,7 +34,11 @@ trajforge generate options (each overrides the config file):
   --seed S          shuffle and sampling seed
   --base-url URL    OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1
   --model M         model name
-  --dialect D       tulu (generation in mcp-xml and native is planned)
+  --dialect D       tulu (<call_tool>), mcp-xml (MiroThinker <use_mcp_tool>, \\boxed{} answers)
+                    or native (OpenAI tools / tool_calls)
+  --keep-tool-results K   send only the last K tool results in full (context.keep_tool_results)
+  --max-context-tokens N  the endpoint's context window: stop and ask for the answer before it overflows
+  --retries N       fresh attempts after a failed one, each seeded with a summary of the failure
   --on-bad-row M    error (default: a bad question row stops the run) or skip (counted, reported)
   --no-cache        neither read nor write the tool-result cache
   --cache-dir DIR   where the tool-result cache lives (default ~/.cache/trajforge)

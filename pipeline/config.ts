@@ -27,6 +27,9 @@ export interface ConfigOverrides {
   /** `--no-cache` sets false. */
   cache?: boolean | undefined;
   cacheDir?: string | undefined;
+  keepToolResults?: number | undefined;
+  maxContextTokens?: number | undefined;
+  retries?: number | undefined;
 }
 
 /**
@@ -97,6 +100,9 @@ function applyOverrides(raw: Record<string, any>, o: ConfigOverrides): void {
   if (o.dialect !== undefined) raw.dialect = o.dialect;
   if (o.cache !== undefined) section('executor').cache = o.cache;
   if (o.cacheDir !== undefined) section('executor').cache_dir = o.cacheDir;
+  if (o.keepToolResults !== undefined) section('context').keep_tool_results = o.keepToolResults;
+  if (o.maxContextTokens !== undefined) section('context').max_context_tokens = o.maxContextTokens;
+  if (o.retries !== undefined) section('retry').attempts = o.retries;
 }
 
 /** Validates a config object (already expanded) with overrides applied. */

@@ -1,7 +1,8 @@
 /**
  * `npm run demo`: the whole pipeline offline. Starts sim on a free loopback port, generates
  * trajectories for 50 bundled questions with the corpus server, prints where they are and a
- * summary. `npm run demo -- --misbehave all=0.2` makes the sim misbehave more.
+ * summary. `npm run demo -- --misbehave all=0.2` makes the sim misbehave more;
+ * `npm run demo -- --dialect mcp-xml` (or `native`) runs the same questions in another format.
  */
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -17,6 +18,7 @@ const { values } = parseArgs({
     seed: { type: 'string', default: '1' },
     limit: { type: 'string', default: '50' },
     out: { type: 'string' },
+    dialect: { type: 'string', default: 'tulu' },
   },
 });
 
@@ -32,6 +34,7 @@ try {
     '--base-url', sim.url,
     '--out', out,
     '--limit', values.limit ?? '50',
+    '--dialect', values.dialect ?? 'tulu',
   ]);
 } finally {
   await sim.close();
