@@ -457,17 +457,10 @@ export class Executor {
    */
   async call(call: ParsedCall, callId: string, used: ReadonlyMap<string, number>): Promise<ExecResult> {
     const started = performance.now();
-    const refuse = (message: string, parameters: Record<string, unknown> = { ...call.attributes }): ExecResult => ({
+    const refuse = (message: string): ExecResult => ({
+      ...skippedCall(call, message),
       server: route?.server ?? null,
       mcpTool: route?.tool.name ?? null,
-      parameters,
-      arguments: {},
-      result: null,
-      truncated: false,
-      view: { error: message },
-      error: message,
-      skipped: true,
-      cached: false,
       durationMs: performance.now() - started,
     });
     const route = this.#routes.get(call.toolName);
@@ -590,6 +583,23 @@ export class Executor {
 }
 
 /** Short, stable call ids: DR Tulu's snippet ids look like `7552a5aa-0`. */
+/** A call refused before any server: the model is told why, and the record says `skipped`. */
+export function skippedCall(call: ParsedCall, message: string): ExecResult {
+  return {
+    server: null,
+    mcpTool: null,
+    parameters: { ...(call.arguments ?? call.attributes) },
+    arguments: {},
+    result: null,
+    truncated: false,
+    view: { error: message },
+    error: message,
+    skipped: true,
+    cached: false,
+    durationMs: 0,
+  };
+}
+
 export function makeCallId(sampleId: string, attempt: number, index: number): string {
   return createHash('sha1').update(`${sampleId}\u0000${attempt}\u0000${index}`).digest('hex').slice(0, 8);
 }

@@ -22,7 +22,7 @@ import {
 import type { BoundCall, Dialect, ParsedCall, ToolSpec, TurnRepairResult } from './dialects/types.js';
 import { canonicalJson } from './canonical.js';
 import { ConversationContext } from './context.js';
-import { makeCallId, type ExecResult, type Executor } from './executor.js';
+import { makeCallId, skippedCall, type ExecResult, type Executor } from './executor.js';
 import { LlmError, type Completion, type CompletionRequest } from './llm.js';
 import { loadPrompt, renderPrompt } from './prompts.js';
 import { validateTrajectory } from './validator.js';
@@ -191,7 +191,7 @@ export async function rollout(sample: Sample, attempt: number, deps: RolloutDeps
     const pending = new Map(used);
     return Promise.all(
       bound.map(({ call, error: bad }, i) => {
-        if (bad !== undefined) return Promise.resolve(refused(call, bad));
+        if (bad !== undefined) return Promise.resolve(skippedCall(call, bad));
         const view = new Map(pending);
         pending.set(call.toolName, (pending.get(call.toolName) ?? 0) + 1);
         return executor.call(call, callIds[i]!, view);
@@ -400,22 +400,5 @@ function toolCallRecord(callId: string, turn: number, call: ParsedCall, exec: Ex
     cached: exec.cached,
     duration_ms: Math.round(exec.durationMs),
     timestamp: new Date().toISOString(),
-  };
-}
-
-/** A call that cannot be made (its arguments are not JSON): refused before any server, and the model told why. */
-function refused(call: ParsedCall, message: string): ExecResult {
-  return {
-    server: null,
-    mcpTool: null,
-    parameters: { ...call.attributes },
-    arguments: {},
-    result: null,
-    truncated: false,
-    view: { error: message },
-    error: message,
-    skipped: true,
-    cached: false,
-    durationMs: 0,
   };
 }
