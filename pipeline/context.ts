@@ -16,21 +16,23 @@ export class ConversationContext {
   readonly keep: number | undefined;
   readonly window: number | undefined;
   readonly #reserve: number;
-  readonly #toolsTokens: number;
+  readonly #tools: readonly unknown[] | undefined;
+  /** The tools field's share, counted once: it is the same in every request of a rollout. */
+  #toolsTokens: number | undefined;
   /** Transcript indices of tool-result messages, in order. */
   readonly #results: number[] = [];
   /** Results some request showed only as the placeholder. */
   readonly #omitted = new Set<number>();
   readonly #placeholders = new Map<string, ChatMessage>();
   readonly #tokens = new WeakMap<ChatMessage, number>();
+  /** The largest request sent, in estimated tokens; counted only with a window (without one nothing is tokenised). */
   peak = 0;
 
   constructor(cfg: RunConfig['context'], maxTokens: number, tools: readonly unknown[] | undefined) {
     this.keep = cfg.keep_tool_results;
     this.window = cfg.max_context_tokens;
     this.#reserve = maxTokens + cfg.safety_margin_tokens;
-    // Counted once: the tools field is the same in every request of a rollout.
-    this.#toolsTokens = this.window === undefined || tools === undefined || tools.length === 0 ? 0 : estimateRequestTokens([], tools) - estimateRequestTokens([]);
+    this.#tools = tools;
   }
 
   /** The message at `index` of the transcript is a tool result. */
@@ -58,6 +60,7 @@ export class ConversationContext {
 
   /** Estimated prompt tokens of a request (each message counted once and remembered). */
   tokens(request: readonly ChatMessage[], extra: readonly ChatMessage[] = []): number {
+    this.#toolsTokens ??= this.#tools === undefined || this.#tools.length === 0 ? 0 : estimateRequestTokens([], this.#tools) - estimateRequestTokens([]);
     let n = estimateRequestTokens([]) + this.#toolsTokens;
     for (const m of request) n += this.#count(m);
     for (const m of extra) n += this.#count(m);

@@ -52,25 +52,51 @@ export async function summariseFailure(failed: Trajectory, deps: SummaryDeps, si
   return deriveSummary(failed);
 }
 
-/** The first JSON object in a reply (after any think block), with the three fields; undefined otherwise. */
+/** The first JSON object in a reply (after any think block) with the three fields; undefined otherwise. */
 export function parseSummary(reply: string, fromAttempt: number): Experience | undefined {
   const thinkEnd = reply.lastIndexOf('</think>');
   const text = thinkEnd === -1 ? reply : reply.slice(thinkEnd + 8);
-  const open = text.indexOf('{');
-  const close = text.lastIndexOf('}');
-  if (open === -1 || close < open) return undefined;
-  const parsed = parseJsonArguments(text.slice(open, close + 1));
-  if ('error' in parsed) return undefined;
-  const { failure_type, what_happened, useful_findings } = parsed.value;
-  if (typeof failure_type !== 'string' || typeof what_happened !== 'string') return undefined;
-  const findings = Array.isArray(useful_findings) ? useful_findings.filter((f): f is string => typeof f === 'string' && f.trim() !== '') : [];
-  return {
-    from_attempt: fromAttempt,
-    failure_type: clip(failure_type.trim() || 'unknown'),
-    what_happened: clip(what_happened.trim()),
-    useful_findings: findings.slice(0, MAX_FINDINGS).map((f) => clip(f.trim())),
-    source: 'model',
-  };
+  for (const candidate of jsonObjects(text)) {
+    const parsed = parseJsonArguments(candidate);
+    if ('error' in parsed) continue;
+    const { failure_type, what_happened, useful_findings } = parsed.value;
+    if (typeof failure_type !== 'string' || typeof what_happened !== 'string') continue;
+    const findings = Array.isArray(useful_findings) ? useful_findings.filter((f): f is string => typeof f === 'string' && f.trim() !== '') : [];
+    return {
+      from_attempt: fromAttempt,
+      failure_type: clip(failure_type.trim() || 'unknown'),
+      what_happened: clip(what_happened.trim()),
+      useful_findings: findings.slice(0, MAX_FINDINGS).map((f) => clip(f.trim())),
+      source: 'model',
+    };
+  }
+  return undefined;
+}
+
+/**
+ * Balanced `{…}` spans of a text, outermost first, in order (braces inside JSON strings
+ * ignored); an unbalanced last one runs to the end, for the repairer to close. At most a
+ * few are tried, so prose full of braces costs little.
+ */
+function* jsonObjects(text: string, most = 5): Generator<string> {
+  let from = text.indexOf('{');
+  for (let n = 0; from !== -1 && n < most; n++) {
+    let depth = 0;
+    let inString = false;
+    let end = -1;
+    for (let i = from; i < text.length && end === -1; i++) {
+      const ch = text[i];
+      if (inString) {
+        if (ch === '\\') i++;
+        else if (ch === '"') inString = false;
+      } else if (ch === '"') inString = true;
+      else if (ch === '{') depth++;
+      else if (ch === '}' && --depth === 0) end = i;
+    }
+    yield text.slice(from, end === -1 ? text.length : end + 1);
+    if (end === -1) return;
+    from = text.indexOf('{', end + 1);
+  }
 }
 
 /** A summary built from the record alone: the reason, the calls made, how it ended. */

@@ -347,8 +347,7 @@ export async function rollout(sample: Sample, attempt: number, deps: RolloutDeps
           context: {
             ...(ctx.keep === undefined ? {} : { keep_tool_results: ctx.keep }),
             omitted_results: ctx.omittedResults,
-            ...(ctx.window === undefined ? {} : { max_context_tokens: ctx.window }),
-            peak_request_tokens: ctx.peak,
+            ...(ctx.window === undefined ? {} : { max_context_tokens: ctx.window, peak_request_tokens: ctx.peak }),
             ...(guardTurn === undefined ? {} : { guard_turn: guardTurn }),
           },
         }),

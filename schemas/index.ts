@@ -205,8 +205,8 @@ export const Trajectory = z.object({
       /** Tool results that some request showed only as the placeholder. */
       omitted_results: z.number().int().nonnegative(),
       max_context_tokens: z.number().int().positive().optional(),
-      /** The largest request, in estimated tokens (o200k_base). */
-      peak_request_tokens: z.number().int().nonnegative(),
+      /** With a window: the largest request, in estimated tokens (o200k_base). */
+      peak_request_tokens: z.number().int().nonnegative().optional(),
       /** The turn at which the context guard stopped the loop and asked for the answer. */
       guard_turn: z.number().int().nonnegative().optional(),
     })

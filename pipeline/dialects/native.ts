@@ -37,10 +37,15 @@ import type {
 const TAGS = ['think', 'tool_call', 'tool_output', 'answer'] as const;
 type Tag = (typeof TAGS)[number];
 
-/** The canonical `<tool_call>` block; arguments as compact JSON once parsed, else as written. */
+/**
+ * The canonical `<tool_call>` block; arguments as compact JSON once parsed, else as written.
+ * `<` is written `\u003c` (the same JSON value), so an argument that mentions a tag
+ * (`<answer>`, `</tool_call>`) cannot end the block or open another in the view.
+ */
 export function renderCall(call: ParsedCall): string {
   const args = call.arguments === undefined ? call.query.trim() || '{}' : JSON.stringify(call.arguments);
-  return `<tool_call>\n{"name": ${JSON.stringify(call.toolName)}, "arguments": ${args}}\n</tool_call>`;
+  const json = `{"name": ${JSON.stringify(call.toolName)}, "arguments": ${args}}`.replaceAll('<', '\\u003c');
+  return `<tool_call>\n${json}\n</tool_call>`;
 }
 
 /** A `<tool_call>` body → the call it names; undefined when it is not `{"name": …}` JSON. */
@@ -121,13 +126,29 @@ export function renderToolOutput(view: ToolResultView): RenderedOutput {
   return { text: escapeTagNamed(r.text, 'tool_call'), snippetIds: r.snippetIds };
 }
 
-/** Reasoning and content split apart: a think block the model wrote into its content counts as reasoning. */
-function splitThink(raw: string): { think: string; content: string } {
+/**
+ * Reasoning and content split apart: a think block the model wrote into its content counts as
+ * reasoning. One never closed is closed where the content's first structure begins (or at
+ * the end), so it cannot swallow the calls after it in the view.
+ */
+function splitThink(raw: string): { think: string; content: string; closedByUs: boolean } {
   const t = raw.trimStart();
-  if (!t.startsWith('<think>')) return { think: '', content: raw };
+  if (!t.startsWith('<think>')) return { think: '', content: raw, closedByUs: false };
   const close = t.indexOf('</think>');
-  if (close === -1) return { think: t, content: '' };
-  return { think: t.slice(0, close + 8), content: t.slice(close + 8) };
+  if (close !== -1) return { think: t.slice(0, close + 8), content: t.slice(close + 8), closedByUs: false };
+  const structure = firstStructure(t, 7);
+  const end = structure === -1 ? t.length : structure;
+  return { think: `${t.slice(0, end).trimEnd()}\n</think>`, content: t.slice(end), closedByUs: true };
+}
+
+/** Where the first `<tool_call`, `<answer` or `<tool_output` starts, or -1. */
+function firstStructure(text: string, from = 0): number {
+  let first = -1;
+  for (const tag of ['<tool_call', '<answer', '<tool_output']) {
+    const at = text.indexOf(tag, from);
+    if (at !== -1 && (first === -1 || at < first)) first = at;
+  }
+  return first;
 }
 
 /**
@@ -140,7 +161,8 @@ function splitThink(raw: string): { think: string; content: string } {
  */
 export function repairTurn(raw: string, finishReason: FinishReason, toolCalls: readonly NativeToolCall[] = []): TurnRepairResult {
   const repairs: TurnRepair[] = [];
-  const { think, content: fullContent } = splitThink(raw);
+  const { think, content: fullContent, closedByUs } = splitThink(raw);
+  if (closedByUs) repairs.push({ kind: 'noncanonical_syntax', detail: 'closed an open <think>' });
   let content = fullContent;
   const invented = content.indexOf('<tool_output');
   if (invented !== -1) {
@@ -160,12 +182,23 @@ export function repairTurn(raw: string, finishReason: FinishReason, toolCalls: r
     };
   });
   let prose = content;
-  if (calls.length === 0) {
+  if (calls.length > 0) {
+    // Next to real calls, the prose ends where structure begins: an answer before its results
+    // is premature, and call text in the content repeats the structured calls.
+    const cut = firstStructure(content);
+    if (cut !== -1) {
+      prose = content.slice(0, cut);
+      const dropped = content.slice(cut);
+      if (dropped.includes('<answer')) repairs.push({ kind: 'premature_answer', detail: 'an answer written beside the tool calls (before their results) dropped' });
+      if (dropped.includes('<tool_call')) repairs.push({ kind: 'extra_calls', detail: '<tool_call> text in the content beside the structured tool calls dropped' });
+    }
+  } else {
     const inText = parseTrajectory(content).segments;
     const written = inText.filter((s) => s.kind === 'call');
     if (written.length > 0) {
       calls = written.map((s) => (s.kind === 'call' ? s.call : undefined)!);
-      prose = content.slice(0, written[0]!.offset);
+      prose = content.slice(0, firstStructure(content));
+      if (content.includes('<answer')) repairs.push({ kind: 'premature_answer', detail: 'an answer written beside the tool calls (before their results) dropped' });
       repairs.push({ kind: 'noncanonical_syntax', detail: `${written.length} call${written.length > 1 ? 's' : ''} written as <tool_call> text in the content, not returned as tool_calls` });
     }
   }
@@ -182,7 +215,9 @@ export function repairTurn(raw: string, finishReason: FinishReason, toolCalls: r
   }
 
   const block = parseTrajectory(content).segments.find((s) => s.kind === 'answer');
-  const answer = (block !== undefined && block.kind === 'answer' ? block.answer : content).trim();
+  // An empty `<answer>` tag is a stray tag, not an empty answer: the content around it is the answer.
+  const inBlock = block !== undefined && block.kind === 'answer' ? block.answer : '';
+  const answer = (inBlock !== '' ? inBlock : content.replaceAll('<answer>', '').replaceAll('</answer>', '')).trim();
   if (answer === '') {
     if (finishReason === 'length') repairs.push({ kind: 'truncated', detail: 'cut by length before any call or answer' });
     return { text: head.trimEnd(), action: { kind: 'none' }, repairs };

@@ -1,0 +1,126 @@
+/**
+ * Every prompt file renders with the variables its caller passes, and says what the loop and
+ * the sim rely on. The table below is read from the callers; a new prompt file without a row
+ * fails the suite.
+ */
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { PACKAGE_ROOT } from '../pipeline/paths.js';
+import { loadPrompt, renderPrompt } from '../pipeline/prompts.js';
+
+interface Use {
+  /** Where the code renders it, and with what. */
+  readonly caller: string;
+  readonly vars: Readonly<Record<string, string>>;
+  /** Variables the caller passes that the template may leave out. */
+  readonly optional?: readonly string[];
+}
+
+const QUESTION = 'Which enzyme does aspirin inhibit irreversibly?';
+
+const USES: Readonly<Record<string, Use>> = {
+  'tulu-system': { caller: 'dialects/tulu.ts systemPrompt', vars: { tools: '- pubmed_search: Search PubMed abstracts (TOOLS_LISTING_1)' } },
+  'mcp-xml-system': { caller: 'dialects/mcp-xml.ts systemPrompt', vars: { tools: '## Server name: corpus\n### Tool name: pubmed_search (TOOLS_LISTING_2)' } },
+  'mcp-xml-summary': { caller: 'rollout.ts final-answer prompt (mcp-xml)', vars: { question: QUESTION } },
+  'force-answer': { caller: 'rollout.ts final-answer prompt (tulu)', vars: { question: QUESTION }, optional: ['question'] },
+  'native-final-answer': { caller: 'rollout.ts final-answer prompt (native)', vars: { question: QUESTION }, optional: ['question'] },
+  'failure-summary': { caller: 'experience.ts summariseFailure', vars: { reason: 'max_turns', detail: 'the turn budget (8) was used up' } },
+  'failure-experience': {
+    caller: 'rollout.ts questionMessage',
+    vars: { question: QUESTION, failure_type: 'ran out of turns', what_happened: 'Searched the same words three times.', useful_findings: '- pm-1: aspirin acetylates COX-1' },
+  },
+  'tool-result-omitted': { caller: 'context.ts placeholder', vars: { index: '3', keep: '2' } },
+  // Sent as loaded, never rendered: they must hold no placeholder at all.
+  nudge: { caller: 'rollout.ts nudge (tulu, raw)', vars: {} },
+  'native-nudge': { caller: 'rollout.ts nudge (native, raw)', vars: {} },
+  'native-system': { caller: 'dialects/native.ts systemPrompt (raw)', vars: {} },
+  'judge-simpleqa': { caller: 'judge.ts Judge.grade', vars: { question: QUESTION, gold: 'cyclooxygenase (COX-1)', answer: 'It blocks COX-1 <cite id="pm-1">x</cite>.' } },
+};
+
+const PLACEHOLDER = /\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
+const FINAL_ANSWER_PROMPTS = ['force-answer', 'native-final-answer', 'mcp-xml-summary'];
+
+function render(name: string): string {
+  return renderPrompt(loadPrompt(name), USES[name]!.vars);
+}
+
+describe('prompt files', () => {
+  const files = readdirSync(join(PACKAGE_ROOT, 'prompts'))
+    .filter((f) => f.endsWith('.txt'))
+    .map((f) => f.slice(0, -'.txt'.length))
+    .sort();
+
+  it('every file in prompts/ has a row in the table, and every row a file', () => {
+    expect(files.length).toBeGreaterThan(0);
+    expect(files.filter((f) => !Object.hasOwn(USES, f))).toEqual([]);
+    expect(Object.keys(USES).sort()).toEqual(files);
+  });
+
+  it.each(Object.keys(USES))('%s renders with what its caller passes, leaving no placeholder', (name) => {
+    const use = USES[name]!;
+    const template = loadPrompt(name);
+    expect(template.trim()).not.toBe('');
+    const text = render(name);
+    expect(text.match(PLACEHOLDER), use.caller).toBeNull();
+
+    // The template asks only for what the caller passes, and uses all of it but the optional.
+    const asked = [...new Set([...template.matchAll(PLACEHOLDER)].map((m) => m[1]!))].sort();
+    const required = Object.keys(use.vars).filter((k) => !(use.optional ?? []).includes(k));
+    expect(asked.filter((k) => !Object.hasOwn(use.vars, k))).toEqual([]);
+    expect(required.filter((k) => !asked.includes(k))).toEqual([]);
+    for (const k of required) expect(text, `${name}: {${k}}`).toContain(use.vars[k]!);
+  });
+
+  it('the raw ones come out exactly as written', () => {
+    for (const name of ['nudge', 'native-nudge', 'native-system']) expect(render(name)).toBe(loadPrompt(name));
+  });
+
+  it('a value is inserted once, never expanded again', () => {
+    const text = renderPrompt(loadPrompt('mcp-xml-summary'), { question: 'What does {tools} mean?' });
+    expect(text).toContain('Question: What does {tools} mean?');
+  });
+});
+
+describe('what the loop and the sim rely on', () => {
+  it('mcp-xml-system shows the <use_mcp_tool> call format', () => {
+    const text = render('mcp-xml-system');
+    expect(text).toContain('<use_mcp_tool>');
+    expect(text).toContain('</use_mcp_tool>');
+  });
+
+  it.each(FINAL_ANSWER_PROMPTS)('%s asks for the "final answer" (the sim detects a forced answer by it)', (name) => {
+    expect(render(name)).toMatch(/final answer/i);
+  });
+
+  it('mcp-xml-summary puts the question on its own line', () => {
+    expect(render('mcp-xml-summary').split('\n')).toContain(`Question: ${QUESTION}`);
+  });
+
+  it('failure-summary is headed FAILURE SUMMARY and names the reason and detail', () => {
+    const text = render('failure-summary');
+    expect(text).toContain('FAILURE SUMMARY');
+    expect(text).toContain('Failure reason: max_turns');
+    expect(text).toContain('the turn budget (8) was used up');
+    // It asks for the three fields parseSummary reads.
+    for (const field of ['failure_type', 'what_happened', 'useful_findings']) expect(text).toContain(`"${field}"`);
+  });
+
+  it('failure-experience puts the question on a Question: line (the sim reads the question from it)', () => {
+    const lines = render('failure-experience').split('\n');
+    expect(lines).toContain(`Question: ${QUESTION}`);
+    expect(lines.filter((l) => /^\s*question\s*:/i.test(l))).toEqual([`Question: ${QUESTION}`]);
+  });
+
+  it('tool-result-omitted holds no <tool_output>, so neither a reader nor the sim takes it for a result', () => {
+    const text = render('tool-result-omitted');
+    expect(text).not.toContain('<tool_output');
+    expect(text).toContain('3');
+    expect(text).toContain('2');
+  });
+
+  it('judge-simpleqa names the three verdicts the parser reads', () => {
+    const text = render('judge-simpleqa');
+    for (const v of ['CORRECT', 'INCORRECT', 'NOT_ATTEMPTED']) expect(text).toContain(v);
+  });
+});
