@@ -652,9 +652,12 @@ export function systemPrompt(tools: readonly ToolSpec[]): string {
   return renderPrompt(loadPrompt('mcp-xml-system'), { tools: listing });
 }
 
-/** The canonical `<use_mcp_tool>` block; arguments as compact JSON once parsed, else as written. */
+/**
+ * The canonical `<use_mcp_tool>` block; arguments as compact JSON once parsed (`<` written
+ * `\u003c`, so a value cannot close `<arguments>`), else as written.
+ */
 export function renderCall(call: ParsedCall): string {
-  const args = call.arguments === undefined ? call.query.trim() : JSON.stringify(call.arguments);
+  const args = call.arguments === undefined ? call.query.trim() : JSON.stringify(call.arguments).replaceAll('<', '\\u003c');
   return `<use_mcp_tool>\n<server_name>${call.attributes.server_name ?? ''}</server_name>\n<tool_name>${call.toolName}</tool_name>\n<arguments>\n${args}\n</arguments>\n</use_mcp_tool>`;
 }
 
