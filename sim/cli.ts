@@ -18,8 +18,15 @@ export function simUsage(): string {
   return `Usage: trajforge sim [options]
 
 An offline stand-in for an OpenAI-compatible model endpoint (POST /v1/chat/completions,
-streaming or not; GET /v1/models; GET /sim/stats). It plays the DR Tulu tool-call format:
-searches with words from the question, then answers citing the snippet ids it was shown.
+streaming or not; GET /v1/models; GET /sim/stats). It searches with words from the question,
+then answers citing the snippet ids it was shown, in the tool-call dialect of each request:
+  native   the request offers tools: tool_calls, reasoning_content, a cited answer
+  mcp-xml  the system prompt shows <use_mcp_tool>: calls to the listed server and tool,
+           an answer in \\boxed{}
+  tulu     otherwise: <call_tool>, <answer> with <cite>
+A last user message containing FAILURE SUMMARY gets one JSON object (failure_type,
+what_happened, useful_findings) in any dialect.
+
 Deterministic for a seed. Prints "sim listening on http://127.0.0.1:PORT/v1" when ready;
 stops on SIGINT or SIGTERM and prints its counters to stderr.
 
@@ -31,7 +38,8 @@ Options:
                          all=RATE sets every kind except ${EXCLUDED_FROM_ALL.slice(0, -1).join(', ')} and ${EXCLUDED_FROM_ALL.at(-1)}
   --reject-stop          answer any request that carries 'stop' with 400 unsupported_parameter
   --calls-per-sample N   searches before answering (default ${SIM_DEFAULTS.callsPerSample})
-  --context-window N     reject prompts over N estimated tokens (400 context_length_exceeded)
+  --context-window N     reject prompts over N tokens (400 context_length_exceeded), counted with
+                         o200k_base as trajforge's context guard counts them
   --stall-ms N           how long a stall waits (default ${SIM_DEFAULTS.stallMs})
   --retry-after S        seconds a rate_limit asks the client to wait, fractions allowed (default ${SIM_DEFAULTS.retryAfterMs / 1000})
   --burst KIND=N         the first N chat requests each get KIND whatever its rate; repeatable
@@ -43,7 +51,7 @@ Options:
 Misbehaviour kinds (each drawn independently for every completion):
 ${kinds}
 
-Tokens are estimated as characters / 4.
+Completion tokens, and prompt tokens without --context-window, are estimated as characters / 4.
 `;
 }
 

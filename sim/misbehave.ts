@@ -1,17 +1,28 @@
 /**
- * The ways the sim misbehaves, and how each one changes a completion. Every kind is drawn
- * independently for every completion, in the fixed order of MISBEHAVIOUR_KINDS and whether
- * or not its rate is zero, so changing one rate never shifts the draws of the others.
+ * The ways the sim misbehaves, and how each one changes a completion in each dialect. Every
+ * kind is drawn independently for every completion, in the fixed order of MISBEHAVIOUR_KINDS
+ * and whether or not its rate is zero, so changing one rate never shifts the draws of the
+ * others. A kind that does not fit a turn (an unclosed answer in a call turn, a wrong server
+ * outside mcp-xml) changes nothing and is not counted.
  */
 import { TrajforgeError } from '../pipeline/errors.js';
 import {
-  inventToolOutput,
-  renderAnswer,
-  renderCall,
+  answerText,
+  BAD_ARGUMENT_STYLES,
+  PLAIN_CALL,
+  renderArguments,
+  renderTextAnswer,
+  renderTextCall,
+  renderThink,
+  wrongServerName,
   type CallSpec,
-  type Rng,
-  type TurnPlan,
-} from './policy.js';
+  type CallVariant,
+  type SimDialect,
+  type SimToolCall,
+  type SimTurn,
+  type TextDialect,
+} from './dialects.js';
+import { inventToolOutput, type Evidence, type Rng, type TurnPlan } from './policy.js';
 
 export const MISBEHAVIOUR_KINDS = [
   'unclosed_call',
@@ -28,6 +39,8 @@ export const MISBEHAVIOUR_KINDS = [
   'drop',
   'malformed',
   'repetition',
+  'bad_arguments',
+  'wrong_server',
 ] as const;
 
 export type MisbehaviourKind = (typeof MISBEHAVIOUR_KINDS)[number];
@@ -36,11 +49,13 @@ export type MisbehaviourRates = Partial<Record<MisbehaviourKind, number>>;
 
 /** One line each, for `--help`. */
 export const MISBEHAVIOUR_HELP: Readonly<Record<MisbehaviourKind, string>> = {
-  unclosed_call: 'a call without </call_tool>, followed by a newline and more text (another call or an answer)',
-  hallucinated_output: 'after its call the model writes its own <tool_output> and an answer; sent past any stop string',
-  multiple_calls: 'two or three closed calls in one turn; sent past any stop string',
-  no_action: 'a turn of plain prose with no call and no answer',
-  unclosed_answer: 'an answer without </answer>',
+  unclosed_call:
+    'a call without </call_tool> or </use_mcp_tool>, followed by a newline and more text (another call or an answer); native: arguments JSON cut before its closing brace',
+  hallucinated_output:
+    'after its call the model writes its own <tool_output> and an answer, sent past any stop string; native: both in content beside the tool call',
+  multiple_calls: 'two or three closed calls in one turn, sent past any stop string; native: two or three parallel tool calls',
+  no_action: 'a turn of plain prose with no call and no answer; native: reasoning only, empty content, no tool calls',
+  unclosed_answer: 'an answer without </answer>, or a \\boxed{ never closed (mcp-xml); not in native',
   ignore_stop: 'the server does not cut at stop strings: the text past the stop string is sent, finish_reason stop',
   refusal: `a turn that only says "I'm sorry, but I can't help with that."`,
   length: 'the completion is cut in the middle, finish_reason length',
@@ -50,6 +65,8 @@ export const MISBEHAVIOUR_HELP: Readonly<Record<MisbehaviourKind, string>> = {
   drop: 'destroy the connection: mid-stream when streaming, before any response otherwise',
   malformed: 'HTTP 200 with a body that is not what the protocol promises: JSON cut in half, or an SSE line that is not JSON',
   repetition: 'degenerate repetition: after a normal start the model repeats one phrase until max_tokens, finish_reason length',
+  bad_arguments: 'mcp-xml and native: call arguments that need lenient JSON repair (single quotes, a trailing comma or an unquoted key)',
+  wrong_server: 'mcp-xml: a misspelled or "default" server_name for a tool whose name says which server is meant',
 };
 
 /** Fault-injection kinds that `all=RATE` leaves alone: they make every client time out or fail. */
@@ -87,7 +104,7 @@ export function drawMisbehaviours(rates: Readonly<Record<MisbehaviourKind, numbe
 
 export interface ComposedTurn {
   /** What the model wrote, before the server applies stop strings and limits. */
-  readonly text: string;
+  readonly turn: SimTurn;
   /** False when the turn's text must reach the client whole, past any stop string. */
   readonly honourStop: boolean;
   /** Content kinds that changed this turn (a kind that does not fit the turn changes nothing). */
@@ -111,68 +128,150 @@ const REPEATED_UNITS = [
 export interface ComposeOptions {
   /** Characters a `repetition` turn runs to: past the request's max_tokens, so the server cuts it. Default 16000. */
   readonly repeatChars?: number;
+  /** The id of the `index`-th native tool call of the turn. Default `call_<index>`. */
+  readonly callId?: (index: number) => string;
 }
 
-/** The turn the model writes, with the content misbehaviours drawn for it. */
-export function composeTurn(plan: TurnPlan, drawn: ReadonlySet<MisbehaviourKind>, rng: Rng, opts: ComposeOptions = {}): ComposedTurn {
-  if (drawn.has('refusal')) return { text: REFUSAL_TEXT, honourStop: true, applied: ['refusal'] };
-  if (drawn.has('no_action')) {
+function textTurn(content: string, honourStop: boolean, applied: readonly MisbehaviourKind[]): ComposedTurn {
+  return { turn: { reasoning: '', content, toolCalls: [] }, honourStop, applied };
+}
+
+/** The turn the model writes in the request's dialect, with the content misbehaviours drawn for it. */
+export function composeTurn(
+  plan: TurnPlan,
+  dialect: SimDialect,
+  drawn: ReadonlySet<MisbehaviourKind>,
+  rng: Rng,
+  opts: ComposeOptions = {},
+): ComposedTurn {
+  const native = dialect === 'native';
+  if (drawn.has('refusal')) return textTurn(REFUSAL_TEXT, true, ['refusal']);
+  if (drawn.has('no_action') && plan.kind !== 'summary') {
     const topic = plan.keywords.slice(0, 5).join(' ') || 'this';
-    const prose = NO_ACTION_PROSE[Math.floor(rng() * NO_ACTION_PROSE.length)] ?? NO_ACTION_PROSE[0]!;
-    return { text: prose(topic), honourStop: true, applied: ['no_action'] };
+    const prose = (NO_ACTION_PROSE[Math.floor(rng() * NO_ACTION_PROSE.length)] ?? NO_ACTION_PROSE[0]!)(topic);
+    // A native model that takes no action thinks, then says nothing.
+    const turn = native ? { reasoning: prose, content: '', toolCalls: [] } : { reasoning: '', content: prose, toolCalls: [] };
+    return { turn, honourStop: true, applied: ['no_action'] };
   }
   if (drawn.has('repetition')) {
     const topic = plan.keywords.slice(0, 4).join(' ') || 'this';
     const unit = (REPEATED_UNITS[Math.floor(rng() * REPEATED_UNITS.length)] ?? REPEATED_UNITS[0]!)(topic);
-    const start = `<think>I need to find out about ${topic}. `;
+    const start = `${native ? '' : '<think>'}I need to find out about ${topic}. `;
     const chars = opts.repeatChars ?? 16_000;
-    return { text: start + unit.repeat(Math.ceil(Math.max(0, chars - start.length) / unit.length) + 1), honourStop: true, applied: ['repetition'] };
+    const loop = start + unit.repeat(Math.ceil(Math.max(0, chars - start.length) / unit.length) + 1);
+    const turn = native ? { reasoning: loop, content: '', toolCalls: [] } : { reasoning: '', content: loop, toolCalls: [] };
+    return { turn, honourStop: true, applied: ['repetition'] };
   }
+  // The reply to a failure-summary request is data; it carries no thinking in any dialect.
+  if (plan.kind === 'summary') return textTurn(plan.summary, true, []);
   if (plan.kind === 'answer' || plan.call === null) {
-    if (drawn.has('unclosed_answer')) {
-      return { text: plan.think + renderAnswer(plan.answer, false), honourStop: true, applied: ['unclosed_answer'] };
-    }
-    return { text: plan.think + renderAnswer(plan.answer, true), honourStop: true, applied: [] };
+    if (native) return { turn: { reasoning: plan.reasoning ?? '', content: answerText(plan.evidence), toolCalls: [] }, honourStop: true, applied: [] };
+    const unclosed = drawn.has('unclosed_answer');
+    return textTurn(renderThink(plan.reasoning) + renderTextAnswer(dialect, plan.evidence, !unclosed), true, unclosed ? ['unclosed_answer'] : []);
   }
-  return composeCallTurn(plan, plan.call, drawn, rng);
+  const applied: MisbehaviourKind[] = [];
+  const variant = callVariant(dialect, plan.call, drawn, rng, applied);
+  return native
+    ? composeNativeCall(plan, plan.call, variant, drawn, rng, opts.callId ?? ((i) => `call_${i}`), applied)
+    : composeTextCall(dialect, plan, plan.call, variant, drawn, rng, applied);
 }
 
-function composeCallTurn(plan: TurnPlan, call: CallSpec, drawn: ReadonlySet<MisbehaviourKind>, rng: Rng): ComposedTurn {
-  const applied: MisbehaviourKind[] = [];
+/** How the turn's first call is written: `bad_arguments` (mcp-xml, native) and `wrong_server` (mcp-xml). */
+function callVariant(dialect: SimDialect, call: CallSpec, drawn: ReadonlySet<MisbehaviourKind>, rng: Rng, applied: MisbehaviourKind[]): CallVariant {
+  let variant = PLAIN_CALL;
+  if (drawn.has('bad_arguments') && dialect !== 'tulu') {
+    variant = { style: BAD_ARGUMENT_STYLES[Math.floor(rng() * BAD_ARGUMENT_STYLES.length)] ?? 'single_quotes' };
+    applied.push('bad_arguments');
+  }
+  const server = drawn.has('wrong_server') && dialect === 'mcp-xml' ? wrongServerName(call.tool, rng) : null;
+  if (server !== null) {
+    variant = { ...variant, server };
+    applied.push('wrong_server');
+  }
+  return variant;
+}
+
+/** An answer that cites the made-up tool output, as a model that invented one goes on to write. */
+function inventedEvidence(plan: TurnPlan, invented: string): Evidence {
+  const claim = capitalise(/According to this source, ([^<]*)<\/snippet>/.exec(invented)?.[1] ?? 'it was found.');
+  return { snippet: { id: 'fake-1', title: plan.keywords.slice(0, 4).join(' '), sentences: [claim] }, sentence: claim };
+}
+
+function composeTextCall(
+  dialect: TextDialect,
+  plan: TurnPlan,
+  call: CallSpec,
+  variant: CallVariant,
+  drawn: ReadonlySet<MisbehaviourKind>,
+  rng: Rng,
+  applied: MisbehaviourKind[],
+): ComposedTurn {
   const unclosed = drawn.has('unclosed_call');
   const multiple = drawn.has('multiple_calls');
   const hallucinated = drawn.has('hallucinated_output');
-  const extra = (i: number): CallSpec => ({ ...call, query: plan.extraQueries[i] ?? call.query });
-  let text = plan.think;
+  // Further calls name the same server as the first; only its arguments are malformed.
+  const extra = (i: number): string =>
+    renderTextCall(dialect, { ...call, query: plan.extraQueries[i] ?? call.query }, true, { ...variant, style: 'json' });
+  let text = renderThink(plan.reasoning);
 
   if (unclosed) {
     applied.push('unclosed_call');
     // Real unclosed calls are followed by blank lines and whatever the model does next.
-    text += `${renderCall(call, false)}\n\n`;
+    text += `${renderTextCall(dialect, call, false, variant)}\n\n`;
   } else {
-    text += renderCall(call, true);
+    text += renderTextCall(dialect, call, true, variant);
   }
 
   if (multiple) {
     applied.push('multiple_calls');
     const count = 1 + Math.floor(rng() * 2);
-    for (let i = 0; i < count; i++) text += `${unclosed && i === 0 ? '' : '\n'}${renderCall(extra(i), true)}`;
+    for (let i = 0; i < count; i++) text += `${unclosed && i === 0 ? '' : '\n'}${extra(i)}`;
   } else if (unclosed && !hallucinated) {
     // The text after an unclosed call: another call (its own stop string still cuts it) or an answer.
     return rng() < 0.5
-      ? { text: `${text}${renderCall(extra(0), true)}\n${inventToolOutput(plan, rng)}`, honourStop: true, applied }
-      : { text: `${text}${renderAnswer(plan.answer, true)}`, honourStop: true, applied };
+      ? textTurn(`${text}${extra(0)}\n${inventToolOutput(plan, rng)}`, true, applied)
+      : textTurn(`${text}${renderTextAnswer(dialect, plan.evidence, true)}`, true, applied);
   }
 
   if (hallucinated) {
     applied.push('hallucinated_output');
     const invented = inventToolOutput(plan, rng);
-    const claim = /According to this source, ([^<]*)<\/snippet>/.exec(invented)?.[1] ?? 'it was found.';
-    text += `\n${invented}\n${renderAnswer(`${capitalise(claim)} <cite id="fake-1">${plan.keywords.slice(0, 4).join(' ')}</cite>`, true)}`;
-    return { text, honourStop: false, applied };
+    text += `\n${invented}\n${renderTextAnswer(dialect, inventedEvidence(plan, invented), true)}`;
+    return textTurn(text, false, applied);
   }
-  if (multiple) return { text, honourStop: false, applied };
-  return { text: `${text}\n${inventToolOutput(plan, rng)}`, honourStop: true, applied };
+  if (multiple) return textTurn(text, false, applied);
+  return textTurn(`${text}\n${inventToolOutput(plan, rng)}`, true, applied);
+}
+
+function composeNativeCall(
+  plan: TurnPlan,
+  call: CallSpec,
+  variant: CallVariant,
+  drawn: ReadonlySet<MisbehaviourKind>,
+  rng: Rng,
+  callId: (index: number) => string,
+  applied: MisbehaviourKind[],
+): ComposedTurn {
+  const queries = [call.query];
+  if (drawn.has('multiple_calls')) {
+    // Parallel calls are legal in native function calling; the extra ones search differently.
+    applied.push('multiple_calls');
+    const count = 1 + Math.floor(rng() * 2);
+    for (let i = 0; i < count; i++) queries.push(plan.extraQueries[i] ?? call.query);
+  }
+  const unclosed = drawn.has('unclosed_call');
+  if (unclosed) applied.push('unclosed_call');
+  const toolCalls: SimToolCall[] = queries.map((query, i) => {
+    const args = renderArguments(call.tool.argKey, query, i === 0 ? variant.style : 'json', true);
+    return { id: callId(i), name: call.tool.name, arguments: i === 0 && unclosed ? args.slice(0, -1) : args };
+  });
+  let content = '';
+  if (drawn.has('hallucinated_output')) {
+    applied.push('hallucinated_output');
+    const invented = inventToolOutput(plan, rng);
+    content = `${invented}\n${answerText(inventedEvidence(plan, invented))}`;
+  }
+  return { turn: { reasoning: plan.reasoning ?? '', content, toolCalls }, honourStop: true, applied };
 }
 
 function capitalise(s: string): string {

@@ -1,10 +1,13 @@
 /**
- * The scripted "model" behind the sim: it reads the conversation it is given and writes
- * the next turn in the DR Tulu format — search with words from the question until it has
- * done enough searches, then answer with the snippet sentence that best matches the
- * question, citing the snippet's id. It never sees anything but the messages, so a client
- * that drops, reorders or forges tool output gets an answer that shows it.
+ * The scripted "model" behind the sim: it reads the conversation it is given and plans the
+ * next turn — search with words from the question until it has done enough searches, then
+ * answer with the snippet sentence that best matches the question, citing the snippet's id.
+ * It never sees anything but the request, so a client that drops, reorders or forges tool
+ * output gets an answer that shows it. How the plan is written down depends on the request's
+ * dialect (dialects.ts).
  */
+import { callsMade, detectDialect, findTool, messageText, systemText, type CallSpec, type SimDialect, type ToolChoice } from './dialects.js';
+import { failureReason, failureSummary, isFailureSummaryRequest } from './summary.js';
 
 /** A uniform draw in [0, 1). Every choice the policy makes goes through one of these. */
 export type Rng = () => number;
@@ -13,6 +16,8 @@ export interface ChatMessage {
   readonly role: string;
   /** A string, an array of content parts (`{type: 'text', text}`), or null. */
   readonly content?: unknown;
+  /** Native function calling: the calls an assistant message made. */
+  readonly tool_calls?: unknown;
 }
 
 export interface Snippet {
@@ -23,31 +28,34 @@ export interface Snippet {
 }
 
 export interface Conversation {
+  readonly dialect: SimDialect;
   readonly question: string;
-  /** The tool to call, or null when the prompt declares none (the policy then answers). */
-  readonly toolName: string | null;
+  /** The tool to call, or null when the request declares none (the policy then answers). */
+  readonly tool: ToolChoice | null;
   /** `<tool_output>` blocks the client sent back: user messages after the question, and tool messages. */
   readonly toolOutputs: number;
+  /** The queries of the calls the assistant messages made ('' where one cannot be read). */
+  readonly queries: readonly string[];
+  /** Searches done: the calls made or the results seen, whichever is more. */
+  readonly searches: number;
   /** Every snippet shown so far, first occurrence of each id. */
   readonly snippets: readonly Snippet[];
   /** The last user message asks for a final answer. */
   readonly forceAnswer: boolean;
-}
-
-export interface CallSpec {
-  readonly tool: string;
-  readonly attributes: readonly (readonly [string, string])[];
-  readonly query: string;
+  /** The last user message asks for a failure summary; `reason` from its `Failure reason:` line. */
+  readonly failure: { readonly reason: string } | null;
 }
 
 export interface TurnPlan {
-  readonly kind: 'call' | 'answer';
-  /** `<think>…</think>\n`, or '' when the model skips thinking this turn. */
-  readonly think: string;
+  readonly kind: 'call' | 'answer' | 'summary';
+  /** What the model thinks before it acts, or null when it skips thinking this turn. */
+  readonly reasoning: string | null;
   /** The call to make (kind 'call'). */
   readonly call: CallSpec | null;
-  /** Inner text of the best answer available now; call turns keep it for premature answers. */
-  readonly answer: string;
+  /** The best evidence available now; call turns keep it for premature answers. */
+  readonly evidence: Evidence | null;
+  /** The failure summary's JSON (kind 'summary'), else ''. */
+  readonly summary: string;
   /** Further queries, for turns that issue more than one call. */
   readonly extraQueries: readonly string[];
   /** Content words of the question, for prose that has to mention the topic. */
@@ -58,8 +66,6 @@ export interface PolicyOptions {
   /** Searches before answering. */
   readonly callsPerSample: number;
 }
-
-export const NOT_FOUND_ANSWER = 'I could not find it.';
 
 // Question words that say nothing about the topic. "first", "version" and "supported" are
 // here because every document of the compatibility corpus contains them: searching for
@@ -76,22 +82,6 @@ const STOPWORDS = new Set(
 );
 
 const REFINEMENTS = ['browser compatibility', 'support history', 'release notes', 'compatibility data'];
-
-export function messageText(content: unknown): string {
-  if (typeof content === 'string') return content;
-  if (Array.isArray(content)) {
-    return content
-      .map((part) => {
-        if (typeof part === 'string') return part;
-        if (part !== null && typeof part === 'object' && typeof (part as { text?: unknown }).text === 'string') {
-          return (part as { text: string }).text;
-        }
-        return '';
-      })
-      .join('');
-  }
-  return '';
-}
 
 /** Lower-cased words, for matching. */
 export function words(text: string): string[] {
@@ -122,11 +112,11 @@ export function countToolOutputs(text: string): number {
   return n;
 }
 
-export function readConversation(messages: readonly ChatMessage[], tools?: unknown): Conversation {
-  const system = messages
-    .filter((m) => m.role === 'system' || m.role === 'developer')
-    .map((m) => messageText(m.content))
-    .join('\n');
+export function readConversation(
+  messages: readonly ChatMessage[],
+  tools?: unknown,
+  dialect: SimDialect = detectDialect(messages, tools),
+): Conversation {
   const firstUser = messages.find((m) => m.role === 'user');
   const question = extractQuestion(firstUser === undefined ? '' : messageText(firstUser.content));
 
@@ -155,10 +145,22 @@ export function readConversation(messages: readonly ChatMessage[], tools?: unkno
   for (let i = messages.length - 1; i >= 0 && lastUser === undefined; i--) {
     if (messages[i]?.role === 'user') lastUser = messages[i];
   }
-  const forceAnswer =
-    lastUser !== undefined && lastUser !== firstUser && /final answer/i.test(messageText(lastUser.content));
+  const lastText = lastUser === undefined ? '' : messageText(lastUser.content);
+  const forceAnswer = lastUser !== firstUser && /final answer/i.test(lastText);
+  const failure = isFailureSummaryRequest(lastText) ? { reason: failureReason(lastText) } : null;
+  const queries = callsMade(dialect, messages);
 
-  return { question, toolName: findToolName(system, tools), toolOutputs, snippets, forceAnswer };
+  return {
+    dialect,
+    question,
+    tool: findTool(dialect, systemText(messages), tools),
+    toolOutputs,
+    queries,
+    searches: Math.max(queries.length, toolOutputs),
+    snippets,
+    forceAnswer,
+    failure,
+  };
 }
 
 function extractQuestion(text: string): string {
@@ -174,33 +176,6 @@ function extractQuestion(text: string): string {
   // A template wraps the question in instructions; the question is the line that asks.
   const asking = lines.filter((l) => l.endsWith('?'));
   return asking[asking.length - 1] ?? lines.join(' ');
-}
-
-function findToolName(system: string, tools: unknown): string | null {
-  if (Array.isArray(tools)) {
-    const names = tools
-      .map((t) => (t as { function?: { name?: unknown } } | null)?.function?.name)
-      .filter((n): n is string => typeof n === 'string' && n !== '');
-    if (names.includes('pubmed_search')) return 'pubmed_search';
-    if (names[0] !== undefined) return names[0];
-  }
-  if (/\bpubmed_search\b/.test(system)) return 'pubmed_search';
-  const patterns = [
-    /\bname\s*=\s*["']([A-Za-z_][\w.-]*)["']/g,
-    /"name"\s*:\s*"([A-Za-z_][\w.-]*)"/g,
-    /^[ \t]*(?:[-*][ \t]*)?name[ \t]*:[ \t]*([A-Za-z_][\w.-]*)/gm,
-  ];
-  let best: { at: number; name: string } | null = null;
-  for (const pattern of patterns) {
-    for (const m of system.matchAll(pattern)) {
-      const name = m[1];
-      // Format descriptions show a placeholder call; it is not a tool.
-      if (name === undefined || /^(tool_?name|name|tool)$/i.test(name)) continue;
-      if (best === null || (m.index ?? 0) < best.at) best = { at: m.index ?? 0, name };
-      break;
-    }
-  }
-  return best?.name ?? null;
 }
 
 /** Bodies of `<tool_output>` blocks; an unclosed block runs to the end of the message. */
@@ -297,14 +272,6 @@ export function bestEvidence(question: string, snippets: readonly Snippet[]): Ev
   return best?.evidence ?? null;
 }
 
-export function answerText(evidence: Evidence | null): string {
-  if (evidence === null) return NOT_FOUND_ANSWER;
-  const { snippet, sentence } = evidence;
-  return snippet.title === null
-    ? `<cite id="${snippet.id}">${sentence}</cite>`
-    : `${sentence} <cite id="${snippet.id}">${snippet.title}</cite>`;
-}
-
 /** The query of search number `index`; later searches add a refinement, a different one each. */
 export function queryFor(keywords: readonly string[], question: string, index: number, variant: number): string {
   const base = keywords.length > 0 ? keywords.slice(0, 10).join(' ') : question.trim().slice(0, 100);
@@ -315,47 +282,32 @@ export function queryFor(keywords: readonly string[], question: string, index: n
 export function planTurn(conv: Conversation, options: PolicyOptions, rng: Rng): TurnPlan {
   const keywords = contentWords(conv.question);
   const evidence = bestEvidence(conv.question, conv.snippets);
-  const answer = answerText(evidence);
   const thinks = rng() < 0.6;
   const variant = Math.floor(rng() * 1000);
-  const extraQueries = [1, 2, 3].map((k) => queryFor(keywords, conv.question, conv.toolOutputs + k, variant));
+  const extraQueries = [1, 2, 3].map((k) => queryFor(keywords, conv.question, conv.searches + k, variant));
+  const base = { evidence, summary: '', extraQueries, keywords };
 
-  const wantsSearch = !conv.forceAnswer && conv.toolName !== null && conv.toolOutputs < options.callsPerSample;
-  if (wantsSearch && conv.toolName !== null) {
-    const query = queryFor(keywords, conv.question, conv.toolOutputs, variant);
-    const attributes: (readonly [string, string])[] = conv.toolName === 'pubmed_search' ? [['limit', '5']] : [];
+  if (conv.failure !== null) {
+    return { ...base, kind: 'summary', reasoning: null, call: null, summary: failureSummary(conv, evidence) };
+  }
+  if (!conv.forceAnswer && conv.tool !== null && conv.searches < options.callsPerSample) {
+    const query = queryFor(keywords, conv.question, conv.searches, variant);
     const reason =
-      conv.toolOutputs === 0
+      conv.searches === 0
         ? `I need to find out: ${conv.question.trim()} I will search for "${query}".`
         : `The results so far do not settle it; I will refine the search to "${query}".`;
-    return {
-      kind: 'call',
-      think: thinks ? `<think>${reason}</think>\n` : '',
-      call: { tool: conv.toolName, attributes, query },
-      answer,
-      extraQueries,
-      keywords,
-    };
+    return { ...base, kind: 'call', reasoning: thinks ? reason : null, call: { tool: conv.tool, query } };
   }
   const reason =
     evidence === null
       ? 'Nothing I was shown answers the question.'
       : `Snippet ${evidence.snippet.id} says: ${evidence.sentence}`;
-  return { kind: 'answer', think: thinks ? `<think>${reason}</think>\n` : '', call: null, answer, extraQueries, keywords };
-}
-
-export function renderCall(call: CallSpec, closed: boolean): string {
-  const attrs = call.attributes.map(([k, v]) => ` ${k}="${v}"`).join('');
-  return `<call_tool name="${call.tool}"${attrs}>${call.query}${closed ? '</call_tool>' : ''}`;
-}
-
-export function renderAnswer(inner: string, closed: boolean): string {
-  return `<answer>${inner}${closed ? '</answer>' : ''}`;
+  return { ...base, kind: 'answer', reasoning: thinks ? reason : null, call: null };
 }
 
 /**
- * A tool output the model makes up. A Tulu model that is not stopped after `</call_tool>`
- * goes on to write one, so every call turn carries one past the stop string.
+ * A tool output the model makes up. A text-dialect model (tulu, mcp-xml) that is not stopped
+ * after its call goes on to write one, so every such call turn carries one past the stop string.
  */
 export function inventToolOutput(plan: TurnPlan, rng: Rng): string {
   const topic = plan.keywords.slice(0, 4).join(' ') || 'the question';

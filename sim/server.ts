@@ -1,7 +1,8 @@
 /**
- * An OpenAI-compatible `/v1/chat/completions` on loopback that plays the DR Tulu format
- * (policy.ts) and misbehaves at configured rates (misbehave.ts). It is how the demo, the
- * tests and the benchmarks run without a real model.
+ * An OpenAI-compatible `/v1/chat/completions` on loopback that plays a scripted model
+ * (policy.ts) in the dialect each request speaks — DR Tulu, MiroThinker's mcp-xml or native
+ * function calling (dialects.ts) — and misbehaves at configured rates (misbehave.ts). It is
+ * how the demo, the tests and the benchmarks run without a real model.
  *
  * Determinism: a request's draws come from the seed, a hash of its messages (and of the
  * request's own `seed` field, when it sends one) and how many times that exact message list
@@ -13,6 +14,8 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 
 import { TrajforgeError } from '../pipeline/errors.js';
+import { estimateRequestTokens } from '../pipeline/tokens.js';
+import { detectDialect, messageText, SIM_DIALECTS, type SimDialect, type SimToolCall, type SimTurn } from './dialects.js';
 import {
   composeTurn,
   drawMisbehaviours,
@@ -22,7 +25,7 @@ import {
   type MisbehaviourKind,
   type MisbehaviourRates,
 } from './misbehave.js';
-import { countToolOutputs, messageText, planTurn, readConversation, type ChatMessage, type Rng } from './policy.js';
+import { countToolOutputs, planTurn, readConversation, type ChatMessage, type Rng } from './policy.js';
 
 export interface SimOptions {
   /** Port to listen on; 0 (the default) picks a free one. */
@@ -39,7 +42,11 @@ export interface SimOptions {
   rejectStop?: boolean;
   /** Searches the policy makes before it answers. Default 2. */
   callsPerSample?: number;
-  /** Reject prompts estimated above this many tokens (400 context_length_exceeded); also caps prompt + completion. */
+  /**
+   * Reject prompts above this many tokens (400 context_length_exceeded); also caps prompt +
+   * completion. Prompts are counted with `estimateRequestTokens` (o200k_base), as trajforge's
+   * context guard counts them; the tokenizer is loaded only when this is set.
+   */
   contextWindow?: number;
   /** How long a `stall` waits before answering. Default 30000. */
   stallMs?: number;
@@ -73,8 +80,10 @@ export interface SimStats {
   inFlight: number;
   /** Connections the client closed before the response was complete. */
   clientAborts: number;
-  /** Histogram: number of `<tool_output` blocks in a chat request's messages (system prompt excluded) → requests. */
+  /** Histogram: number of `<tool_output` blocks in a chat request's user and tool messages → requests. */
   toolOutputsPerRequest: Record<string, number>;
+  /** Chat requests by the dialect they were answered in. */
+  requestsByDialect: Record<SimDialect, number>;
 }
 
 export interface Sim {
@@ -143,8 +152,8 @@ interface ChatRequest {
 }
 
 interface Completion {
-  readonly text: string;
-  readonly finishReason: 'stop' | 'length';
+  readonly turn: SimTurn;
+  readonly finishReason: 'stop' | 'length' | 'tool_calls';
   /** The stop string that ended it, as vLLM reports; null for a natural end or a cut. */
   readonly stopReason: string | null;
 }
@@ -213,6 +222,7 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
     inFlight: 0,
     clientAborts: 0,
     toolOutputsPerRequest: {},
+    requestsByDialect: Object.fromEntries(SIM_DIALECTS.map((d) => [d, 0])) as Record<SimDialect, number>,
   };
   const bump = (table: Record<string, number>, key: string | number): void => {
     table[key] = (table[key] ?? 0) + 1;
@@ -243,12 +253,18 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
   const handleChat = async (req: IncomingMessage, res: ServerResponse, signal: AbortSignal, drop: () => void): Promise<void> => {
     const arrival = ++stats.chatRequests;
     const request = parseChatRequest(await readJson(req), rejectStop);
-    const promptText = request.messages.map((m) => messageText(m.content)).join('');
-    const promptTokens = estimateTokens(promptText);
+    const dialect = detectDialect(request.messages, request.tools);
+    stats.requestsByDialect[dialect]++;
+    // The tokenizer costs half a second and 60 MB to load: only a context window needs it.
+    const promptTokens =
+      contextWindow === undefined
+        ? estimateTokens(request.messages.map((m) => messageText(m.content)).join(''))
+        : // parseChatRequest checked every tool_calls entry has a string name and arguments.
+          estimateRequestTokens(request.messages as Parameters<typeof estimateRequestTokens>[0], request.tools);
     bump(
       stats.toolOutputsPerRequest,
       request.messages
-        .filter((m) => m.role !== 'system' && m.role !== 'developer')
+        .filter((m) => m.role === 'user' || m.role === 'tool')
         .reduce((n, m) => n + countToolOutputs(messageText(m.content)), 0),
     );
     if (contextWindow !== undefined && promptTokens > contextWindow) {
@@ -297,25 +313,23 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
     const malformedNow = !dropNow && drawn.has('malformed');
     if (malformedNow) applied('malformed');
 
-    const conversation = readConversation(request.messages, request.tools);
+    const conversation = readConversation(request.messages, request.tools, dialect);
     const plan = planTurn(conversation, { callsPerSample }, rng('policy'));
     // A repetition loop runs past max_tokens (or the context), so the server cuts it: finish_reason length.
-    const composed = composeTurn(plan, drawn, rng('content'), {
+    const composed = composeTurn(plan, dialect, drawn, rng('content'), {
       repeatChars: Math.min(request.maxTokens ?? 4096, contextWindow ?? Infinity) * CHARS_PER_TOKEN + 64,
+      callId: (i) => `call_${createHash('sha256').update(`${key}\u0000${count}\u0000${i}`).digest('hex').slice(0, 24)}`,
     });
     for (const kind of composed.applied) applied(kind);
 
-    const completion = finishCompletion(composed.text, composed.honourStop, request, drawn, rng('cut'), {
+    const completion = finishCompletion(composed.turn, composed.honourStop, request, drawn, rng('cut'), {
       applied,
       remainingTokens: contextWindow === undefined ? null : contextWindow - promptTokens,
     });
     bump(stats.completionsByFinishReason, completion.finishReason);
 
-    const usage = {
-      prompt_tokens: promptTokens,
-      completion_tokens: estimateTokens(completion.text),
-      total_tokens: promptTokens + estimateTokens(completion.text),
-    };
+    const completionTokens = Math.ceil(turnLength(completion.turn) / CHARS_PER_TOKEN);
+    const usage = { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
     const id = `chatcmpl-sim${key.slice(0, 16)}${count}`;
     const created = Math.floor(Date.now() / 1000);
 
@@ -329,7 +343,7 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
         choices: [
           {
             index: 0,
-            message: { role: 'assistant', content: completion.text, refusal: null },
+            message: messageOf(completion.turn),
             logprobs: null,
             finish_reason: completion.finishReason,
             stop_reason: completion.stopReason,
@@ -348,8 +362,8 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
 
     res.writeHead(200, { 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-cache', Connection: 'keep-alive' });
     bump(stats.responsesByStatus, 200);
-    const pieces = chunkText(completion.text, rng('chunks'));
-    const dropAfter = dropNow ? Math.floor(pieces.length * (0.2 + 0.6 * rng('drop')())) : -1;
+    const deltas = streamDeltas(completion.turn, rng('chunks'));
+    const dropAfter = dropNow ? Math.floor(deltas.length * (0.2 + 0.6 * rng('drop')())) : -1;
     const base = { id, object: 'chat.completion.chunk', created, model: request.model, system_fingerprint: 'trajforge-sim' };
     const extra = request.includeUsage ? { usage: null } : {};
     const chunk = (delta: Record<string, unknown>, finish: string | null, more: Record<string, unknown> = {}) => ({
@@ -359,16 +373,17 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
     });
 
     if (!(await writeEvent(res, chunk({ role: 'assistant', content: '' }, null), signal))) return;
-    const brokenAt = malformedNow ? Math.floor(pieces.length / 2) : -1;
-    for (let i = 0; i < pieces.length; i++) {
+    const brokenAt = malformedNow ? Math.floor(deltas.length / 2) : -1;
+    for (let i = 0; i < deltas.length; i++) {
+      const delta = deltas[i]!;
       if (i === dropAfter) return drop();
       if (i === brokenAt) {
         // An event whose data is not JSON: cut in the middle of a string, as a broken proxy sends it.
-        const event = JSON.stringify(chunk({ content: pieces[i] }, null));
+        const event = JSON.stringify(chunk(delta, null));
         res.end(`data: ${event.slice(0, Math.floor(event.length / 2))}\n\n`);
         return;
       }
-      if (!(await writeEvent(res, chunk({ content: pieces[i] }, null), signal))) return;
+      if (!(await writeEvent(res, chunk(delta, null), signal))) return;
     }
     if (dropNow) return drop();
     if (malformedNow) {
@@ -482,6 +497,14 @@ function parseChatRequest(body: unknown, rejectStop: boolean): ChatRequest {
     if (m === null || typeof m !== 'object' || typeof (m as { role?: unknown }).role !== 'string') {
       throw invalid(`Invalid 'messages[${i}]': expected an object with a string 'role'.`, `messages[${i}]`);
     }
+    const calls = (m as { tool_calls?: unknown }).tool_calls;
+    if (calls !== undefined && calls !== null && !(Array.isArray(calls) && calls.every(isToolCall))) {
+      throw invalid(
+        `Invalid 'messages[${i}].tool_calls': expected an array of tool calls, each with a string function.name and function.arguments.`,
+        `messages[${i}].tool_calls`,
+        'invalid_type',
+      );
+    }
   });
 
   const stop = b.stop;
@@ -529,44 +552,105 @@ function parseChatRequest(body: unknown, rejectStop: boolean): ChatRequest {
   };
 }
 
+function isToolCall(c: unknown): boolean {
+  const fn = (c as { function?: { name?: unknown; arguments?: unknown } } | null)?.function;
+  return typeof fn?.name === 'string' && typeof fn.arguments === 'string';
+}
+
 /**
  * Stop strings, the `ignore_stop` and `length` misbehaviours, then the token limits — in the
- * order a server generating token by token would meet them.
+ * order a server generating token by token would meet them. Stop strings apply to the
+ * content; cuts run through reasoning, content and tool-call arguments in the order they
+ * are generated.
  */
 function finishCompletion(
-  text: string,
+  turn: SimTurn,
   honourStop: boolean,
   request: ChatRequest,
   drawn: ReadonlySet<MisbehaviourKind>,
   rng: Rng,
   ctx: { applied: (kind: MisbehaviourKind) => void; remainingTokens: number | null },
 ): Completion {
-  let out = text;
-  let finishReason: Completion['finishReason'] = 'stop';
+  let out = turn;
+  let cut = false;
   let stopReason: string | null = null;
 
-  const hit = firstStop(out, request.stops);
+  const hit = firstStop(out.content, request.stops);
   if (hit !== null && honourStop) {
     if (drawn.has('ignore_stop')) ctx.applied('ignore_stop');
     else {
-      out = out.slice(0, hit.at);
+      out = { ...out, content: out.content.slice(0, hit.at) };
       stopReason = hit.stop;
     }
   }
-  if (drawn.has('length') && out.length >= 2) {
+  const length = turnLength(out);
+  if (drawn.has('length') && length >= 2) {
     ctx.applied('length');
-    out = safeSlice(out, lengthCutAt(out.length, rng));
-    finishReason = 'length';
-    stopReason = null;
+    out = cutTurn(out, lengthCutAt(length, rng));
+    cut = true;
   }
   const limits = [request.maxTokens, ctx.remainingTokens].filter((n): n is number => n !== null);
   const maxChars = limits.length === 0 ? Infinity : Math.max(0, Math.min(...limits)) * CHARS_PER_TOKEN;
-  if (out.length > maxChars) {
-    out = safeSlice(out, maxChars);
-    finishReason = 'length';
-    stopReason = null;
+  if (turnLength(out) > maxChars) {
+    out = cutTurn(out, maxChars);
+    cut = true;
   }
-  return { text: out, finishReason, stopReason };
+  if (cut) return { turn: out, finishReason: 'length', stopReason: null };
+  return { turn: out, finishReason: out.toolCalls.length > 0 ? 'tool_calls' : 'stop', stopReason };
+}
+
+/** Characters generated: reasoning, content and tool-call arguments. */
+function turnLength(turn: SimTurn): number {
+  return turn.reasoning.length + turn.content.length + turn.toolCalls.reduce((n, c) => n + c.arguments.length, 0);
+}
+
+/** The first `chars` characters generated; a tool call the cut comes before is not sent. */
+function cutTurn(turn: SimTurn, chars: number): SimTurn {
+  let left = chars;
+  const take = (text: string): string => {
+    if (text.length <= left) {
+      left -= text.length;
+      return text;
+    }
+    const kept = safeSlice(text, left);
+    left = 0;
+    return kept;
+  };
+  const reasoning = take(turn.reasoning);
+  const content = take(turn.content);
+  const toolCalls: SimToolCall[] = [];
+  for (const call of turn.toolCalls) {
+    if (left <= 0) break;
+    toolCalls.push({ ...call, arguments: take(call.arguments) });
+  }
+  return { reasoning, content, toolCalls };
+}
+
+/** The choice's `message`: OpenAI's shape, with `reasoning_content` as vLLM sends it. */
+function messageOf(turn: SimTurn): Record<string, unknown> {
+  const calls = turn.toolCalls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } }));
+  return {
+    role: 'assistant',
+    content: calls.length > 0 && turn.content === '' ? null : turn.content,
+    refusal: null,
+    ...(turn.reasoning === '' ? {} : { reasoning_content: turn.reasoning }),
+    ...(calls.length === 0 ? {} : { tool_calls: calls }),
+  };
+}
+
+/**
+ * The stream's deltas in the order the turn was generated: reasoning, content, then each tool
+ * call — its id, type and name first with empty arguments, then the arguments in pieces.
+ */
+function streamDeltas(turn: SimTurn, rng: Rng): Record<string, unknown>[] {
+  const deltas: Record<string, unknown>[] = [];
+  for (const piece of chunkText(turn.reasoning, rng)) deltas.push({ reasoning_content: piece });
+  for (const piece of chunkText(turn.content, rng)) deltas.push({ content: piece });
+  turn.toolCalls.forEach((call, index) => {
+    deltas.push({ tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.name, arguments: '' } }] });
+    for (const piece of chunkText(call.arguments, rng)) deltas.push({ tool_calls: [{ index, function: { arguments: piece } }] });
+  });
+  return deltas;
 }
 
 function firstStop(text: string, stops: readonly string[]): { at: number; stop: string } | null {
@@ -634,7 +718,10 @@ function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
 
 function messagesKey(messages: readonly ChatMessage[], requestSeed: number | null): string {
   const h = createHash('sha256');
-  for (const m of messages) h.update(`${m.role}\u0000${messageText(m.content)}\u0001`);
+  for (const m of messages) {
+    h.update(`${m.role}\u0000${messageText(m.content)}\u0001`);
+    if (Array.isArray(m.tool_calls)) h.update(`${JSON.stringify(m.tool_calls)}\u0001`);
+  }
   if (requestSeed !== null) h.update(`seed\u0000${requestSeed}`);
   return h.digest('hex').slice(0, 32);
 }

@@ -5,6 +5,7 @@ import { createInterface } from 'node:readline';
 
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 
+import { estimateRequestTokens } from '../../pipeline/tokens.js';
 import { MISBEHAVIOUR_KINDS, type MisbehaviourKind } from '../../sim/misbehave.js';
 import { parseMisbehave, parseSimArgs } from '../../sim/cli.js';
 import { startSim, type Sim, type SimOptions } from '../../sim/server.js';
@@ -203,15 +204,21 @@ describe('stop strings and limits', () => {
     expect(r.body.usage.completion_tokens).toBe(Math.ceil(r.text.length / 4));
   });
 
-  it('rejects prompts over the context window with context_length_exceeded', async () => {
-    const s = await sim({ contextWindow: 100 });
-    const r = await post(s, { messages: [{ role: 'user', content: 'x'.repeat(500) }] });
+  it('rejects prompts over the context window with context_length_exceeded, counted as the context guard counts them', async () => {
+    const messages = [...opening, { role: 'user', content: 'grid template columns '.repeat(40) }];
+    const tokens = estimateRequestTokens(messages);
+    // Not the four-characters-a-token estimate: the window is counted with the real tokenizer.
+    expect(tokens).not.toBe(Math.ceil(messages.reduce((n, m) => n + m.content.length, 0) / 4));
+    const r = await post(await sim({ contextWindow: tokens - 1 }), { messages });
     expect(r.status).toBe(400);
     expect(r.body.error).toMatchObject({ type: 'invalid_request_error', code: 'context_length_exceeded', param: 'messages' });
-    expect(r.body.error.message).toContain('maximum context length is 100 tokens');
-    const ok = await post(s, { messages: [{ role: 'user', content: 'x'.repeat(360) }] });
+    expect(r.body.error.message).toContain(`maximum context length is ${tokens - 1} tokens`);
+    expect(r.body.error.message).toContain(`resulted in ${tokens} tokens`);
+    const ok = await post(await sim({ contextWindow: tokens + 5 }), { messages });
     expect(ok.status).toBe(200);
-    expect(ok.body.usage.total_tokens).toBeLessThanOrEqual(100);
+    expect(ok.body.usage.prompt_tokens).toBe(tokens);
+    expect(ok.body.choices[0].finish_reason).toBe('length');
+    expect(ok.body.usage.total_tokens).toBeLessThanOrEqual(tokens + 5);
   });
 });
 
