@@ -231,8 +231,9 @@ export async function rollout(sample: Sample, attempt: number, deps: RolloutDeps
         acceptAnswer({ ...r, action });
       } else if (action.kind === 'none') {
         noteRepairs(c, r);
-        if (dialect.noActionAsksForAnswer) {
+        if (dialect.noActionAsksForAnswer && toolCalls.length > 0) {
           // MiroThinker's rule: a turn without a call is the model's conclusion; the summary prompt takes the answer.
+          // Before any tool has run it is nudged instead: a conclusion from no evidence makes no agentic trace.
           messages.push(assistantMessage(r, []));
           if (r.text.trim() !== '') pieces.push(r.text);
           turn++;

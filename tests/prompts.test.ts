@@ -34,6 +34,7 @@ const USES: Readonly<Record<string, Use>> = {
   // Sent as loaded, never rendered: they must hold no placeholder at all.
   nudge: { caller: 'rollout.ts nudge (tulu, raw)', vars: {} },
   'native-nudge': { caller: 'rollout.ts nudge (native, raw)', vars: {} },
+  'mcp-xml-nudge': { caller: 'rollout.ts nudge (mcp-xml, before any tool has run; raw)', vars: {} },
   'native-system': { caller: 'dialects/native.ts systemPrompt (raw)', vars: {} },
   'judge-simpleqa': { caller: 'judge.ts Judge.grade', vars: { question: QUESTION, gold: 'cyclooxygenase (COX-1)', answer: 'It blocks COX-1 <cite id="pm-1">x</cite>.' } },
 };
@@ -73,7 +74,7 @@ describe('prompt files', () => {
   });
 
   it('the raw ones come out exactly as written', () => {
-    for (const name of ['nudge', 'native-nudge', 'native-system']) expect(render(name)).toBe(loadPrompt(name));
+    for (const name of ['nudge', 'native-nudge', 'mcp-xml-nudge', 'native-system']) expect(render(name)).toBe(loadPrompt(name));
   });
 
   it('a value is inserted once, never expanded again', () => {

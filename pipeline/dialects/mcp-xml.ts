@@ -670,6 +670,7 @@ export const mcpXml: Dialect = {
   citedIds,
   parseTrajectory,
   finalAnswerPrompt: 'mcp-xml-summary',
+  nudgePrompt: 'mcp-xml-nudge',
   noActionAsksForAnswer: true,
   bindCall: (call, tools) => bindJsonCall(call, tools, call.attributes.server_name ?? ''),
   renderCall,

@@ -128,7 +128,7 @@ export interface Dialect {
   readonly finalAnswerPrompt?: string;
   /** Prompt template for a turn with neither call nor answer. Default `nudge`. */
   readonly nudgePrompt?: string;
-  /** A turn with neither call nor answer goes straight to the final-answer prompt instead of a nudge. */
+  /** Once a tool has run, a turn with neither call nor answer goes straight to the final-answer prompt instead of a nudge. */
   readonly noActionAsksForAnswer?: boolean;
   /** The `tools` request field (native function calling). */
   requestTools?(tools: readonly ToolSpec[]): unknown[];
