@@ -1,0 +1,55 @@
+/**
+ * Rollback conditions in every dialect, each bounded by its own count of rollbacks in a row,
+ * through `generate()` against the real sim and corpus server.
+ */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../pipeline/config.js';
+import { generate } from '../pipeline/generate.js';
+import { startSim } from '../sim/server.js';
+import { readJsonl, tempDir, writeConfig } from './helpers.js';
+
+type Row = Record<string, any>;
+
+async function run(simOpts: Parameters<typeof startSim>[0], patch: Record<string, unknown>, limit: number) {
+  const sim = await startSim({ port: 0, ...simOpts });
+  const dir = tempDir('tf-rb-');
+  try {
+    const config = loadConfig(writeConfig(dir, sim.url, patch), { limit, baseUrl: sim.url });
+    await generate({ config });
+    return [...readJsonl(join(config.output.dir, 'trajectories.jsonl')), ...readJsonl(join(config.output.dir, 'failures.jsonl'))];
+  } finally {
+    await sim.close();
+  }
+}
+
+/** The longest run of rollbacks for `condition` at one turn. */
+function longestRun(t: Row, condition: string): number {
+  const perTurn = new Map<number, number>();
+  for (const r of t.rollbacks) if (r.condition === condition) perTurn.set(r.turn, (perTurn.get(r.turn) ?? 0) + 1);
+  return Math.max(0, ...perTurn.values());
+}
+
+describe.each(['tulu', 'mcp-xml', 'native'] as const)('%s: rollback conditions', (dialect) => {
+  it('refusals are rolled back, at most max_consecutive.refusal in a row', async () => {
+    const all = await run({ seed: 21, misbehave: { refusal: 0.6 } }, { dialect, rollback: { conditions: ['refusal'], max_consecutive: { refusal: 1 }, max_per_turn: 3, max_total: 20 } }, 8);
+    const refusals = all.flatMap((t) => t.rollbacks.filter((r: Row) => r.condition === 'refusal'));
+    expect(refusals.length).toBeGreaterThan(0);
+    for (const r of refusals) expect(r.discarded).toMatch(/sorry/i);
+    for (const t of all) expect(longestRun(t, 'refusal')).toBeLessThanOrEqual(1);
+  });
+
+  it('a search that finds nothing is rolled back (empty_result), at most max_consecutive.empty_result times per turn, then kept', async () => {
+    const dir = tempDir('tf-rb-q-');
+    const questions = join(dir, 'q.jsonl');
+    writeFileSync(questions, `${JSON.stringify({ id: 'nothing', question: 'Which zqxv frobnicator wugglebonk qwzzt?' })}\n`);
+    const all = await run({ seed: 4, callsPerSample: 1 }, { dialect, questions: { path: questions }, rollback: { conditions: ['empty_result'], max_consecutive: { empty_result: 2 }, max_per_turn: 5 } }, 1);
+    expect(all).toHaveLength(1);
+    const t = all[0]!;
+    expect(longestRun(t, 'empty_result')).toBe(2);
+    // Kept after the bound: the empty result is in the record, shown to the model.
+    expect(t.tool_calls.length).toBeGreaterThan(0);
+    expect(t.tool_calls[0].snippet_ids).toEqual([]);
+  });
+});
