@@ -79,8 +79,11 @@ export interface SessionPlan extends GenerateOptions {
   /** Opens the run directory. Called after the tool servers are up, so a dead server leaves nothing behind. */
   openStore(): Promise<RunStore>;
   /** The samples to roll out; `skipped` counts those passed over because the run holds them. */
-  samples(store: RunStore): { samples: AsyncIterable<Sample>; skipped(): number; input?(): InputReport };
+  samples(store: RunStore): { samples: AsyncIterable<PlannedSample>; skipped(): number; input?(): InputReport };
 }
+
+/** A sample to roll out; `failed`: its last failed attempt (rerun), whose summary seeds the next one. */
+export type PlannedSample = Sample & { readonly failed?: Trajectory | undefined };
 
 export async function generate(opts: GenerateOptions): Promise<GenerateSummary> {
   const { config } = opts;
@@ -201,12 +204,13 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
     }
   };
 
-  const runOne = async (sample: Sample): Promise<void> => {
+  const runOne = async (sample: PlannedSample): Promise<void> => {
     if (abort.signal.aborted) return;
     let attempt = (store.failed.get(sample.sample_id)?.attempt ?? -1) + 1;
     const lastAttempt = attempt + config.retry.attempts;
     try {
-      let traj = await rollout(sample, attempt, deps, abort.signal);
+      const seed = sample.failed !== undefined && config.retry.experience ? await summariseFailure(sample.failed, deps, abort.signal) : undefined;
+      let traj = await rollout(sample, attempt, deps, abort.signal, seed);
       // Failure-experience retry: a fresh attempt, seeded with what the failed one learned.
       while (traj.status === 'failed' && attempt < lastAttempt && config.retry.on.includes(traj.reason!) && !abort.signal.aborted) {
         await record(traj, false);

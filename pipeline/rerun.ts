@@ -1,15 +1,16 @@
 /**
  * `rerun`: roll out again only the samples of a run whose attempts all failed, each with
  * `attempt + 1`, appending to the same run. The questions come from the failure records
- * themselves, so the original questions file is not needed.
+ * themselves, so the original questions file is not needed; with `retry.experience` (the
+ * default) each new attempt is seeded with a summary of the failure it follows.
  */
 import { createReadStream, existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { SCHEMA_VERSION, type FailureReason, type RunConfig, type Sample } from '../schemas/index.js';
+import { SCHEMA_VERSION, type FailureReason, type RunConfig, type Trajectory } from '../schemas/index.js';
 import { fingerprintFields } from './config.js';
 import { TrajforgeError } from './errors.js';
-import { runSession, type GenerateOptions, type GenerateSummary } from './generate.js';
+import { runSession, type GenerateOptions, type GenerateSummary, type PlannedSample } from './generate.js';
 import { FAILURES, MANIFEST, RunStore } from './store.js';
 
 export interface RerunOptions extends GenerateOptions {
@@ -55,19 +56,12 @@ export async function rerun(opts: RerunOptions): Promise<GenerateSummary> {
       }
       const file = join(dir, FAILURES);
       const size = existsSync(file) ? statSync(file).size : 0;
-      async function* samples(): AsyncGenerator<Sample> {
+      async function* samples(): AsyncGenerator<PlannedSample> {
         if (size === 0 || due.size === 0) return;
         const rl = createInterface({ input: createReadStream(file, { encoding: 'utf8', end: size - 1 }), crlfDelay: Infinity });
         for await (const line of rl) {
           if (line.trim() === '') continue;
-          const rec = JSON.parse(line) as {
-            id: string;
-            attempt: number;
-            question_id: string;
-            question: string;
-            gold_answer?: string;
-            meta?: Record<string, unknown>;
-          };
+          const rec = JSON.parse(line) as Trajectory;
           if (due.get(rec.id) !== rec.attempt) continue;
           due.delete(rec.id);
           yield {
@@ -80,6 +74,9 @@ export async function rerun(opts: RerunOptions): Promise<GenerateSummary> {
               ...(rec.gold_answer === undefined ? {} : { answer: rec.gold_answer }),
               ...(rec.meta === undefined ? {} : { meta: rec.meta }),
             },
+            // With retry.experience, the new attempt starts from a summary of this failure
+            // (not for reasons outside retry.on: an endpoint that was down taught nothing).
+            ...(config.retry.experience && rec.reason !== undefined && config.retry.on.includes(rec.reason) ? { failed: rec } : {}),
           };
         }
       }

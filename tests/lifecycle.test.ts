@@ -42,6 +42,15 @@ describe('rerun', () => {
     const retried = all.filter((r) => r.attempt > 0);
     expect(retried.length).toBeGreaterThan(0);
     for (const r of retried) expect(failedIds).toContain(r.id);
+    // Each retried record starts from a summary of the failure before it (retry.experience is on by default).
+    const byAttempt = new Map(all.map((r) => [`${r.id}@${r.attempt}`, r]));
+    for (const r of retried) {
+      const prev = byAttempt.get(`${r.id}@${r.attempt - 1}`)!;
+      if (config.retry.on.includes(prev.reason)) {
+        expect(r.experience?.from_attempt).toBe(r.attempt - 1);
+        expect(r.messages[1].content).toContain(r.experience.what_happened);
+      } else expect(r.experience).toBeUndefined();
+    }
     const attempts = new Map<string, number[]>();
     for (const r of all) attempts.set(r.id, [...(attempts.get(r.id) ?? []), r.attempt]);
     // Each id's attempts are 0, 1, … with no gap and no repeat, and stay under the limit.
