@@ -1,11 +1,10 @@
 /** `trajforge export <in> --format messages|sharegpt|text --out F`: training-ready rows with loss masks. */
 import { statSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import { TrajforgeError } from '../errors.js';
 import { EXPORT_FORMATS, exportRows, formatExportCounts, latestFilter, latestIndexFor, tokenCounter, TOKENIZERS, type ExportFormat, type ExportOptions } from '../export.js';
 import { abortAllWriters, JsonlWriter } from '../jsonl.js';
 import { readDataset } from '../readers.js';
-import { readOptions } from './stats.js';
+import { parseDatasetArgs, readOptions } from './common.js';
 
 const HELP = `Usage: trajforge export <file|run|-> --format messages|sharegpt|text --out F [options]
 
@@ -38,26 +37,16 @@ function parseMaxTokens(v: string | undefined): number | undefined {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    options: {
+  const args = parseDatasetArgs('export', argv, {
       format: { type: 'string', short: 'f' },
       out: { type: 'string', short: 'o' },
       tokenizer: { type: 'string' },
       'max-tokens': { type: 'string' },
       all: { type: 'boolean' },
       'format-in': { type: 'string' },
-      'on-bad-row': { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-    allowPositionals: true,
-    strict: true,
-  });
-  if (values.help) {
-    process.stdout.write(HELP);
-    return 0;
-  }
-  if (positionals.length !== 1) throw new TrajforgeError('BAD_USAGE', `export: expected one input (a file, a run directory or -), got ${positionals.length}`);
+  }, HELP);
+  if (!args) return 0;
+  const { values, input } = args;
   const format = values.format;
   if (format === undefined) throw new TrajforgeError('BAD_USAGE', `export: --format is required (${EXPORT_FORMATS.join(', ')})`);
   if (!(EXPORT_FORMATS as readonly string[]).includes(format)) throw new TrajforgeError('BAD_USAGE', `--format: expected ${EXPORT_FORMATS.join(', ')}; got "${format}" (the input's row format is --format-in)`, { field: 'format' });
@@ -74,8 +63,7 @@ export async function run(argv: string[]): Promise<number> {
     all: values.all === true,
     onBadRow: values['on-bad-row'] === 'skip' ? 'skip' : 'error',
   };
-  const read = readOptions({ format: values['format-in'], 'on-bad-row': values['on-bad-row'] });
-  const input = positionals[0]!;
+  const read = readOptions(values['format-in'], values['on-bad-row']);
   // Failed attempts matter only with --all; then a run directory counts each id once, by its latest state.
   const latest = opts.all ? await latestIndexFor(input, read) : undefined;
   const { rows, report } = readDataset(input, read);

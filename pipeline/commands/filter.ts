@@ -1,12 +1,11 @@
 /** `trajforge filter <in> --keep EXPR --drop EXPR --out F [--rejects F]`: split a dataset by an expression. */
 import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { parseArgs } from 'node:util';
 import { TrajforgeError } from '../errors.js';
 import { compileFilter, FIELDS, FilterSpecError, filterRows } from '../filter.js';
 import { abortAllWriters, JsonlWriter } from '../jsonl.js';
 import { readDataset } from '../readers.js';
-import { readOptions } from './stats.js';
+import { parseDatasetArgs, readOptions } from './common.js';
 
 const HELP = `Usage: trajforge filter <file|run|-> [--keep EXPR]… [--drop EXPR]… --out F [--rejects F]
 
@@ -34,25 +33,15 @@ ${Object.entries(FIELDS)
   .join('')}`;
 
 export async function run(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    options: {
+  const args = parseDatasetArgs('filter', argv, {
       keep: { type: 'string', multiple: true },
       drop: { type: 'string', multiple: true },
       out: { type: 'string', short: 'o' },
       rejects: { type: 'string' },
       format: { type: 'string' },
-      'on-bad-row': { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-    allowPositionals: true,
-    strict: true,
-  });
-  if (values.help) {
-    process.stdout.write(HELP);
-    return 0;
-  }
-  if (positionals.length !== 1) throw new TrajforgeError('BAD_USAGE', `filter: expected one input (a file, a run directory or -), got ${positionals.length}`);
+  }, HELP);
+  if (!args) return 0;
+  const { values, input } = args;
   if (!values.out) throw new TrajforgeError('BAD_USAGE', 'filter: --out F is required (- for stdout)');
   const out = values.out;
   const rejectsPath = values.rejects;
@@ -74,8 +63,8 @@ export async function run(argv: string[]): Promise<number> {
     }
     throw err;
   }
-  const read = readOptions(values);
-  const { rows, report } = readDataset(positionals[0]!, read);
+  const read = readOptions(values.format, values['on-bad-row']);
+  const { rows, report } = readDataset(input, read);
 
   const writers: JsonlWriter[] = [];
   const onSignal = (): void => {

@@ -1,11 +1,10 @@
 /** `trajforge report <file|run|-> --out report.html`: one self-contained HTML report and trajectory viewer. */
 import { statSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import { TrajforgeError } from '../errors.js';
 import { abortAllWriters } from '../jsonl.js';
 import { buildReport } from '../report/build.js';
 import { DEFAULT_ROW_OPTIONS } from '../report/rows.js';
-import { readOptions } from './stats.js';
+import { parseDatasetArgs, readOptions } from './common.js';
 
 const HELP = `Usage: trajforge report <file|run|-> --out report.html [options]
 
@@ -31,29 +30,19 @@ function positiveInt(flag: string, v: string | undefined): number | undefined {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    options: {
+  const args = parseDatasetArgs('report', argv, {
       out: { type: 'string', short: 'o' },
       title: { type: 'string' },
       'output-chars': { type: 'string' },
       format: { type: 'string' },
-      'on-bad-row': { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-    allowPositionals: true,
-    strict: true,
-  });
-  if (values.help) {
-    process.stdout.write(HELP);
-    return 0;
-  }
-  if (positionals.length !== 1) throw new TrajforgeError('BAD_USAGE', `report: expected one input (a file, a run directory or -), got ${positionals.length}`);
+  }, HELP);
+  if (!args) return 0;
+  const { values, input } = args;
   if (!values.out) throw new TrajforgeError('BAD_USAGE', 'report: --out F is required (- for stdout)');
   const out = values.out;
   if (out !== '-' && statSync(out, { throwIfNoEntry: false })?.isDirectory()) throw new TrajforgeError('BAD_USAGE', `report: --out ${out} is a directory; name a file`);
   const outputChars = positiveInt('output-chars', values['output-chars']);
-  const read = readOptions(values);
+  const read = readOptions(values.format, values['on-bad-row']);
 
   const onSignal = (): void => {
     abortAllWriters();
@@ -63,7 +52,7 @@ export async function run(argv: string[]): Promise<number> {
   process.once('SIGTERM', onSignal);
   try {
     const started = performance.now();
-    const result = await buildReport(positionals[0]!, out, { read, ...(values.title ? { title: values.title } : {}), ...(outputChars ? { outputChars } : {}) });
+    const result = await buildReport(input, out, { read, ...(values.title ? { title: values.title } : {}), ...(outputChars ? { outputChars } : {}) });
     if (result.outputClosed || !result.stats) return 0;
     const s = result.stats;
     const bad = s.rows.bad ? `, ${s.rows.bad} bad rows skipped` : '';

@@ -8,8 +8,8 @@
  */
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { z } from 'zod';
+import { parseDatasetArgs, readOptions } from './common.js';
 import type { Trajectory, Validation, ValidationIssue } from '../../schemas/index.js';
 import { loadConfig, parseConfigText, zodProblem } from '../config.js';
 import { getDialect, type Dialect } from '../dialects/index.js';
@@ -212,16 +212,6 @@ function readableSummary(s: ValidateSummary, input: string): string[] {
   return lines;
 }
 
-function readOptions(values: { format?: string | undefined; 'on-bad-row'?: string | undefined }): ReadOptions {
-  const format = values.format ?? 'auto';
-  if (!['auto', 'trajforge', 'drtulu', 'chat'].includes(format)) {
-    throw new TrajforgeError('BAD_USAGE', `--format: expected auto, trajforge, drtulu or chat, got "${format}"`);
-  }
-  const onBadRow = values['on-bad-row'] ?? 'error';
-  if (onBadRow !== 'error' && onBadRow !== 'skip') throw new TrajforgeError('BAD_USAGE', `--on-bad-row: expected error or skip, got "${onBadRow}"`);
-  return { format: format as ReadOptions['format'], onBadRow };
-}
-
 /** A run directory is checked by its accepted rows: its failures failed by definition. */
 function resolveInput(input: string): string {
   if (input !== '-' && existsSync(input) && statSync(input).isDirectory()) {
@@ -232,28 +222,18 @@ function resolveInput(input: string): string {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    options: {
+  const args = parseDatasetArgs('validate', argv, {
       rules: { type: 'string' },
       json: { type: 'boolean' },
       format: { type: 'string' },
-      'on-bad-row': { type: 'string' },
       judge: { type: 'boolean' },
       config: { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-    allowPositionals: true,
-    strict: true,
-  });
-  if (values.help) {
-    process.stdout.write(HELP);
-    return 0;
-  }
-  if (positionals.length !== 1) throw new TrajforgeError('BAD_USAGE', `validate: expected one input (a file, a run directory or -), got ${positionals.length}`);
+  }, HELP);
+  if (!args) return 0;
+  const { values, input } = args;
   if (values.judge && !values.config) throw new TrajforgeError('BAD_USAGE', 'validate: --judge needs --config F (the endpoint that grades)');
   if (values.config && !values.judge) throw new TrajforgeError('BAD_USAGE', 'validate: --config is only used by --judge');
-  const readOpts = readOptions(values);
+  const readOpts = readOptions(values.format, values['on-bad-row']);
   const rules = values.rules ? loadRules(values.rules) : RulesFile.parse({});
   const base = validateOptionsFrom(rules);
   const onBadRow = readOpts.onBadRow ?? 'error';
@@ -275,7 +255,6 @@ export async function run(argv: string[]): Promise<number> {
     judge = new Judge({ endpoint, apiKey: resolveApiKey(cfg, process.env), concurrency: rules.judge.concurrency });
   }
 
-  const input = positionals[0]!;
   const { rows, report } = readDataset(resolveInput(input), readOpts);
   const out = new JsonlWriter('-');
   const summary: ValidateSummary = { rows: 0, passed: 0, failed: 0, warned: 0, bad_rows: 0, rules: {}, judge: judge ? { graded: 0, CORRECT: 0, INCORRECT: 0, NOT_ATTEMPTED: 0, unreadable: 0, failed: 0 } : undefined };
