@@ -32,6 +32,33 @@ describe('llm', () => {
     });
   }
 
+  it('native: parallel tool_calls arrive whole, streaming and not; calls and call ids go back on the wire', async () => {
+    sim = await startSim({ port: 0, seed: 2, misbehave: { multiple_calls: 1 } });
+    const tools = [{ type: 'function', function: { name: 'pubmed_search', description: 'Search.', parameters: { type: 'object', properties: { query: { type: 'string' } }, required: ['query'] } } }];
+    const [a, b] = await Promise.all([true, false].map((stream) => client(sim!.url, { stream, seed: 5 }).complete({ messages, stop: [], tools })));
+    for (const c of [a!, b!]) {
+      expect(c.toolCalls.length).toBeGreaterThanOrEqual(2);
+      for (const call of c.toolCalls) {
+        expect(call.function.name).toBe('pubmed_search');
+        expect(JSON.parse(call.function.arguments).query).toEqual(expect.any(String));
+        expect(call.id).not.toBe('');
+      }
+    }
+    // Distinct ids within a turn: each tool message answers one call.
+    for (const c of [a!, b!]) expect(new Set(c.toolCalls.map((t) => t.id)).size).toBe(c.toolCalls.length);
+    // The history goes back with the calls and the ids; the sim answers only a well-formed one.
+    const next = await client(sim.url, { stream: true }).complete({
+      messages: [
+        ...messages,
+        { role: 'assistant', content: '', tool_calls: [...a!.toolCalls] },
+        ...a!.toolCalls.map((c) => ({ role: 'tool' as const, tool_call_id: c.id, content: '<tool_output>\n<snippet id="s1">Title: Grid\nFirefox 52 supports grid.</snippet>\n</tool_output>' })),
+      ],
+      stop: [],
+      tools,
+    });
+    expect(next.toolCalls.length + next.text.length).toBeGreaterThan(0);
+  });
+
   it('cuts at the stop string itself when the server ignores it', async () => {
     sim = await startSim({ port: 0, seed: 1, misbehave: { ignore_stop: 1 } });
     for (const stream of [true, false]) {
