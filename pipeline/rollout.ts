@@ -221,6 +221,9 @@ export async function rollout(sample: Sample, attempt: number, deps: RolloutDeps
       const action = r.action;
       const calls = action.kind === 'call' ? [action.call] : action.kind === 'calls' ? action.calls : [];
       const bound = calls.map((call): BoundCall => dialect.bindCall?.(call, specs) ?? { call, repairs: [], changed: false });
+      // Several calls in one turn never take the trajectory past its call budget.
+      const room = Math.max(1, budgets.max_tool_calls - toolCalls.length);
+      const overflow = bound.length > room ? bound.splice(room) : [];
       const early = discardBeforeRunning(c.text, r, bound);
       if (early) {
         rollBack(early.condition, early.detail, c.text);
@@ -258,10 +261,11 @@ export async function rollout(sample: Sample, attempt: number, deps: RolloutDeps
           continue;
         }
         noteRepairs(c, r);
+        if (overflow.length > 0) repairs.push({ turn, kind: 'extra_calls', detail: `${overflow.length} of the turn's calls past max_tool_calls (${budgets.max_tool_calls}) dropped` });
         const finalCalls = bound.map((b, i) => ({ ...b.call, id: b.call.id ?? callIds[i] }));
         for (const b of bound) for (const x of b.repairs) repairs.push({ turn, ...x });
         // The turn as written, unless a call was rewritten or there are several (each then meets its own output).
-        const rewrite = bound.length > 1 || bound.some((b) => b.changed);
+        const rewrite = bound.length > 1 || overflow.length > 0 || bound.some((b) => b.changed);
         const prefix = r.text.slice(0, r.callOffset ?? r.text.length);
         const callTexts = rewrite ? finalCalls.map((call) => dialect.renderCall!(call)) : [r.text.slice(prefix.length)];
         const turnText = prefix + callTexts.join('\n');

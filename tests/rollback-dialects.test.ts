@@ -53,3 +53,25 @@ describe.each(['tulu', 'mcp-xml', 'native'] as const)('%s: rollback conditions',
     expect(t.tool_calls[0].snippet_ids).toEqual([]);
   });
 });
+
+describe('native: parallel calls', () => {
+  it('run concurrently, each followed by its own output, and never past max_tool_calls', async () => {
+    const all = await run({ seed: 9, callsPerSample: 4, misbehave: { multiple_calls: 1 } }, { dialect: 'native', budgets: { max_turns: 8, max_tool_calls: 4 }, rollback: { conditions: [] } }, 4);
+    expect(all).toHaveLength(4);
+    for (const t of all) {
+      expect(t.total_tool_calls).toBeLessThanOrEqual(4);
+      // Some turn ran more than one call.
+      const perTurn = new Map<number, number>();
+      for (const c of t.tool_calls) perTurn.set(c.turn, (perTurn.get(c.turn) ?? 0) + 1);
+      expect(Math.max(...perTurn.values())).toBeGreaterThan(1);
+      // The view pairs each call with its own output: call, output, call, output.
+      const kinds = [...t.interleaved_text.matchAll(/<tool_call>|<tool_output>/g)].map((m) => m[0]);
+      for (let i = 0; i < kinds.length; i++) expect(kinds[i]).toBe(i % 2 === 0 ? '<tool_call>' : '<tool_output>');
+      expect(t.validation.passed || t.reason === 'wrong_answer').toBe(true);
+    }
+    // The budget cut the calls of a turn that would have passed it, and said so.
+    const cut = all.filter((t) => t.repairs.some((r: Row) => r.kind === 'extra_calls'));
+    expect(cut.length).toBeGreaterThan(0);
+    for (const t of cut) expect(t.total_tool_calls).toBe(4);
+  });
+});
