@@ -83,20 +83,21 @@ describe('a tool server that crashes every Nth call', () => {
 describe('a tool server that hangs on every 4th call', () => {
   it('the hung call fails after call_timeout_ms and is recorded as a timeout; the others go on; the run completes', async () => {
     const t0 = Date.now();
-    const { summary, calls } = await runWith(['--hang-every', '4'], 10, { executor: { call_timeout_ms: 500 } });
+    // The timeout leaves a loaded machine room: a call that merely ran slow must not pass for a hung one.
+    const { summary, calls } = await runWith(['--hang-every', '4'], 10, { executor: { call_timeout_ms: 1500 } });
     const timedOut = calls.filter((c) => c.error !== undefined);
     expect(timedOut.length).toBeGreaterThan(0);
     for (const c of timedOut) {
-      expect(c.error).toBe('tool call timed out after 500 ms');
-      expect(c.output_text).toBe('<tool_output>Error: tool call timed out after 500 ms</tool_output>');
-      expect(c.duration_ms).toBeGreaterThanOrEqual(450);
-      expect(c.duration_ms).toBeLessThan(3_000);
+      expect(c.error).toBe('tool call timed out after 1500 ms');
+      expect(c.output_text).toBe('<tool_output>Error: tool call timed out after 1500 ms</tool_output>');
+      expect(c.duration_ms).toBeGreaterThanOrEqual(1450);
+      expect(c.duration_ms).toBeLessThan(5_000);
     }
     expect(summary.executor.timeouts).toBe(timedOut.length);
     // A slow call is not a dead server: nothing was restarted.
     expect(summary.executor.restarts).toBe(0);
     expect(calls.filter((c) => c.error === undefined).length).toBeGreaterThan(timedOut.length);
-    expect(Date.now() - t0).toBeLessThan(20_000);
+    expect(Date.now() - t0).toBeLessThan(30_000);
   });
 });
 
