@@ -19,105 +19,42 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { z } from 'zod';
 import { PACKAGE_ROOT, PACKAGE_VERSION } from '../../pipeline/paths.js';
+import { exitWith, serverFlags } from '../shared/flags.js';
 import { CorpusError, type CorpusIndex, openCorpus } from './search.js';
 
 const TOOL_NAME = 'pubmed_search';
 
-interface ServerFlags {
-  corpus: string | undefined;
-  failStart: boolean;
-  crashEvery: number;
-  hangEvery: number;
-  junkStdout: boolean;
-  delayMs: number;
-  junkEvery: number;
-  corruptEvery: number;
-  hugeResult: number;
-}
-
-class UsageError extends Error {}
-
-function parseFlags(argv: string[]): ServerFlags {
-  const flags: ServerFlags = {
-    corpus: undefined,
-    failStart: false,
-    crashEvery: 0,
-    hangEvery: 0,
-    junkStdout: false,
-    delayMs: 0,
-    junkEvery: 0,
-    corruptEvery: 0,
-    hugeResult: 0,
-  };
-  const count = (name: string, value: string | undefined, min: number): number => {
-    const n = Number(value);
-    if (value === undefined || !Number.isInteger(n) || n < min) {
-      throw new UsageError(`${name} needs an integer >= ${min}, got ${value === undefined ? 'nothing' : JSON.stringify(value)}`);
-    }
-    return n;
-  };
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!;
-    const eq = arg.indexOf('=');
-    const name = arg.startsWith('--') && eq > 0 ? arg.slice(0, eq) : arg;
-    const inline = arg.startsWith('--') && eq > 0 ? arg.slice(eq + 1) : undefined;
-    const value = (): string | undefined => inline ?? argv[++i];
-    switch (name) {
-      case '--corpus': {
-        const path = value();
-        if (!path) throw new UsageError('--corpus needs a path');
-        flags.corpus = path;
-        break;
-      }
-      case '--fail-start':
-        flags.failStart = true;
-        break;
-      case '--junk-stdout':
-        flags.junkStdout = true;
-        break;
-      case '--crash-every':
-        flags.crashEvery = count(name, value(), 1);
-        break;
-      case '--hang-every':
-        flags.hangEvery = count(name, value(), 1);
-        break;
-      case '--delay-ms':
-        flags.delayMs = count(name, value(), 0);
-        break;
-      case '--junk-every':
-        flags.junkEvery = count(name, value(), 1);
-        break;
-      case '--corrupt-every':
-        flags.corruptEvery = count(name, value(), 1);
-        break;
-      case '--huge-result':
-        flags.hugeResult = count(name, value(), 1);
-        break;
-      default:
-        // A mistyped fault switch would silently make a test pass, so unknown flags are fatal.
-        throw new UsageError(`unknown argument ${JSON.stringify(arg)}`);
-    }
-  }
-  return flags;
-}
+const FLAGS = {
+  corpus: { kind: 'string' },
+  'fail-start': { kind: 'bool' },
+  'crash-every': { kind: 'int', min: 1 },
+  'hang-every': { kind: 'int', min: 1 },
+  'junk-stdout': { kind: 'bool' },
+  'delay-ms': { kind: 'int', min: 0 },
+  'junk-every': { kind: 'int', min: 1 },
+  'corrupt-every': { kind: 'int', min: 1 },
+  'huge-result': { kind: 'int', min: 1 },
+} as const;
 
 function resolveCorpusPath(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
   return flag ?? (env.CORPUS_PATH || join(PACKAGE_ROOT, 'data', 'corpus.jsonl'));
 }
 
-function fatal(message: string): never {
-  process.stderr.write(`corpus server: ${message}\n`);
-  process.exit(1);
-}
+const fatal = (message: string): never => exitWith('corpus', message);
 
 async function main(): Promise<void> {
-  let flags: ServerFlags;
-  try {
-    flags = parseFlags(process.argv.slice(2));
-  } catch (err) {
-    if (err instanceof UsageError) fatal(err.message);
-    throw err;
-  }
+  const f = serverFlags('corpus', process.argv.slice(2), FLAGS);
+  const flags = {
+    corpus: f.corpus,
+    failStart: f['fail-start'] ?? false,
+    crashEvery: f['crash-every'] ?? 0,
+    hangEvery: f['hang-every'] ?? 0,
+    junkStdout: f['junk-stdout'] ?? false,
+    delayMs: f['delay-ms'] ?? 0,
+    junkEvery: f['junk-every'] ?? 0,
+    corruptEvery: f['corrupt-every'] ?? 0,
+    hugeResult: f['huge-result'] ?? 0,
+  };
   if (flags.failStart) fatal('failing at start as asked (--fail-start)');
 
   const corpusPath = resolveCorpusPath(flags.corpus);

@@ -12,69 +12,22 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { z } from 'zod';
 import { PACKAGE_VERSION } from '../../pipeline/paths.js';
+import { exitWith, serverFlags } from '../shared/flags.js';
 import { DEFAULT_EUTILS_BASE, EutilsClient, EutilsError } from './eutils.js';
 
-interface Flags {
-  tool: string | undefined;
-  email: string | undefined;
-  maxRetries: number | undefined;
-  retryBaseMs: number | undefined;
-  timeoutMs: number | undefined;
-}
+const FLAGS = {
+  tool: { kind: 'string' },
+  email: { kind: 'string' },
+  'max-retries': { kind: 'int', min: 0 },
+  'retry-base-ms': { kind: 'int', min: 1 },
+  'timeout-ms': { kind: 'int', min: 1 },
+} as const;
 
-class UsageError extends Error {}
-
-function parseFlags(argv: string[]): Flags {
-  const flags: Flags = { tool: undefined, email: undefined, maxRetries: undefined, retryBaseMs: undefined, timeoutMs: undefined };
-  const count = (name: string, value: string | undefined, min: number): number => {
-    const n = Number(value);
-    if (value === undefined || !Number.isInteger(n) || n < min) throw new UsageError(`${name} needs an integer >= ${min}, got ${value === undefined ? 'nothing' : JSON.stringify(value)}`);
-    return n;
-  };
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!;
-    const eq = arg.indexOf('=');
-    const name = arg.startsWith('--') && eq > 0 ? arg.slice(0, eq) : arg;
-    const inline = arg.startsWith('--') && eq > 0 ? arg.slice(eq + 1) : undefined;
-    const value = (): string | undefined => inline ?? argv[++i];
-    switch (name) {
-      case '--tool':
-        flags.tool = value();
-        if (!flags.tool) throw new UsageError('--tool needs a name');
-        break;
-      case '--email':
-        flags.email = value();
-        if (!flags.email) throw new UsageError('--email needs an address');
-        break;
-      case '--max-retries':
-        flags.maxRetries = count(name, value(), 0);
-        break;
-      case '--retry-base-ms':
-        flags.retryBaseMs = count(name, value(), 1);
-        break;
-      case '--timeout-ms':
-        flags.timeoutMs = count(name, value(), 1);
-        break;
-      default:
-        throw new UsageError(`unknown argument ${JSON.stringify(arg)}`);
-    }
-  }
-  return flags;
-}
-
-function fatal(message: string): never {
-  process.stderr.write(`pubmed server: ${message}\n`);
-  process.exit(1);
-}
+const fatal = (message: string): never => exitWith('pubmed', message);
 
 async function main(): Promise<void> {
-  let flags: Flags;
-  try {
-    flags = parseFlags(process.argv.slice(2));
-  } catch (err) {
-    if (err instanceof UsageError) fatal(err.message);
-    throw err;
-  }
+  const f = serverFlags('pubmed', process.argv.slice(2), FLAGS);
+  const flags = { tool: f.tool, email: f.email, maxRetries: f['max-retries'], retryBaseMs: f['retry-base-ms'], timeoutMs: f['timeout-ms'] };
   const env = process.env;
   const base = env.NCBI_EUTILS_BASE || DEFAULT_EUTILS_BASE;
   try {

@@ -16,66 +16,26 @@ import { browse, DEFAULT_MAX_CHARS, formatBrowse } from './browse.js';
 import { DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_MS, FetchError } from './fetch-page.js';
 import { HostPolicy } from './policy.js';
 import { DEFAULT_SERPER_BASE, SerperError, serperSearch } from './serper.js';
+import { exitWith, serverFlags } from '../shared/flags.js';
 
-interface Flags {
-  allowHosts: string[];
-  timeoutMs: number;
-  maxBytes: number;
-  maxChars: number;
-}
+const FLAGS = {
+  'allow-hosts': { kind: 'string', multiple: true },
+  'timeout-ms': { kind: 'int', min: 1 },
+  'max-bytes': { kind: 'int', min: 1 },
+  'max-chars': { kind: 'int', min: 1 },
+} as const;
 
-class UsageError extends Error {}
-
-function parseFlags(argv: string[]): Flags {
-  const flags: Flags = { allowHosts: [], timeoutMs: DEFAULT_TIMEOUT_MS, maxBytes: DEFAULT_MAX_BYTES, maxChars: DEFAULT_MAX_CHARS };
-  const count = (name: string, value: string | undefined): number => {
-    const n = Number(value);
-    if (value === undefined || !Number.isInteger(n) || n < 1) throw new UsageError(`${name} needs a positive integer, got ${value === undefined ? 'nothing' : JSON.stringify(value)}`);
-    return n;
-  };
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!;
-    const eq = arg.indexOf('=');
-    const name = arg.startsWith('--') && eq > 0 ? arg.slice(0, eq) : arg;
-    const inline = arg.startsWith('--') && eq > 0 ? arg.slice(eq + 1) : undefined;
-    const value = (): string | undefined => inline ?? argv[++i];
-    switch (name) {
-      case '--allow-hosts': {
-        const v = value();
-        if (v === undefined) throw new UsageError('--allow-hosts needs a comma-separated list');
-        flags.allowHosts.push(v);
-        break;
-      }
-      case '--timeout-ms':
-        flags.timeoutMs = count(name, value());
-        break;
-      case '--max-bytes':
-        flags.maxBytes = count(name, value());
-        break;
-      case '--max-chars':
-        flags.maxChars = count(name, value());
-        break;
-      default:
-        throw new UsageError(`unknown argument ${JSON.stringify(arg)}`);
-    }
-  }
-  return flags;
-}
-
-function fatal(message: string): never {
-  process.stderr.write(`web server: ${message}\n`);
-  process.exit(1);
-}
+const fatal = (message: string): never => exitWith('web', message);
 
 const failed = (text: string) => ({ isError: true, content: [{ type: 'text' as const, text }] });
 
 async function main(): Promise<void> {
-  let flags: Flags;
+  const f = serverFlags('web', process.argv.slice(2), FLAGS);
+  const flags = { timeoutMs: f['timeout-ms'] ?? DEFAULT_TIMEOUT_MS, maxBytes: f['max-bytes'] ?? DEFAULT_MAX_BYTES, maxChars: f['max-chars'] ?? DEFAULT_MAX_CHARS };
   let policy: HostPolicy;
   const env = process.env;
   try {
-    flags = parseFlags(process.argv.slice(2));
-    policy = new HostPolicy([env.WEB_ALLOW_HOSTS ?? '', ...flags.allowHosts].join(','));
+    policy = new HostPolicy([env.WEB_ALLOW_HOSTS ?? '', ...(f['allow-hosts'] ?? [])].join(','));
   } catch (err) {
     fatal((err as Error).message);
   }
