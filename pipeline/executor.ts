@@ -126,6 +126,7 @@ class ServerConnection {
     } finally {
       clearTimeout(timer);
     }
+    if (transport instanceof StdioClientTransport) allowManyDrainWaiters(transport);
     this.#client = client;
     this.#everConnected = true;
     return client;
@@ -154,6 +155,18 @@ class ServerConnection {
   async close(): Promise<void> {
     await this.discard();
   }
+}
+
+/**
+ * Calls go to a stdio server as they are made; when more are in flight than its stdin pipe
+ * holds, the SDK waits for 'drain' once per waiting message, and past ten waiters Node prints a
+ * listener-leak warning. Hundreds of calls in flight are normal at a high concurrency, so the
+ * pipe's listener limit is lifted. The SDK keeps the child process to itself: if a later SDK
+ * moves it, this does nothing and the warning (only a warning) comes back.
+ */
+function allowManyDrainWaiters(transport: StdioClientTransport): void {
+  const stdin = (transport as unknown as { _process?: { stdin?: { setMaxListeners?: (n: number) => unknown } | null } })._process?.stdin;
+  stdin?.setMaxListeners?.(0);
 }
 
 /** The parameter that receives a call's body: the alias's choice, `query`, or the first required string. */

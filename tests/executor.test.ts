@@ -101,6 +101,25 @@ describe('executor', () => {
     }
   });
 
+  it('takes hundreds of calls in flight to one stdio server without a listener-leak warning', async () => {
+    const warnings: string[] = [];
+    const onWarning = (w: Error): void => void warnings.push(`${w.name}: ${w.message}`);
+    process.on('warning', onWarning);
+    const busy = await Executor.start({ ...options(), executor: { ...options().executor, cache: false } });
+    try {
+      // Long queries, so the calls in flight are more than the pipe to the server holds.
+      const results = await Promise.all(
+        Array.from({ length: 300 }, (_, i) => busy.call(call(`grid ${i} ${'padding '.repeat(150)}`), `w${i}`, new Map())),
+      );
+      expect(results.every((r) => r.error === undefined)).toBe(true);
+      await new Promise((r) => setImmediate(r));
+      expect(warnings.filter((w) => w.includes('MaxListenersExceeded'))).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+      await busy.close();
+    }
+  });
+
   it('fails to start with the server name and its stderr', async () => {
     const err = await Executor.start(options(['--fail-start'])).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(TrajforgeError);

@@ -164,6 +164,25 @@ describe('bundled data', () => {
       );
     }
   });
+
+  it('the fast scorer ranks every question exactly as MiniSearch does, and pages cut from that ranking', () => {
+    const { index } = openCorpus(CORPUS);
+    const queries = [
+      ...questions.map((q) => q.question),
+      'grid grid grid',
+      'Chrome CSS property grid 12 browser compatibility',
+      'HTML element <div>',
+      'first version supported',
+      '2017-03-09 10.1',
+    ];
+    for (const q of queries) {
+      const reference = index.rankWithMiniSearch(q);
+      expect(index.rank(q).map((d) => d.paperId)).toEqual(reference.map((d) => d.paperId));
+      for (const [limit, offset] of [[5, 0], [1, 0], [3, 4], [50, 20], [5, 200], [50, 120]] as const) {
+        expect(index.search(q, limit, offset)).toEqual({ total: reference.length, offset, data: reference.slice(offset, offset + limit) });
+      }
+    }
+  });
 });
 
 describe('tokenize', () => {
