@@ -1,7 +1,7 @@
 /** Ad-hoc: CPU per chat request of the OpenAI SDK with Node's fetch vs a node:http fetch. */
 import OpenAI from 'openai';
 import { startSimProcess } from './harness.js';
-import { httpFetch } from './http-fetch.js';
+import { httpFetch } from '../pipeline/http-fetch.js';
 
 const sim = await startSimProcess(20);
 const N = Number(process.argv[2] ?? 3000);

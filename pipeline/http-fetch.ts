@@ -2,7 +2,7 @@
  * A `fetch` for the OpenAI SDK over node:http with a keep-alive agent: the subset the SDK uses
  * for chat completions (method, headers, a string or byte body, signal; a Response whose body
  * streams). Node's global fetch (undici) spends about 40% more CPU per request on its WHATWG
- * machinery; see bench/fetch-probe.ts. Proposed for pipeline/llm.ts (see BENCHMARKS.md).
+ * machinery (bench/fetch-probe.ts; before and after in bench/BENCHMARKS.md).
  *
  * Unlike global fetch it does not ask for compressed responses (no Accept-Encoding is added),
  * so nothing needs decompressing.
