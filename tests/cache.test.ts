@@ -2,7 +2,6 @@
  * The tool-result cache: the store on its own, the executor on top of it, two processes
  * sharing one directory, and whole runs repeated against it. Needs a built dist/.
  */
-import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -11,7 +10,7 @@ import { Executor } from '../pipeline/executor.js';
 import { PACKAGE_ROOT } from '../pipeline/paths.js';
 import { RunConfig } from '../schemas/index.js';
 import { startSim } from '../sim/server.js';
-import { CORPUS_SERVER, readJsonl, runCli, tempDir, writeConfig } from './helpers.js';
+import { CORPUS_SERVER, readJsonl, runCli, runNode, tempDir, writeConfig } from './helpers.js';
 
 const CACHE_JS = join(PACKAGE_ROOT, 'dist/pipeline/cache.js');
 const DAY = 24 * 3600;
@@ -199,18 +198,7 @@ describe('executor with the cache', () => {
   });
 });
 
-/** Runs a script in a child process, resolving with its exit code and output. */
-function node(script: string, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--input-type=module', '-e', script, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const node = (script: string, args: string[]) => runNode(['--input-type=module', '-e', script, ...args]);
 
 describe('two processes sharing a cache directory', () => {
   it('write, read and prune together: no reader sees a partial entry, no entry is lost', async () => {

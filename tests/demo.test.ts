@@ -3,30 +3,15 @@
  * --dialect D` (sim with its default misbehaviours, the corpus server, a real run
  * directory), then `trajforge validate` on what it wrote.
  */
-import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT } from '../pipeline/paths.js';
-import { readJsonl, runCli, tempDir, type CliResult } from './helpers.js';
+import { readJsonl, runCli, runNode, tempDir } from './helpers.js';
 
 const DEMO = join(PACKAGE_ROOT, 'dist/pipeline/demo.js');
 const LIMIT = 30;
 
-function runDemo(args: string[]): Promise<CliResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [DEMO, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
-    child.on('error', reject);
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code, signal, stdout, stderr });
-    });
-  });
-}
+const runDemo = (args: string[]) => runNode([DEMO, ...args], { timeoutMs: 120_000 });
 
 /** What each dialect's calls look like in the training view and in the transcript. */
 const SHAPES = {

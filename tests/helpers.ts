@@ -54,9 +54,10 @@ export interface CliResult {
   stderr: string;
 }
 
-export function runCli(args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<CliResult> {
+/** Runs `node …args` (a script and its arguments), with its exit and output; killed after `timeoutMs`. An env value of undefined removes the variable. */
+export function runNode(args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, args, { env: { ...process.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));
@@ -68,4 +69,8 @@ export function runCli(args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutM
       resolve({ code, signal, stdout, stderr });
     });
   });
+}
+
+export function runCli(args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<CliResult> {
+  return runNode([CLI, ...args], opts);
 }

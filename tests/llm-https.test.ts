@@ -3,7 +3,6 @@
  * proxy on loopback with a self-signed certificate, trusted through NODE_EXTRA_CA_CERTS in a
  * child process (the variable is read only at start-up). Streamed and whole completions.
  */
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { createServer, type Server } from 'node:https';
@@ -13,6 +12,7 @@ import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT } from '../pipeline/paths.js';
 import { startSim, type Sim } from '../sim/server.js';
+import { runNode } from './helpers.js';
 
 const TLS = join(PACKAGE_ROOT, 'tests/fixtures/tls');
 
@@ -40,20 +40,8 @@ afterAll(async () => {
 });
 
 /** Runs an ES module script in a fresh node; `trust`: with the test certificate trusted. */
-function inChild(script: string, trust = true): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const env = { ...process.env };
-  if (trust) env.NODE_EXTRA_CA_CERTS = join(TLS, 'cert.pem');
-  else delete env.NODE_EXTRA_CA_CERTS;
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const inChild = (script: string, trust = true) =>
+  runNode(['--input-type=module', '-e', script], { env: { NODE_EXTRA_CA_CERTS: trust ? join(TLS, 'cert.pem') : undefined } });
 
 describe('llm over https', () => {
   it('gets streamed and whole completions through a TLS endpoint', async () => {
