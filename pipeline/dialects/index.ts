@@ -6,13 +6,9 @@ import type { Dialect } from './types.js';
 
 const DIALECTS: Record<DialectName, Dialect> = { tulu, 'mcp-xml': mcpXml, native };
 
+/** Every dialect reads, validates and generates. */
 export function getDialect(name: DialectName): Dialect {
   return DIALECTS[name];
-}
-
-/** The dialect for a generation run (every dialect generates). */
-export function generationDialect(name: DialectName): Dialect {
-  return getDialect(name);
 }
 
 export type { Dialect } from './types.js';
