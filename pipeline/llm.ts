@@ -1,14 +1,12 @@
 /**
- * The model endpoint. The only module that imports the OpenAI SDK.
- *
- * The SDK's own retries are off: this module retries itself so that it can honour
- * `Retry-After`, lower the endpoint's concurrency on 429, tell fatal errors apart, and
- * count every attempt.
+ * The model endpoint: requests over chat-http.ts, retried here so that `Retry-After` is
+ * honoured, the endpoint's concurrency lowered on 429, fatal errors told apart, and every
+ * attempt counted.
  */
-import OpenAI from 'openai';
+import type { IncomingHttpHeaders } from 'node:http';
 import type { ChatMessage, EndpointConfig, NativeToolCall } from '../schemas/index.js';
+import { chatWire, ConnectionError, EndpointError, postJson, postStream, RequestAborted, type ChatWire } from './chat-http.js';
 import type { FinishReason } from './dialects/types.js';
-import { httpFetch } from './http-fetch.js';
 import { countTokens } from './tokens.js';
 
 export type LlmErrorKind =
@@ -142,12 +140,13 @@ function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
 }
 
 /** Seconds or an HTTP date in `Retry-After`, or milliseconds in `retry-after-ms`. */
-export function retryAfterMs(headers: Headers | undefined): number | undefined {
+export function retryAfterMs(headers: IncomingHttpHeaders | undefined): number | undefined {
   if (!headers) return undefined;
-  const ms = Number(headers.get('retry-after-ms'));
-  if (headers.get('retry-after-ms') !== null && Number.isFinite(ms) && ms >= 0) return ms;
-  const ra = headers.get('retry-after');
-  if (ra === null) return undefined;
+  const msHeader = headers['retry-after-ms'];
+  const ms = Number(msHeader);
+  if (typeof msHeader === 'string' && msHeader.trim() !== '' && Number.isFinite(ms) && ms >= 0) return ms;
+  const ra = headers['retry-after'];
+  if (ra === undefined) return undefined;
   const secs = Number(ra);
   if (Number.isFinite(secs) && secs >= 0) return secs * 1000;
   const date = Date.parse(ra);
@@ -206,7 +205,7 @@ type Classified =
 
 export class LlmClient {
   readonly #cfg: EndpointConfig;
-  readonly #client: OpenAI;
+  readonly #wire: ChatWire;
   readonly #gate: AdaptiveGate;
   readonly #sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
   /** Models that answered `stop` with 400 unsupported_parameter: stop is enforced here instead. */
@@ -218,9 +217,7 @@ export class LlmClient {
   constructor(cfg: EndpointConfig, opts: LlmClientOptions) {
     this.#cfg = cfg;
     this.#apiKey = opts.apiKey;
-    // logLevel off: errors are classified and reported here; the SDK would print raw stream chunks to stderr.
-    // httpFetch: node:http with a keep-alive agent, about 30% less CPU per request than the global fetch.
-    this.#client = new OpenAI({ baseURL: cfg.base_url, apiKey: opts.apiKey, maxRetries: 0, timeout: cfg.timeout_ms, logLevel: 'off', fetch: httpFetch as unknown as typeof fetch });
+    this.#wire = chatWire(cfg.base_url, opts.apiKey);
     this.#gate = new AdaptiveGate(opts.maxConcurrency ?? Number.MAX_SAFE_INTEGER);
     this.#sleep = opts.sleep ?? abortableSleep;
   }
@@ -324,29 +321,27 @@ export class LlmClient {
   #classify(err: unknown, signal: AbortSignal | undefined): Classified {
     if (err instanceof LlmError) return { retry: false, error: err };
     if (signal?.aborted) return { retry: false, error: new LlmError('aborted', 'aborted') };
-    if (err instanceof OpenAI.APIConnectionTimeoutError) {
-      this.#lastError = `no response within ${this.#cfg.timeout_ms} ms`;
-      return { retry: true };
-    }
-    if (err instanceof OpenAI.APIUserAbortError) {
+    if (err instanceof RequestAborted) {
       // Our own per-request timer fired (the caller's signal is not aborted).
       this.#lastError = `no response within ${this.#cfg.timeout_ms} ms`;
       return { retry: true };
     }
-    if (err instanceof OpenAI.APIConnectionError) {
-      this.#lastError = `connection error: ${err.message}${err.cause ? ` (${(err.cause as Error).message})` : ''}`;
+    if (err instanceof ConnectionError) {
+      this.#lastError = `connection error: ${err.message}`;
       return { retry: true };
     }
-    if (err instanceof OpenAI.APIError) {
-      const status = err.status ?? 0;
+    if (err instanceof EndpointError) {
+      const status = err.status;
       const serverMessage = this.#scrub(err.message);
-      this.#lastError = serverMessage;
+      this.#lastError = status === undefined ? serverMessage : `${status} ${serverMessage}`;
       if (status === 400 && err.param === 'stop' && err.code === 'unsupported_parameter') return { stopRejected: true };
       if (status === 429) return { retry: true, waitMs: retryAfterMs(err.headers), rateLimited: true };
-      if (status === 408 || status === 409 || status >= 500) return { retry: true, waitMs: retryAfterMs(err.headers) };
+      if (status === 408 || status === 409 || (status ?? 0) >= 500) return { retry: true, waitMs: retryAfterMs(err.headers) };
       if (err.code === 'context_length_exceeded' || /context length|maximum context|too many tokens/i.test(serverMessage)) {
         return { retry: false, error: new LlmError('context_overflow', serverMessage, status) };
       }
+      // An error inside a stream, without a status: the server failed mid-answer, retried like a 5xx.
+      if (status === undefined) return { retry: true };
       return { retry: false, error: new LlmError('fatal', `${this.#cfg.base_url} answered ${status}: ${serverMessage}`, status) };
     }
     // A body that is not what the protocol promises (malformed JSON, a stream that ends early).
@@ -401,14 +396,13 @@ export class LlmClient {
   }
 
   async #whole(body: Record<string, unknown>, controller: AbortController): Promise<RawCompletion> {
-    const res = await this.#client.chat.completions.create({ ...body, stream: false } as never, { signal: controller.signal });
-    const r = res as unknown as OpenAI.Chat.Completions.ChatCompletion;
-    const choice = r.choices?.[0];
-    if (!choice) throw new Error('response has no choices');
-    const reasoning = (choice.message as { reasoning_content?: string }).reasoning_content;
+    const r = (await postJson(this.#wire, JSON.stringify({ ...body, stream: false }), controller.signal)) as WholeCompletion;
+    const choice = r?.choices?.[0];
+    if (!choice?.message) throw new Error('response has no choices');
+    const reasoning = choice.message.reasoning_content;
     const content = choice.message.content ?? '';
     const toolCalls = (choice.message.tool_calls ?? []).flatMap((c) =>
-      c.type === 'function' ? [{ id: c.id, type: 'function' as const, function: { name: c.function.name, arguments: c.function.arguments ?? '' } }] : [],
+      c.type === 'function' && c.function ? [{ id: c.id, type: 'function' as const, function: { name: c.function.name, arguments: c.function.arguments ?? '' } }] : [],
     );
     return {
       text: reasoning ? `<think>${reasoning}</think>\n${content}` : content,
@@ -419,12 +413,8 @@ export class LlmClient {
     };
   }
 
-  /** Streams, and aborts the stream at the first stop string so a runaway turn costs nothing more. */
+  /** Streams, and drops the stream at the first stop string so a runaway turn costs nothing more. */
   async #streamed(body: Record<string, unknown>, stops: readonly string[], controller: AbortController): Promise<RawCompletion> {
-    const stream = (await this.#client.chat.completions.create(
-      { ...body, stream: true, stream_options: { include_usage: true } } as never,
-      { signal: controller.signal },
-    )) as unknown as AsyncIterable<OpenAI.Chat.Completions.ChatCompletionChunk>;
     let text = '';
     let reasoning = '';
     const calls: { id: string; name: string; arguments: string }[] = [];
@@ -433,14 +423,16 @@ export class LlmClient {
     let completionTokens: number | undefined;
     const longestStop = Math.max(0, ...stops.map((s) => s.length));
     let checkedAt = 0;
-    for await (const chunk of stream) {
+    // Returns true to stop reading.
+    const onChunk = (data: unknown): boolean => {
+      const chunk = data as CompletionChunk;
       if (chunk.usage) {
         promptTokens = chunk.usage.prompt_tokens;
         completionTokens = chunk.usage.completion_tokens;
       }
       const choice = chunk.choices?.[0];
-      if (!choice) continue;
-      const delta = choice.delta as { content?: string | null; reasoning_content?: string | null; tool_calls?: OpenAI.Chat.Completions.ChatCompletionChunk.Choice.Delta.ToolCall[] };
+      if (!choice) return false;
+      const delta = choice.delta ?? {};
       if (delta.reasoning_content) reasoning += delta.reasoning_content;
       // Calls arrive in pieces, keyed by index: the first piece names the call, the rest extend its arguments.
       for (const piece of delta.tool_calls ?? []) {
@@ -456,22 +448,22 @@ export class LlmClient {
         if (cut >= 0) {
           // Keep the stop string: #once cuts at it and marks the turn as stopped by the client.
           text = text.slice(0, cut + (stops.find((s) => text.startsWith(s, cut))?.length ?? 0));
-          controller.abort();
           finish = 'stop';
-          break;
+          return true;
         }
         // A model stuck in a loop would run to max_tokens: stop paying for it as soon as it shows.
         if (text.length - checkedAt >= REPETITION_CHECK_EVERY) {
           checkedAt = text.length;
           if (degenerateTail(text) !== undefined) {
-            controller.abort();
             finish = 'length';
-            break;
+            return true;
           }
         }
       }
       if (choice.finish_reason) finish = choice.finish_reason;
-    }
+      return false;
+    };
+    await postStream(this.#wire, JSON.stringify({ ...body, stream: true, stream_options: { include_usage: true } }), controller.signal, onChunk);
     if (finish === null) throw new Error('stream ended without a finish reason');
     return {
       text: reasoning ? `<think>${reasoning}</think>\n${text}` : text,
@@ -485,6 +477,24 @@ export class LlmClient {
 
 /** How often (in characters received) a stream is checked for degenerate repetition. */
 const REPETITION_CHECK_EVERY = 1024;
+
+/** The fields read from a whole (non-streamed) answer. */
+interface WholeCompletion {
+  choices?: {
+    message?: { content?: string | null; reasoning_content?: string; tool_calls?: { id: string; type: string; function?: { name: string; arguments?: string } }[] };
+    finish_reason?: string | null;
+  }[];
+  usage?: { prompt_tokens?: number; completion_tokens?: number };
+}
+
+/** The fields read from one streamed chunk. */
+interface CompletionChunk {
+  choices?: {
+    delta?: { content?: string | null; reasoning_content?: string | null; tool_calls?: { index: number; id?: string; function?: { name?: string; arguments?: string } }[] };
+    finish_reason?: string | null;
+  }[];
+  usage?: { prompt_tokens?: number; completion_tokens?: number } | null;
+}
 
 type Once = Omit<Completion, 'attempts' | 'ms' | 'repetitionCut'> & { repetition?: { period: number; start: number } | undefined };
 

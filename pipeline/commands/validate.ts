@@ -238,7 +238,7 @@ export async function run(argv: string[]): Promise<number> {
   const base = validateOptionsFrom(rules);
   const onBadRow = readOpts.onBadRow ?? 'error';
 
-  // The judge's modules (the OpenAI SDK, the run config) load only when it is asked for.
+  // The judge's modules (the model client, the run config) load only when it is asked for.
   let judge: Judge | undefined;
   let withJudge: typeof import('../judge.js').withJudge | undefined;
   if (values.judge && rules.severities['gold.judge'] !== 'off') {

@@ -39,7 +39,7 @@ describe.concurrent('an endpoint that refuses every request', () => {
         // Seconds, not the minutes a retrying client would take; the bound is loose because three
         // CLIs start side by side on a loaded machine. The request count below is the exact check.
         expect(Date.now() - t0).toBeLessThan(25_000);
-        expect(res.stderr).toContain(`error: the model endpoint refused the requests: ${server.url} answered ${r.status}: ${r.status} ${r.message}`);
+        expect(res.stderr).toContain(`error: the model endpoint refused the requests: ${server.url} answered ${r.status}: ${r.message}`);
         expect(res.stderr).not.toMatch(/\n\s+at /);
         // fail_fast_after (5) refusals in a row, plus what was in flight: not the 100 samples.
         expect(server.requests()).toBeLessThan(20);
