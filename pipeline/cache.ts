@@ -16,7 +16,7 @@
  * two writers of one key both leave a whole entry, and either is right.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFile as readFileCb, rename as renameCb, writeFile as writeFileCb } from 'node:fs';
 import { link, mkdir, readdir, readFile, rename, stat, unlink, utimes, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -29,6 +29,22 @@ const LAYOUT = 'v1';
 const STALE_TMP_MS = 60 * 60 * 1000;
 const PRUNE_EVERY_MS = 24 * 60 * 60 * 1000;
 const PRUNE_MARKER = '.last-prune';
+/** Names this process's temporary files: random, so that processes on hosts sharing the directory never collide. */
+const TMP_PREFIX = `${process.pid}.${randomBytes(6).toString('hex')}`;
+
+// The per-call reads and writes use fs's callback API: the promise API builds a FileHandle per
+// open, which cost several times the CPU of the system calls themselves (bench/BENCHMARKS.md).
+function readText(file: string): Promise<string> {
+  return new Promise((resolve, reject) => readFileCb(file, 'utf8', (err, text) => (err ? reject(err) : resolve(text))));
+}
+
+function writeNew(file: string, text: string): Promise<void> {
+  return new Promise((resolve, reject) => writeFileCb(file, text, { flag: 'wx' }, (err) => (err ? reject(err) : resolve())));
+}
+
+function moveOver(from: string, to: string): Promise<void> {
+  return new Promise((resolve, reject) => renameCb(from, to, (err) => (err ? reject(err) : resolve())));
+}
 
 /** `executor.cache_dir`, else `$TRAJFORGE_CACHE_DIR`, else `$XDG_CACHE_HOME/trajforge`, else `~/.cache/trajforge`. */
 export function defaultCacheDir(env: NodeJS.ProcessEnv = process.env): string {
@@ -95,6 +111,7 @@ export class DirStore implements ResultStore {
   readonly #ttlMs: number;
   readonly #now: () => number;
   readonly #madeDirs = new Set<string>();
+  #tmpCount = 0;
   #pruning: Promise<number> | undefined;
   #closing = false;
 
@@ -122,7 +139,7 @@ export class DirStore implements ResultStore {
     const { file } = this.#path(key);
     let text: string;
     try {
-      text = await readFile(file, 'utf8');
+      text = await readText(file);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw err;
@@ -146,10 +163,10 @@ export class DirStore implements ResultStore {
       this.#madeDirs.add(dir);
     }
     const entry: Entry = { v: 1, key: key.material, stored_at: this.#now(), value };
-    const tmp = `${file}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
+    const tmp = `${file}.${TMP_PREFIX}.${this.#tmpCount++}.tmp`;
     try {
-      await writeFile(tmp, JSON.stringify(entry), { flag: 'wx' });
-      await rename(tmp, file);
+      await writeNew(tmp, JSON.stringify(entry));
+      await moveOver(tmp, file);
     } catch (err) {
       await unlink(tmp).catch(() => {});
       throw err;
