@@ -1,8 +1,12 @@
 /**
  * Peak RSS of `trajforge generate` over a large question file: the real CLI in its own
  * process (so nothing of the bench is counted), the sim in another with a tiny latency, RSS
- * read from /proc as the run goes and VmHWM at the end. RSS at a quarter, a half and all of
- * the run shows whether memory grows with the number of questions.
+ * read from /proc as the run goes and VmHWM at the end. The highest RSS in each quarter of the
+ * run shows whether memory grows with the number of questions.
+ *
+ * Per quarter the highest reading, not one reading at the mark: RSS follows V8's old
+ * generation, which swings by 50-90 MB between major GCs at this rate, so two single readings
+ * can differ by more than the run's whole growth.
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -28,7 +32,7 @@ export interface MemoryResult {
   readonly questions: number;
   readonly done: number;
   readonly seconds: number;
-  /** [samples done, RSS] when the run passed 25%, 50%, 75% and at its end. */
+  /** [samples done, highest RSS since the previous mark] at 25%, 50%, 75% and at the end. */
   readonly checkpoints: readonly (readonly [number, number])[];
   readonly peak: number;
   readonly exit: number | null;
@@ -54,6 +58,12 @@ export async function measureMemory(questions = QUESTIONS): Promise<MemoryResult
     const checkpoints: [number, number][] = [];
     const marks = [0.25, 0.5, 0.75].map((f) => Math.round(questions * f));
     let stderr = '';
+    let quarterPeak = 0;
+    const readRss = (): void => {
+      const s = procStatus(child.pid!);
+      peak = Math.max(peak, s.hwm || 0);
+      if (Number.isFinite(s.rss)) quarterPeak = Math.max(quarterPeak, s.rss);
+    };
     child.stderr!.setEncoding('utf8');
     child.stderr!.on('data', (d: string) => {
       stderr = (stderr + d).slice(-4000);
@@ -61,19 +71,16 @@ export async function measureMemory(questions = QUESTIONS): Promise<MemoryResult
       for (const m of d.matchAll(/\] (\d+)\/\d+ \(/g)) done = Number(m[1]);
       while (marks.length && done >= marks[0]!) {
         marks.shift();
-        checkpoints.push([done, procStatus(child.pid!).rss]);
-        process.stderr.write(`  memory: ${done} done, RSS ${mb(checkpoints.at(-1)![1])}\n`);
+        readRss();
+        checkpoints.push([done, quarterPeak]);
+        quarterPeak = 0;
+        process.stderr.write(`  memory: ${done} done, highest RSS in the quarter ${mb(checkpoints.at(-1)![1])}\n`);
       }
     });
-    const timer = setInterval(() => {
-      const s = procStatus(child.pid!);
-      peak = Math.max(peak, s.hwm || 0);
-      last = s.rss || last;
-    }, 500);
-    let last = 0;
+    const timer = setInterval(readRss, 500);
     const exit = await new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
     clearInterval(timer);
-    checkpoints.push([done, last]);
+    checkpoints.push([done, quarterPeak || Number.NaN]);
     if (exit !== 0) process.stderr.write(`memory bench: generate exited ${exit}: ${stderr}\n`);
     const counts = (JSON.parse(readFileSync(join(dir, 'run', 'manifest.json'), 'utf8')) as { counts: { accepted: number; failed: number } }).counts;
     const total = counts.accepted + counts.failed;
@@ -94,14 +101,14 @@ export async function benchMemory(): Promise<string> {
   const last = r.checkpoints.at(-1);
   const growth =
     first && last && last[0] > first[0] && Number.isFinite(first[1]) && Number.isFinite(last[1])
-      ? `RSS grew ${mb(last[1] - first[1])} from ${first[0].toLocaleString('en-US')} to ${last[0].toLocaleString('en-US')} samples, ${Math.round((last[1] - first[1]) / (last[0] - first[0]))} bytes per sample.`
+      ? `The highest RSS of a quarter grew ${mb(last[1] - first[1])} from the first quarter (${first[0].toLocaleString('en-US')} samples) to the last (${last[0].toLocaleString('en-US')}), ${Math.round((last[1] - first[1]) / (last[0] - first[0]))} bytes per sample.`
       : '';
   return [
     '## Memory: peak RSS over a large question file',
     '',
-    `\`trajforge generate\` as its own process over ${r.questions.toLocaleString('en-US')} questions (JSONL, streamed), concurrency ${CONCURRENCY}, the sim in another process at ${LATENCY_MS} ms latency, the corpus server; ${r.done.toLocaleString('en-US')} trajectories written in ${r.seconds.toFixed(0)} s. RSS read from /proc/PID/status as the run passes each mark; peak is VmHWM. \`TRAJFORGE_BENCH_MEM_QUESTIONS\` changes the size.`,
+    `\`trajforge generate\` as its own process over ${r.questions.toLocaleString('en-US')} questions (JSONL, streamed), concurrency ${CONCURRENCY}, the sim in another process at ${LATENCY_MS} ms latency, the corpus server; ${r.done.toLocaleString('en-US')} trajectories written in ${r.seconds.toFixed(0)} s. RSS read from /proc/PID/status every 500 ms; each row is the highest reading in the quarter of the run that ends there (RSS swings with V8's old generation between major GCs, so one reading at the mark says little); peak is VmHWM. \`TRAJFORGE_BENCH_MEM_QUESTIONS\` changes the size.`,
     '',
-    '| samples done | RSS |',
+    '| samples done | highest RSS in the quarter |',
     '|---|---|',
     ...rows,
     `| **peak (VmHWM)** | **${mb(r.peak)}** |`,
