@@ -19,6 +19,7 @@ import { createGunzip } from 'node:zlib';
 import { parse as parseCsv, type InfoRecord, type Options as CsvOptions } from 'csv-parse';
 import { SCHEMA_VERSION, type Question, type QuestionsConfig, type Sample } from '../schemas/index.js';
 import { TrajforgeError, inputError } from './errors.js';
+import { IdSet } from './id-set.js';
 
 export interface SamplerOptions {
   /** '-' reads stdin. */
@@ -119,7 +120,7 @@ async function* selectQuestions(opts: SamplerOptions, report: SamplerReport): As
   const file = displayName(opts.path);
   const shard = cfg.shard === undefined ? undefined : parseShard(cfg.shard);
   const limit = cfg.limit;
-  const seen = new Set<string>();
+  const seen = new IdSet();
   const pool = cfg.shuffle ? new ShufflePool(cfg.seed, limit) : undefined;
 
   for await (const batch of readRows(opts, file)) {

@@ -13,6 +13,7 @@ import { createInterface } from 'node:readline';
 import { RunManifest, type Trajectory } from '../schemas/index.js';
 import { fingerprintDiff } from './config.js';
 import { TrajforgeError } from './errors.js';
+import { IdSet } from './id-set.js';
 
 export const TRAJECTORIES = 'trajectories.jsonl';
 export const FAILURES = 'failures.jsonl';
@@ -85,7 +86,7 @@ export interface OpenRunOptions {
 
 export class RunStore {
   readonly dir: string;
-  readonly accepted = new Set<string>();
+  readonly accepted = new IdSet();
   /** The latest failed attempt of each id that has no accepted record. */
   readonly failed = new Map<string, { attempt: number; reason: string }>();
   readonly resumed: boolean;
