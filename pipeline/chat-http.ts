@@ -90,8 +90,9 @@ export async function postJson(wire: ChatWire, body: string, signal: AbortSignal
 
 /**
  * POSTs `body` and calls `onEvent` with each parsed SSE `data` event until `[DONE]` or the end
- * of the body (an event cut off by the end of the body is not passed on). `onEvent` returns true to stop early: the response is then dropped (its
- * connection too, as the server may still be sending) and the promise resolves.
+ * of the body (an event the end of the body cuts off is not passed on). `onEvent` returns true
+ * to stop early: the response is then dropped (its connection too, as the server may still be
+ * sending) and the promise resolves.
  */
 export async function postStream(wire: ChatWire, body: string, signal: AbortSignal, onEvent: (data: unknown) => boolean | void): Promise<void> {
   const res = await send(wire, body, signal);
