@@ -16,7 +16,7 @@
  * two writers of one key both leave a whole entry, and either is right.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, readFile as readFileCb, rename as renameCb, writeFile as writeFileCb } from 'node:fs';
+import { mkdirSync, readFile as readFileCb, readFileSync, rename as renameCb, renameSync, writeFile as writeFileCb, writeFileSync } from 'node:fs';
 import { link, mkdir, readdir, readFile, rename, stat, unlink, utimes, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -32,19 +32,30 @@ const PRUNE_MARKER = '.last-prune';
 /** Names this process's temporary files: random, so that processes on hosts sharing the directory never collide. */
 const TMP_PREFIX = `${process.pid}.${randomBytes(6).toString('hex')}`;
 
-// The per-call reads and writes use fs's callback API: the promise API builds a FileHandle per
-// open, which cost several times the CPU of the system calls themselves (bench/BENCHMARKS.md).
-function readText(file: string): Promise<string> {
-  return new Promise((resolve, reject) => readFileCb(file, 'utf8', (err, text) => (err ? reject(err) : resolve(text))));
+/**
+ * A call to the cache costs a read (usually of a file that is not there), a write and a rename.
+ * Done the asynchronous way, each of those is handed to libuv's thread pool and its result
+ * handed back, and those two hand-overs cost many times the system call itself: the cache was a
+ * fifth of trajforge's CPU per turn (bench/BENCHMARKS.md). On a local disk the calls take tens
+ * to hundreds of microseconds, so they are made synchronously; a store whose calls turn out slow
+ * on average (a network filesystem, a disk under pressure) goes asynchronous for good, so it
+ * never holds up the event loop for long.
+ */
+interface EntryIo {
+  read(file: string): Promise<string>;
+  /** Creates `file`; fails when it exists. */
+  create(file: string, text: string): Promise<void>;
+  rename(from: string, to: string): Promise<void>;
 }
 
-function writeNew(file: string, text: string): Promise<void> {
-  return new Promise((resolve, reject) => writeFileCb(file, text, { flag: 'wx' }, (err) => (err ? reject(err) : resolve())));
-}
+const asyncIo: EntryIo = {
+  read: (file) => new Promise((resolve, reject) => readFileCb(file, 'utf8', (err, text) => (err ? reject(err) : resolve(text)))),
+  create: (file, text) => new Promise((resolve, reject) => writeFileCb(file, text, { flag: 'wx' }, (err) => (err ? reject(err) : resolve()))),
+  rename: (from, to) => new Promise((resolve, reject) => renameCb(from, to, (err) => (err ? reject(err) : resolve()))),
+};
 
-function moveOver(from: string, to: string): Promise<void> {
-  return new Promise((resolve, reject) => renameCb(from, to, (err) => (err ? reject(err) : resolve())));
-}
+/** Synchronous calls slower than this on average (an exponential moving average) switch the store to asynchronous ones. */
+const SLOW_SYNC_MS = 2;
 
 /** `executor.cache_dir`, else `$TRAJFORGE_CACHE_DIR`, else `$XDG_CACHE_HOME/trajforge`, else `~/.cache/trajforge`. */
 export function defaultCacheDir(env: NodeJS.ProcessEnv = process.env): string {
@@ -103,6 +114,10 @@ export interface DirStoreOptions {
   /** Delete expired entries in the background when the last sweep of this directory is a day old. Default true. */
   readonly prune?: boolean | undefined;
   readonly now?: (() => number) | undefined;
+  /** Start with synchronous file calls (see EntryIo). Default true. */
+  readonly sync?: boolean | undefined;
+  /** The average, in ms, above which synchronous calls are given up. Default 2. */
+  readonly slowSyncMs?: number | undefined;
 }
 
 export class DirStore implements ResultStore {
@@ -112,6 +127,10 @@ export class DirStore implements ResultStore {
   readonly #now: () => number;
   readonly #madeDirs = new Set<string>();
   #tmpCount = 0;
+  /** Synchronous file calls until they are slow (see EntryIo). */
+  #sync: boolean;
+  #syncAvgMs = 0;
+  readonly #slowMs: number;
   #pruning: Promise<number> | undefined;
   #closing = false;
 
@@ -120,6 +139,37 @@ export class DirStore implements ResultStore {
     this.#root = join(this.dir, LAYOUT);
     this.#ttlMs = opts.ttlS * 1000;
     this.#now = opts.now ?? Date.now;
+    this.#sync = opts.sync ?? true;
+    this.#slowMs = opts.slowSyncMs ?? SLOW_SYNC_MS;
+  }
+
+  /** Whether this store still makes its file calls synchronously. */
+  get synchronous(): boolean {
+    return this.#sync;
+  }
+
+  /** The file calls: synchronous ones timed, and given up when they are slow. */
+  get #io(): EntryIo {
+    return this.#sync ? this.#syncIo : asyncIo;
+  }
+
+  readonly #syncIo: EntryIo = {
+    read: (file) => this.#timed(() => readFileSync(file, 'utf8')),
+    create: (file, text) => this.#timed(() => writeFileSync(file, text, { flag: 'wx' })),
+    rename: (from, to) => this.#timed(() => renameSync(from, to)),
+  };
+
+  #timed<T>(call: () => T): Promise<T> {
+    const t0 = performance.now();
+    try {
+      return Promise.resolve(call());
+    } catch (err) {
+      return Promise.reject(err as Error);
+    } finally {
+      // One stall moves the average a twentieth of its length: a 40 ms one is needed to switch alone.
+      this.#syncAvgMs = 0.95 * this.#syncAvgMs + 0.05 * (performance.now() - t0);
+      if (this.#syncAvgMs > this.#slowMs) this.#sync = false;
+    }
   }
 
   /** Creates the directory; throws when it cannot be created (read-only home, a file in the way). */
@@ -139,7 +189,7 @@ export class DirStore implements ResultStore {
     const { file } = this.#path(key);
     let text: string;
     try {
-      text = await readText(file);
+      text = await this.#io.read(file);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw err;
@@ -165,8 +215,8 @@ export class DirStore implements ResultStore {
     const entry: Entry = { v: 1, key: key.material, stored_at: this.#now(), value };
     const tmp = `${file}.${TMP_PREFIX}.${this.#tmpCount++}.tmp`;
     try {
-      await writeNew(tmp, JSON.stringify(entry));
-      await moveOver(tmp, file);
+      await this.#io.create(tmp, JSON.stringify(entry));
+      await this.#io.rename(tmp, file);
     } catch (err) {
       await unlink(tmp).catch(() => {});
       throw err;

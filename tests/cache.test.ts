@@ -36,6 +36,20 @@ describe('DirStore', () => {
     expect(entries(dir).map((f) => f.slice(-5))).toEqual(['.json']);
   });
 
+  it('works the same with synchronous file calls, asynchronous ones, and after giving up slow synchronous ones', async () => {
+    for (const opts of [{}, { sync: false }, { slowSyncMs: 0 }]) {
+      const dir = tempDir('tf-store-');
+      const store = DirStore.open({ dir, ttlS: DAY, prune: false, ...opts });
+      expect(await store.get(key(1))).toBeUndefined();
+      await store.set(key(1), 'one');
+      await store.set(key(1), 'again');
+      expect(await store.get(key(1))).toBe('again');
+      expect(entries(dir).map((f) => f.slice(-5))).toEqual(['.json']);
+      // A threshold of 0 ms: the first timed call is slow, and the store is asynchronous from then on.
+      if ('slowSyncMs' in opts || 'sync' in opts) expect(store.synchronous).toBe(false);
+    }
+  });
+
   it('expires entries by the reader’s TTL', async () => {
     const dir = tempDir('tf-store-');
     let now = 1_000_000_000_000;
