@@ -4,6 +4,9 @@
  * to a known part. Node's stream, socket and fs internals belong to no part, so their time goes
  * to whoever called them (a socket read under `socketOnData` is the model client's; one under
  * the MCP SDK's stdio reader is the tool call's). What no part claims is the runtime's.
+ *
+ * The profiler samples the main thread: a synchronous call is counted while it waits, and what
+ * libuv's thread pool does for an asynchronous one is not seen.
  */
 import { Session } from 'node:inspector/promises';
 

@@ -168,7 +168,7 @@ export async function benchCpu(): Promise<string> {
     '',
     `### Where it goes`,
     '',
-    `A fourth run of the default set-up under V8's CPU profiler (node:inspector, in the bench process; bench/cpu-profile.ts): each sample is charged to the first frame from the leaf up that belongs to a part (Node's socket, stream and fs internals go to whoever called them), as a share of trajforge's busy CPU; the ms column applies the share to the unprofiled default run's mean.`,
+    `A fourth run of the default set-up under V8's CPU profiler (node:inspector, in the bench process; bench/cpu-profile.ts): each sample is charged to the first frame from the leaf up that belongs to a part (Node's socket, stream and fs internals go to whoever called them), as a share of trajforge's busy CPU; the ms column applies the share to the unprofiled default run's mean. The profiler samples the main thread's time, so a synchronous file call counts while it waits on the disk and the thread pool's work is not seen: the shares are of the main thread.`,
     '',
     '| part | share | per turn |',
     '|---|---|---|',

@@ -35,11 +35,11 @@ const TMP_PREFIX = `${process.pid}.${randomBytes(6).toString('hex')}`;
 /**
  * A call to the cache costs a read (usually of a file that is not there), a write and a rename.
  * Done the asynchronous way, each of those is handed to libuv's thread pool and its result
- * handed back, and those two hand-overs cost many times the system call itself: the cache was a
- * fifth of trajforge's CPU per turn (bench/BENCHMARKS.md). On a local disk the calls take tens
- * to hundreds of microseconds, so they are made synchronously; a store whose calls turn out slow
- * on average (a network filesystem, a disk under pressure) goes asynchronous for good, so it
- * never holds up the event loop for long.
+ * handed back, and those two hand-overs cost more than the system call itself: the cache added
+ * over a millisecond of CPU per turn in the bench (bench/BENCHMARKS.md). On a local disk the
+ * calls take tens to hundreds of microseconds, so they are made synchronously; a store whose
+ * calls turn out slow on average (a network filesystem, a disk under pressure) goes
+ * asynchronous for good, so it never holds up the event loop for long.
  */
 interface EntryIo {
   read(file: string): Promise<string>;
