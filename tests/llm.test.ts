@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { EndpointConfig } from '../schemas/index.js';
 import { LlmClient, LlmError, retryAfterMs } from '../pipeline/llm.js';
 import { startSim, type Sim } from '../sim/server.js';
+import { loopbackServer } from './faults/util.js';
 
 const STOP = ['</call_tool>', '</answer>'];
 const messages = [
@@ -101,6 +102,28 @@ describe('llm', () => {
     expect(err).toBeInstanceOf(LlmError);
     expect((err as LlmError).kind).toBe('exhausted');
     expect(sim.stats().responsesByStatus['500']).toBe(3);
+  });
+
+  it('retries an error event inside a 200 stream like a 5xx; a context-length one is not retried', async () => {
+    let requests = 0;
+    const server = await loopbackServer((_req, res) => {
+      requests++;
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      const event = (data: unknown): string => `data: ${JSON.stringify(data)}\n\n`;
+      if (requests === 1) res.end(event({ error: { message: 'upstream provider failed', type: 'server_error' } }));
+      else if (requests === 2) res.end(event({ choices: [{ index: 0, delta: { content: 'fine' }, finish_reason: 'stop' }] }) + 'data: [DONE]\n\n');
+      else res.end(event({ error: { message: "This model's maximum context length is 8192 tokens", code: 'context_length_exceeded' } }));
+    });
+    try {
+      const c = await client(server.url).complete({ messages, stop: STOP });
+      expect(c.text).toBe('fine');
+      expect(c.attempts).toBe(2);
+      const err = await client(server.url).complete({ messages, stop: STOP }).catch((e: unknown) => e);
+      expect((err as LlmError).kind).toBe('context_overflow');
+      expect(requests).toBe(3);
+    } finally {
+      await server.close();
+    }
   });
 
   it('times out a stalled request and retries it', async () => {
