@@ -166,24 +166,33 @@ const APP = String.raw`
     var top = list.scrollTop, h = list.clientHeight, f = firstExact();
     var first = Math.max(0, Math.floor(f) - OVERSCAN);
     var last = Math.min(view.length, Math.ceil(f + h / ROW) + OVERSCAN);
-    var frag = document.createDocumentFragment();
-    for (var p = first; p < last; p++) {
-      var i = view[p], s = S[i];
-      var row = el('div', 'row' + (i === sel ? ' sel' : ''));
+    // Rows already in the DOM stay where they are and are only restyled; new ones go in between,
+    // so the DOM keeps the list's order. A row is never rebuilt or moved: a click whose press and
+    // release straddle a re-render (a scroll, a filter, the search) still opens its row.
+    var old = {}, next = null;
+    for (var c = spacer.firstChild; c; c = c.nextSibling) old[c.getAttribute('data-i')] = c;
+    for (var p = last - 1; p >= first; p--) {
+      var i = view[p], row = old[i];
+      if (row) delete old[i];
+      else row = spacer.insertBefore(makeRow(i), next);
+      row.className = 'row' + (i === sel ? ' sel' : '');
       row.style.top = (top + (p - f) * ROW) + 'px';
-      row.setAttribute('data-i', String(i));
-      row.setAttribute('data-id', s[0]);
-      var l1 = el('div', 'l1');
-      l1.appendChild(el('span', 'badge ' + s[1], s[1]));
-      l1.appendChild(el('span', 'id', s[0]));
-      if (s[2]) l1.appendChild(el('span', 'tag', s[2]));
-      l1.appendChild(el('span', 'n', num(s[5]) + ' calls · ' + num(s[6]) + ' turns'));
-      row.appendChild(l1);
-      row.appendChild(el('div', 'q', s[4]));
-      frag.appendChild(row);
+      next = row;
     }
-    spacer.textContent = '';
-    spacer.appendChild(frag);
+    for (var k in old) spacer.removeChild(old[k]);
+  }
+  function makeRow(i) {
+    var s = S[i], row = el('div', 'row');
+    row.setAttribute('data-i', String(i));
+    row.setAttribute('data-id', s[0]);
+    var l1 = el('div', 'l1');
+    l1.appendChild(el('span', 'badge ' + s[1], s[1]));
+    l1.appendChild(el('span', 'id', s[0]));
+    if (s[2]) l1.appendChild(el('span', 'tag', s[2]));
+    l1.appendChild(el('span', 'n', num(s[5]) + ' calls · ' + num(s[6]) + ' turns'));
+    row.appendChild(l1);
+    row.appendChild(el('div', 'q', s[4]));
+    return row;
   }
 
   function section(parent, title) {

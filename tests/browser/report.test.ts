@@ -213,6 +213,21 @@ describe.runIf(HAVE_CHROMIUM)('report in a browser', () => {
     await page.evaluate(() => window.scrollTo(0, document.getElementById('browse')!.offsetTop - 8));
     await page.screenshot({ path: join(ARTIFACTS, 'report-10k.png') });
 
+    // A press and a release with a re-render between them (the list scrolled, a filter or the
+    // search applied) still open the pressed row: rows are kept across renders, not rebuilt.
+    const second = page.locator('#list .row').nth(1);
+    const secondId = await second.getAttribute('data-id');
+    expect(secondId).not.toBe(id);
+    const box = (await second.boundingBox())!;
+    await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+    await page.mouse.down();
+    await page.locator('#list').evaluate((el) => new Promise<void>((r) => {
+      el.dispatchEvent(new Event('scroll'));
+      requestAnimationFrame(() => requestAnimationFrame(() => r()));
+    }));
+    await page.mouse.up();
+    await expect.poll(() => page.locator('#viewer .head .id').textContent()).toBe(secondId);
+
     expect(errors).toEqual([]);
     expect(requests).toEqual([]);
     await page.close();
