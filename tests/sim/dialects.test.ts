@@ -96,7 +96,7 @@ async function complete(client: OpenAI, body: Body): Promise<Turn> {
   };
 }
 
-/** Reads a stream with the SDK as trajforge does, checking each tool-call delta has OpenAI's shape. */
+/** Reads a stream with the OpenAI SDK, as any client of the sim would, checking each tool-call delta has OpenAI's shape. */
 async function streamed(client: OpenAI, body: Body): Promise<Turn> {
   const stream = await client.chat.completions.create({ model: 'sim', ...body, stream: true, stream_options: { include_usage: true } });
   const turn: Turn = { reasoning: '', content: '', toolCalls: [], finish: null };
