@@ -9,7 +9,7 @@
  * - `write()` returns a promise only when the stream asked us to wait, so the caller pays
  *   for backpressure only when there is some: `const p = w.write(row); if (p) await p;`.
  */
-import { closeSync, createWriteStream, fsyncSync, openSync, renameSync, unlinkSync, type WriteStream } from 'node:fs';
+import { closeSync, createWriteStream, fsyncSync, openSync, renameSync, unlinkSync, writeSync, type WriteStream } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
 import { TrajforgeError } from './errors.js';
@@ -182,4 +182,19 @@ const live = new Set<JsonlWriter>();
 /** Removes the temp files of every writer not yet committed. For SIGINT/SIGTERM handlers. */
 export function abortAllWriters(): void {
   for (const w of [...live]) w.abort();
+}
+
+/**
+ * Writes all of `bytes` at the end of `fd` (opened for appending), synchronously: an append to
+ * the page cache takes microseconds, and the asynchronous call cost several times that in CPU
+ * for its hand-overs to the thread pool (bench/BENCHMARKS.md). A short write is followed by one
+ * for the rest, which fails with the cause (ENOSPC, EFBIG); what a failed call wrote stays, and
+ * the caller cuts it off or stops pointing at it.
+ */
+export function appendWhole(fd: number, bytes: Uint8Array): void {
+  for (let at = 0; at < bytes.length; ) {
+    const n = writeSync(fd, bytes, at);
+    if (n === 0) throw new Error(`the disk took ${at} of ${bytes.length} bytes`);
+    at += n;
+  }
 }

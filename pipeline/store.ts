@@ -14,6 +14,7 @@ import { RunManifest, type Trajectory } from '../schemas/index.js';
 import { fingerprintDiff } from './config.js';
 import { TrajforgeError } from './errors.js';
 import { IdSet } from './id-set.js';
+import { appendWhole } from './jsonl.js';
 
 export const TRAJECTORIES = 'trajectories.jsonl';
 export const FAILURES = 'failures.jsonl';
@@ -200,18 +201,18 @@ export class RunStore {
     const result = this.#chain.then(async () => {
       if (this.#writeError) throw this.#writeError;
       if (traj.status === 'ok' && this.accepted.has(traj.id)) return false;
-      const line = `${JSON.stringify(traj)}\n`;
+      const line = Buffer.from(`${JSON.stringify(traj)}\n`, 'utf8');
       const ok = traj.status === 'ok';
       const fh = ok ? this.#traj! : this.#fail!;
       try {
-        await fh.appendFile(line, 'utf8');
+        appendWhole(fh.fd, line);
       } catch (err) {
         // A full disk can take part of the line: cut it off, so every line on disk stays whole.
         await fh.truncate(ok ? this.#trajBytes : this.#failBytes).catch(() => {});
         this.#writeError = new TrajforgeError('WRITE_FAILED', `${this.dir}: cannot append a record: ${(err as Error).message}`, { file: this.dir, cause: err });
         throw this.#writeError;
       }
-      const bytes = Buffer.byteLength(line);
+      const bytes = line.length;
       if (ok) this.#trajBytes += bytes;
       else this.#failBytes += bytes;
       if (traj.status === 'ok') {
