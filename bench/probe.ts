@@ -1,7 +1,7 @@
 /**
  * Ad-hoc: `node dist/bench/probe.js C L N` — one measured run, printed as JSON.
  * TF_SIM_INPROC=1 runs the sim inside this process (as the first throughput bench did);
- * TF_STREAM=0 and TF_CACHE=0 turn streaming and the tool-result cache off.
+ * TF_STREAM=1 or 0 streams always or never (default: auto); TF_CACHE=0 turns the tool-result cache off.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -26,7 +26,7 @@ try {
     concurrency: c!,
     latencyMs: l!,
     samples: n!,
-    endpoint: process.env.TF_STREAM === '0' ? { stream: false } : undefined,
+    endpoint: process.env.TF_STREAM === undefined ? undefined : { stream: process.env.TF_STREAM === '1' },
     executor: process.env.TF_CACHE === '0' ? { cache: false } : undefined,
   });
   const { rss, cpuPerTurnWindows, ...rest } = r;

@@ -72,6 +72,8 @@ export interface LlmStats {
   /** Completions kept with their repeating tail cut, after `repetition_retries` resamples. */
   repetitionCuts: number;
   stopRejectedModels: string[];
+  /** With `stream: auto`, the models now streamed, and why. */
+  streamedModels: { model: string; why: string }[];
   concurrencyLimit: number;
 }
 
@@ -210,6 +212,8 @@ export class LlmClient {
   readonly #sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
   /** Models that answered `stop` with 400 unsupported_parameter: stop is enforced here instead. */
   static readonly #stopRejected = new Set<string>();
+  /** With `stream: auto`: models that showed a turn needs cutting as it comes, and how. */
+  static readonly #streamFor = new Map<string, string>();
   readonly #stats = { requests: 0, retries: 0, rateLimited: 0, lengthRetries: 0, repetitionRetries: 0, repetitionCuts: 0 };
   /** The key, to scrub from error messages a server may echo it in. */
   readonly #apiKey: string;
@@ -226,13 +230,30 @@ export class LlmClient {
     return {
       ...this.#stats,
       stopRejectedModels: [...LlmClient.#stopRejected],
+      streamedModels: [...LlmClient.#streamFor].map(([model, why]) => ({ model, why })),
       concurrencyLimit: this.#gate.limit,
     };
   }
 
-  /** Forget which models rejected `stop` (tests start from a clean slate). */
+  /** Forget which models rejected `stop` or are streamed (tests start from a clean slate). */
   static resetStopMemory(): void {
     LlmClient.#stopRejected.clear();
+    LlmClient.#streamFor.clear();
+  }
+
+  /**
+   * Whether to stream this request. Streaming costs a socket read and a JSON parse per piece
+   * (a third of trajforge's CPU per turn in the bench); it pays for itself only when the client
+   * must cut a turn: stop strings the endpoint will not apply, or a loop to stop early.
+   */
+  #streams(): boolean {
+    const { stream, model } = this.#cfg;
+    if (stream !== 'auto') return stream;
+    return LlmClient.#streamFor.has(model) || LlmClient.#stopRejected.has(model);
+  }
+
+  #streamFrom(why: string): void {
+    if (this.#cfg.stream === 'auto' && !LlmClient.#streamFor.has(this.#cfg.model)) LlmClient.#streamFor.set(this.#cfg.model, why);
   }
 
   async complete(req: CompletionRequest): Promise<Completion> {
@@ -285,6 +306,7 @@ export class LlmClient {
         if (stopDropped) throw new LlmError('fatal', `${this.#cfg.base_url} rejects stop even when it is not sent: ${this.#lastError}`, 400);
         stopDropped = true;
         LlmClient.#stopRejected.add(this.#cfg.model);
+        this.#streamFrom('it rejects stop');
         continue;
       }
       if (!outcome.retry) throw outcome.error;
@@ -371,7 +393,8 @@ export class LlmClient {
     req.signal?.addEventListener('abort', onAbort, { once: true });
     const timer = setTimeout(() => controller.abort(), cfg.timeout_ms);
     try {
-      const raw = cfg.stream ? await this.#streamed(body, req.stop, controller) : await this.#whole(body, controller);
+      const streamed = this.#streams();
+      const raw = streamed ? await this.#streamed(body, req.stop, controller) : await this.#whole(body, controller);
       let { text } = raw;
       let clientStop = false;
       let finishReason = raw.finishReason;
@@ -381,6 +404,7 @@ export class LlmClient {
         text = text.slice(0, cut);
         clientStop = true;
         finishReason = 'stop';
+        if (!streamed && sendStop) this.#streamFrom('it answered past a stop string');
       }
       let { promptTokens, completionTokens } = raw;
       const estimated = promptTokens === undefined || completionTokens === undefined;
@@ -388,6 +412,7 @@ export class LlmClient {
       if (completionTokens === undefined) completionTokens = countTokens(raw.text);
       // A turn cut at a stop string ended on its own; only a turn that ran on is checked for a loop.
       const repetition = clientStop || finishReason === 'stop' ? undefined : degenerateTail(text);
+      if (repetition !== undefined && !streamed) this.#streamFrom('it looped');
       return { text, toolCalls: raw.toolCalls, finishReason, clientStop, promptTokens, completionTokens, estimated, repetition };
     } finally {
       clearTimeout(timer);

@@ -261,7 +261,12 @@ export const EndpointConfig = z.strictObject({
   seed: z.number().int().optional(),
   /** Extra fields sent in every request body (vLLM: `top_k`, `repetition_penalty`, `chat_template_kwargs`…). */
   extra_body: z.record(z.string(), z.unknown()).default({}),
-  stream: z.boolean().default(true),
+  /**
+   * `auto`: whole bodies while the endpoint behaves, and streaming for a model from the first
+   * time it rejects `stop`, answers past a stop string, or loops, so that the client can cut
+   * such turns as they come. `true` always streams, `false` never does.
+   */
+  stream: z.union([z.boolean(), z.literal('auto')]).default('auto'),
   timeout_ms: z.number().int().positive().default(600_000),
   max_retries: z.number().int().nonnegative().default(6),
   retry_base_ms: z.number().int().positive().default(500),

@@ -69,6 +69,8 @@ export interface SimStats {
   requests: number;
   /** POST chat/completions requests. */
   chatRequests: number;
+  /** Of those, the ones that asked for a stream (parsed, so a rejected `stop` still counts). */
+  streamedRequests: number;
   /** Responses sent, by HTTP status ("200", "429", …). A stream counts when its headers go out. */
   responsesByStatus: Record<string, number>;
   /** Completions produced, by finish_reason. */
@@ -215,6 +217,7 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
   const stats: SimStats = {
     requests: 0,
     chatRequests: 0,
+    streamedRequests: 0,
     responsesByStatus: {},
     completionsByFinishReason: {},
     misbehaviours: Object.fromEntries(MISBEHAVIOUR_KINDS.map((k) => [k, 0])) as Record<MisbehaviourKind, number>,
@@ -252,7 +255,9 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
 
   const handleChat = async (req: IncomingMessage, res: ServerResponse, signal: AbortSignal, drop: () => void): Promise<void> => {
     const arrival = ++stats.chatRequests;
-    const request = parseChatRequest(await readJson(req), rejectStop);
+    const body = await readJson(req);
+    if ((body as { stream?: unknown } | null)?.stream === true) stats.streamedRequests++;
+    const request = parseChatRequest(body, rejectStop);
     const dialect = detectDialect(request.messages, request.tools);
     stats.requestsByDialect[dialect]++;
     // The tokenizer costs half a second and 60 MB to load: only a context window needs it.

@@ -82,6 +82,57 @@ describe('llm', () => {
     expect(sim.stats().responsesByStatus['400']).toBe(1);
   });
 
+  describe('stream: auto (the default)', () => {
+    it('takes whole bodies while the endpoint applies stop', async () => {
+      sim = await startSim({ port: 0, seed: 1 });
+      const llm = client(sim.url);
+      for (let i = 0; i < 3; i++) expect((await llm.complete({ messages, stop: STOP })).finishReason).toBe('stop');
+      expect(sim.stats()).toMatchObject({ chatRequests: 3, streamedRequests: 0 });
+      expect(llm.stats().streamedModels).toEqual([]);
+    });
+
+    it('streams a model from the first answer that ran past a stop string', async () => {
+      sim = await startSim({ port: 0, seed: 1, misbehave: { ignore_stop: 1 } });
+      const llm = client(sim.url);
+      const first = await llm.complete({ messages, stop: STOP });
+      expect(first.clientStop).toBe(true);
+      expect(sim.stats().streamedRequests).toBe(0);
+      await llm.complete({ messages, stop: STOP });
+      expect(sim.stats()).toMatchObject({ chatRequests: 2, streamedRequests: 1 });
+      expect(llm.stats().streamedModels).toEqual([{ model: 'trajforge-sim', why: 'it answered past a stop string' }]);
+    });
+
+    it('streams a model that rejects stop, and one that looped, from then on', async () => {
+      sim = await startSim({ port: 0, seed: 1, rejectStop: true });
+      const a = client(sim.url);
+      await a.complete({ messages, stop: STOP });
+      // The rejected request and its retry without stop: the retry already streams.
+      expect(sim.stats()).toMatchObject({ chatRequests: 2, streamedRequests: 1 });
+      expect(a.stats().streamedModels).toEqual([{ model: 'trajforge-sim', why: 'it rejects stop' }]);
+      await sim.close();
+      LlmClient.resetStopMemory();
+
+      sim = await startSim({ port: 0, seed: 1, misbehave: { repetition: 1 } });
+      const b = client(sim.url, { max_tokens: 600, repetition_retries: 1 });
+      const looped = await b.complete({ messages, stop: STOP });
+      expect(looped.repetitionCut).toBe(true);
+      // The first answer came whole and showed the loop; the resample streamed.
+      expect(sim.stats()).toMatchObject({ chatRequests: 2, streamedRequests: 1 });
+      expect(b.stats().streamedModels).toEqual([{ model: 'trajforge-sim', why: 'it looped' }]);
+    });
+
+    it('is not used when stream is set: true always streams, false never does', async () => {
+      sim = await startSim({ port: 0, seed: 1, misbehave: { ignore_stop: 1 } });
+      for (const stream of [false, true]) {
+        const llm = client(sim.url, { stream });
+        await llm.complete({ messages, stop: STOP });
+        await llm.complete({ messages, stop: STOP });
+        expect(llm.stats().streamedModels).toEqual([]);
+      }
+      expect(sim.stats()).toMatchObject({ chatRequests: 4, streamedRequests: 2 });
+    });
+  });
+
   it('honours Retry-After on 429 and lowers its concurrency', async () => {
     sim = await startSim({ port: 0, seed: 1, misbehave: { rate_limit: 0.5 }, retryAfterMs: 200 });
     const llm = client(sim.url, { max_retries: 20 }, 8);
@@ -115,10 +166,10 @@ describe('llm', () => {
       else res.end(event({ error: { message: "This model's maximum context length is 8192 tokens", code: 'context_length_exceeded' } }));
     });
     try {
-      const c = await client(server.url).complete({ messages, stop: STOP });
+      const c = await client(server.url, { stream: true }).complete({ messages, stop: STOP });
       expect(c.text).toBe('fine');
       expect(c.attempts).toBe(2);
-      const err = await client(server.url).complete({ messages, stop: STOP }).catch((e: unknown) => e);
+      const err = await client(server.url, { stream: true }).complete({ messages, stop: STOP }).catch((e: unknown) => e);
       expect((err as LlmError).kind).toBe('context_overflow');
       expect(requests).toBe(3);
     } finally {

@@ -31,7 +31,7 @@ export function printSummary(s: GenerateSummary): void {
   out(`tool calls ${done ? (x.toolCalls / done).toFixed(2) : '0'} per sample (${x.toolCalls} in all; ${s.executor.cacheHits} from cache, ${s.executor.errors} errors, ${s.executor.restarts} server restarts)`);
   out(`repairs    ${kv(x.repairs)}`);
   out(`rollbacks  ${kv(x.rollbacks)}`);
-  out(`endpoint   ${s.llm.requests} requests, ${s.llm.retries} retries, ${s.llm.rateLimited} rate-limited${s.llm.stopRejectedModels.length ? `, stop enforced client-side for ${s.llm.stopRejectedModels.join(', ')}` : ''}; ${x.tokens} tokens`);
+  out(`endpoint   ${s.llm.requests} requests, ${s.llm.retries} retries, ${s.llm.rateLimited} rate-limited${s.llm.stopRejectedModels.length ? `, stop enforced client-side for ${s.llm.stopRejectedModels.join(', ')}` : ''}${s.llm.streamedModels.map((m) => `, streamed for ${m.model} (${m.why})`).join('')}; ${x.tokens} tokens`);
   const rep = s.llm.repetitionRetries + s.llm.repetitionCuts;
   if (rep) out(`repetition ${s.llm.repetitionRetries} completions resampled for degenerate repetition, ${s.llm.repetitionCuts} kept with the repeating tail cut`);
   if (s.input && (s.input.badRows || s.input.duplicates)) {
