@@ -46,17 +46,22 @@ interface Profile {
   timeDeltas: number[];
 }
 
-/** Runs `fn` under the profiler; returns its result and µs of CPU samples per part (idle and the bench left out). */
-export async function profiled<T>(fn: () => Promise<T>): Promise<{ result: T; parts: Map<Part, number> }> {
+/**
+ * Runs `fn`, under the profiler from `skipMs` after it starts (start-up left out, as the CPU
+ * windows leave it out) to its end; returns its result and µs of CPU samples per part (idle and
+ * the bench left out).
+ */
+export async function profiled<T>(fn: () => Promise<T>, skipMs = 0): Promise<{ result: T; parts: Map<Part, number> }> {
   const session = new Session();
   session.connect();
   await session.post('Profiler.enable');
-  await session.post('Profiler.start');
+  const started = new Promise<void>((resolve, reject) => setTimeout(() => session.post('Profiler.start').then(resolve, reject), skipMs));
   let result: T;
   let profile: Profile;
   try {
     result = await fn();
   } finally {
+    await started;
     profile = (await session.post('Profiler.stop')).profile as unknown as Profile;
     session.disconnect();
   }

@@ -91,6 +91,8 @@ export interface MeasureOptions {
   readonly executor?: Record<string, unknown> | undefined;
   /** Seconds per CPU-per-turn window. Default 5. */
   readonly cpuWindowS?: number | undefined;
+  /** Wraps the generate call alone (the profiler: not the bench's own reading of the results). */
+  readonly around?: (<T>(run: () => Promise<T>) => Promise<T>) | undefined;
 }
 
 export async function measureRun(opts: MeasureOptions): Promise<RunMeasure> {
@@ -141,17 +143,19 @@ export async function measureRun(opts: MeasureOptions): Promise<RunMeasure> {
   const started = performance.now();
   let summary;
   try {
-    summary = await generate({
-      config,
-      progress: {
-        isTTY: false,
-        intervalMs: 500,
-        write: (line) => {
-          const m = /(\d+) accepted · (\d+) failed/.exec(line);
-          if (m) done = Number(m[1]) + Number(m[2]);
+    const run = () =>
+      generate({
+        config,
+        progress: {
+          isTTY: false,
+          intervalMs: 500,
+          write: (line) => {
+            const m = /(\d+) accepted · (\d+) failed/.exec(line);
+            if (m) done = Number(m[1]) + Number(m[2]);
+          },
         },
-      },
-    });
+      });
+    summary = await (opts.around ? opts.around(run) : run());
   } finally {
     clearInterval(timer);
   }

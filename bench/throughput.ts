@@ -117,12 +117,12 @@ interface CpuRun {
   readonly windows: readonly number[];
 }
 
-async function cpuRun(label: string, patch: { endpoint?: Record<string, unknown>; executor?: Record<string, unknown> }, wrap = <T>(f: () => Promise<T>) => f()): Promise<CpuRun> {
+async function cpuRun(label: string, patch: { endpoint?: Record<string, unknown>; executor?: Record<string, unknown> }, around?: <T>(f: () => Promise<T>) => Promise<T>): Promise<CpuRun> {
   const dir = mkdtempSync(join(tmpdir(), 'tf-bench-cpu-'));
   const sim = await startSimProcess(CPU_L);
   try {
     process.stderr.write(`  ${label}: C=${CPU_C}, L=${CPU_L} ms, ${CPU_SAMPLES} samples…\n`);
-    const r = await wrap(() => measureRun({ sim, dir, concurrency: CPU_C, latencyMs: CPU_L, samples: CPU_SAMPLES, cpuWindowS: 1, ...patch }));
+    const r = await measureRun({ sim, dir, concurrency: CPU_C, latencyMs: CPU_L, samples: CPU_SAMPLES, cpuWindowS: 1, around, ...patch });
     // The first and last seconds hold start-up and the tail.
     return { label, r, windows: r.cpuPerTurnWindows.slice(2, -2) };
   } finally {
@@ -135,30 +135,31 @@ const perTurn = (r: RunMeasure): number => (r.cpuSeconds * 1000) / Math.max(1, r
 
 export async function benchCpu(): Promise<string> {
   const runs = [
-    await cpuRun('default: streamed, tool-result cache on', {}),
-    await cpuRun('`endpoint.stream: false`', { endpoint: { stream: false } }),
+    await cpuRun('default: `stream: auto` (whole answers: the sim applies stop), tool-result cache on', {}),
+    await cpuRun('`endpoint.stream: true`', { endpoint: { stream: true } }),
     await cpuRun('`executor.cache: false`', { executor: { cache: false } }),
   ];
   let parts: Map<Part, number> | undefined;
   await cpuRun('profiled', {}, async (f) => {
-    const p = await profiled(f);
+    // From the third second, as the windows are read: start-up left out.
+    const p = await profiled(f, 2000);
     parts = p.parts;
     return p.result;
   });
   const base = runs[0]!;
   const p50 = percentile(base.windows, 50);
   const total = [...parts!.values()].reduce((a, b) => a + b, 0);
-  const ms = (part: Part): number => (parts!.get(part)! / total) * perTurn(base.r);
+  const ms = (part: Part): number => (parts!.get(part)! / total) * p50;
   // The work the issue names: repair, the tool call through MCP, validation, writing (and the loop that does them).
   const own: Part[] = ['mcp', 'repair', 'validate', 'store', 'loop'];
   const ownMs = own.reduce((a, p) => a + ms(p), 0);
   // GC and the runtime serve every part: charged in proportion, the named work's share of them.
   const shared = ms('gc') + ms('runtime');
-  const ownWithShared = ownMs + (shared * ownMs) / Math.max(1e-9, perTurn(base.r) - shared);
+  const ownWithShared = ownMs + (shared * ownMs) / Math.max(1e-9, p50 - shared);
   return [
     '## trajforge CPU per turn',
     '',
-    `trajforge's CPU per model turn: process.cpuUsage of the generating process (the rollout loop, the model endpoint client, the MCP client, repair, validation, the tool-result cache and the run store; the sim and the corpus server are other processes), with turns flowing without pause: C=${CPU_C}, L=${CPU_L} ms, ${CPU_SAMPLES} samples per run. Samples interleave on one event loop, so CPU is read per one-second window (CPU ÷ turns answered in it), first and last two seconds left out; \`TRAJFORGE_BENCH_CPU_SAMPLES\` changes the count. The sim streams a turn in pieces of 3 to 30 characters, each its own write, as a server streaming tokens does.`,
+    `trajforge's CPU per model turn: process.cpuUsage of the generating process (the rollout loop, the model endpoint client, the MCP client, repair, validation, the tool-result cache and the run store; the sim and the corpus server are other processes), with turns flowing without pause: C=${CPU_C}, L=${CPU_L} ms, ${CPU_SAMPLES} samples per run. Samples interleave on one event loop, so CPU is read per one-second window (CPU ÷ turns answered in it), first and last two seconds left out; \`TRAJFORGE_BENCH_CPU_SAMPLES\` changes the count. Streamed (\`stream: true\`, or \`auto\` once an endpoint misbehaves), the sim sends a turn in pieces of 3 to 30 characters, each its own write, as a server streaming tokens does.`,
     '',
     '| set-up | turns | turns/s | CPU: trajforge · sim · corpus server (% of one core) | mean per turn | median window | p99 window |',
     '|---|---|---|---|---|---|---|',
@@ -168,7 +169,7 @@ export async function benchCpu(): Promise<string> {
     '',
     `### Where it goes`,
     '',
-    `A fourth run of the default set-up under V8's CPU profiler (node:inspector, in the bench process; bench/cpu-profile.ts): each sample is charged to the first frame from the leaf up that belongs to a part (Node's socket, stream and fs internals go to whoever called them), as a share of trajforge's busy CPU; the ms column applies the share to the unprofiled default run's mean. The profiler samples the main thread's time, so a synchronous file call counts while it waits on the disk and the thread pool's work is not seen: the shares are of the main thread.`,
+    `A fourth run of the default set-up under V8's CPU profiler (node:inspector, in the bench process; bench/cpu-profile.ts): each sample is charged to the first frame from the leaf up that belongs to a part (Node's socket, stream and fs internals go to whoever called them), as a share of trajforge's busy CPU from the third second to the end of the run (start-up left out, as in the windows; the bench's own reading of the results after it too); the ms column applies the share to the unprofiled default run's median window. The profiler samples the main thread's time, so a synchronous file call counts while it waits on the disk and the thread pool's work is not seen: the shares are of the main thread.`,
     '',
     '| part | share | per turn |',
     '|---|---|---|',
