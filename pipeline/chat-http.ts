@@ -204,12 +204,19 @@ export async function postStream(wire: ChatWire, body: string, signal: AbortSign
 function send(wire: ChatWire, body: string, signal: AbortSignal): Promise<IncomingMessage> {
   if (signal.aborted) return Promise.reject(new RequestAborted());
   return new Promise((resolve, reject) => {
-    const opts = { method: 'POST', headers: { ...wire.headers, 'content-length': String(Buffer.byteLength(body)) }, agent: wire.secure ? httpsAgent : agent, signal };
+    const opts = { method: 'POST', headers: { ...wire.headers, 'content-length': String(Buffer.byteLength(body)) }, agent: wire.secure ? httpsAgent : agent };
     const req = (wire.secure ? httpsRequest : request)(wire.url, opts, (res) => {
       const status = res.statusCode ?? 0;
       if (status >= 200 && status < 300) return resolve(res);
       readAll(res, signal, MAX_ERROR_BODY).then((text) => reject(statusError(status, text, res.headers)), reject);
     });
+    // Not http.request's own `signal` option: it watches the request through stream.finished,
+    // which cost ~0.03 ms of CPU per request on the bench machine (of ~0.2 for the whole
+    // exchange). Destroying the request ends its response too; the request closes once its
+    // response has ended, and takes its listener with it.
+    const onAbort = (): void => void req.destroy();
+    signal.addEventListener('abort', onAbort, { once: true });
+    req.once('close', () => signal.removeEventListener('abort', onAbort));
     req.on('error', (err) => reject(signal.aborted ? new RequestAborted() : new ConnectionError(err.message)));
     req.end(body);
   });

@@ -3,7 +3,7 @@
  * bytes: SSE read exactly as the OpenAI SDK reads it (the SDK is the oracle), however the bytes
  * are cut into pieces; errors before and inside a stream; early stop; dropped connections.
  */
-import { once } from 'node:events';
+import { getEventListeners, once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import OpenAI from 'openai';
@@ -214,5 +214,27 @@ describe('failures', () => {
       late.abort();
     });
     await expect(p).rejects.toBeInstanceOf(RequestAborted);
+  });
+
+  it('leaves no listener on a signal that outlives its requests: whole, streamed, stopped early, or an error status', async () => {
+    const url = await serve(async (req, res) => {
+      if (req.url?.includes('fail')) {
+        res.writeHead(503, { 'content-type': 'application/json' });
+        res.end('{"error":{"message":"busy"}}');
+        return;
+      }
+      res.writeHead(200, { 'content-type': req.url?.includes('sse') ? 'text/event-stream' : 'application/json' });
+      res.end(req.url?.includes('sse') ? `data: ${chunk('a')}\n\ndata: ${chunk('b')}\n\ndata: [DONE]\n\n` : chunk('x'));
+    });
+    const shared = new AbortController().signal;
+    for (let i = 0; i < 15; i++) {
+      await postJson(chatWire(url, 'k'), '{}', shared);
+      await postStream(chatWire(`${url}/sse`, 'k'), '{}', shared, () => {});
+      await postStream(chatWire(`${url}/sse`, 'k'), '{}', shared, () => true);
+      await postJson(chatWire(`${url}/fail`, 'k'), '{}', shared).catch(() => {});
+    }
+    // A request closes just after its answer is read.
+    await sleep(50);
+    expect(getEventListeners(shared, 'abort')).toHaveLength(0);
   });
 });
