@@ -103,12 +103,18 @@ export async function benchThroughput(): Promise<string> {
 /**
  * CPU per turn as a distribution: runs where turns flow without pause (L small against the
  * time a turn takes to process, so the waves of the fixed-latency runs above dissolve), read
- * over one-second windows; the default set-up, then without streaming and without the cache;
- * then the default once more under the profiler, to say where the CPU goes.
+ * over one-second windows. A run to warm up first (a fresh process is slower while V8 sizes
+ * its heap and optimises), then each set-up twice, in turn, so that the machine's drifts fall
+ * on all of them alike; then the default once more under the profiler, to say where the CPU goes.
  */
 const CPU_SAMPLES = Number(process.env.TRAJFORGE_BENCH_CPU_SAMPLES ?? '3000');
 const CPU_C = 64;
 const CPU_L = 20;
+const CPU_SETUPS: readonly [string, { endpoint?: Record<string, unknown>; executor?: Record<string, unknown> }][] = [
+  ['default: `stream: auto` (whole answers: the sim applies stop), tool-result cache on', {}],
+  ['`endpoint.stream: true`', { endpoint: { stream: true } }],
+  ['`executor.cache: false`', { executor: { cache: false } }],
+];
 
 interface CpuRun {
   readonly label: string;
@@ -131,14 +137,26 @@ async function cpuRun(label: string, patch: { endpoint?: Record<string, unknown>
   }
 }
 
-const perTurn = (r: RunMeasure): number => (r.cpuSeconds * 1000) / Math.max(1, r.turns);
-
 export async function benchCpu(): Promise<string> {
-  const runs = [
-    await cpuRun('default: `stream: auto` (whole answers: the sim applies stop), tool-result cache on', {}),
-    await cpuRun('`endpoint.stream: true`', { endpoint: { stream: true } }),
-    await cpuRun('`executor.cache: false`', { executor: { cache: false } }),
-  ];
+  await cpuRun('warm-up (not reported)', {});
+  const passes: CpuRun[][] = [];
+  for (let pass = 1; pass <= 2; pass++) {
+    const runs: CpuRun[] = [];
+    for (const [label, patch] of CPU_SETUPS) runs.push(await cpuRun(`${label}, pass ${pass}`, patch));
+    passes.push(runs);
+  }
+  const rows = CPU_SETUPS.map(([label], i) => {
+    const [a, b] = [passes[0]![i]!, passes[1]![i]!];
+    const sum = (f: (r: RunMeasure) => number): number => f(a.r) + f(b.r);
+    return {
+      label,
+      turns: sum((r) => r.turns),
+      seconds: sum((r) => r.seconds),
+      cpu: [sum((r) => r.cpuSeconds), sum((r) => r.simCpuSeconds), sum((r) => r.toolCpuSeconds)],
+      medians: [percentile(a.windows, 50), percentile(b.windows, 50)],
+      windows: [...a.windows, ...b.windows],
+    };
+  });
   let parts: Map<Part, number> | undefined;
   await cpuRun('profiled', {}, async (f) => {
     // From the third second, as the windows are read: start-up left out.
@@ -146,7 +164,7 @@ export async function benchCpu(): Promise<string> {
     parts = p.parts;
     return p.result;
   });
-  const base = runs[0]!;
+  const base = rows[0]!;
   const p50 = percentile(base.windows, 50);
   const total = [...parts!.values()].reduce((a, b) => a + b, 0);
   const ms = (part: Part): number => (parts!.get(part)! / total) * p50;
@@ -159,17 +177,17 @@ export async function benchCpu(): Promise<string> {
   return [
     '## trajforge CPU per turn',
     '',
-    `trajforge's CPU per model turn: process.cpuUsage of the generating process (the rollout loop, the model endpoint client, the MCP client, repair, validation, the tool-result cache and the run store; the sim and the corpus server are other processes), with turns flowing without pause: C=${CPU_C}, L=${CPU_L} ms, ${CPU_SAMPLES} samples per run. Samples interleave on one event loop, so CPU is read per one-second window (CPU ÷ turns answered in it), first and last two seconds left out; \`TRAJFORGE_BENCH_CPU_SAMPLES\` changes the count. Streamed (\`stream: true\`, or \`auto\` once an endpoint misbehaves), the sim sends a turn in pieces of 3 to 30 characters, each its own write, as a server streaming tokens does.`,
+    `trajforge's CPU per model turn: process.cpuUsage of the generating process (the rollout loop, the model endpoint client, the MCP client, repair, validation, the tool-result cache and the run store; the sim and the corpus server are other processes), with turns flowing without pause: C=${CPU_C}, L=${CPU_L} ms, ${CPU_SAMPLES} samples per run, after a run to warm up; each set-up ran twice, the three in turn, and a row pools its two runs. Samples interleave on one event loop, so CPU is read per one-second window (CPU ÷ turns answered in it), first and last two seconds left out; \`TRAJFORGE_BENCH_CPU_SAMPLES\` changes the count. Streamed (\`stream: true\`, or \`auto\` once an endpoint misbehaves), the sim sends a turn in pieces of 3 to 30 characters, each its own write, as a server streaming tokens does.`,
     '',
-    '| set-up | turns | turns/s | CPU: trajforge · sim · corpus server (% of one core) | mean per turn | median window | p99 window |',
-    '|---|---|---|---|---|---|---|',
-    ...runs.map(({ label, r, windows }) =>
-      `| ${label} | ${r.turns} | ${(r.turns / r.seconds).toFixed(0)} | ${((r.cpuSeconds / r.seconds) * 100).toFixed(0)}% · ${((r.simCpuSeconds / r.seconds) * 100).toFixed(0)}% · ${((r.toolCpuSeconds / r.seconds) * 100).toFixed(0)}% | ${perTurn(r).toFixed(2)} ms | ${percentile(windows, 50).toFixed(2)} ms | ${percentile(windows, 99).toFixed(2)} ms |`,
+    '| set-up | turns | turns/s | CPU: trajforge · sim · corpus server (% of one core) | mean per turn | median window (pass 1 · pass 2) | median window, both | p99 window, both |',
+    '|---|---|---|---|---|---|---|---|',
+    ...rows.map(({ label, turns, seconds, cpu, medians, windows }) =>
+      `| ${label} | ${turns} | ${(turns / seconds).toFixed(0)} | ${cpu.map((c) => `${((c / seconds) * 100).toFixed(0)}%`).join(' · ')} | ${((cpu[0]! * 1000) / Math.max(1, turns)).toFixed(2)} ms | ${medians.map((m) => m.toFixed(2)).join(' · ')} ms | ${percentile(windows, 50).toFixed(2)} ms | ${percentile(windows, 99).toFixed(2)} ms |`,
     ),
     '',
     `### Where it goes`,
     '',
-    `A fourth run of the default set-up under V8's CPU profiler (node:inspector, in the bench process; bench/cpu-profile.ts): each sample is charged to the first frame from the leaf up that belongs to a part (Node's socket, stream and fs internals go to whoever called them), as a share of trajforge's busy CPU from the third second to the end of the run (start-up left out, as in the windows; the bench's own reading of the results after it too); the ms column applies the share to the unprofiled default run's median window. The profiler samples the main thread's time, so a synchronous file call counts while it waits on the disk and the thread pool's work is not seen: the shares are of the main thread.`,
+    `One more run of the default set-up under V8's CPU profiler (node:inspector, in the bench process; bench/cpu-profile.ts): each sample is charged to the first frame from the leaf up that belongs to a part (Node's socket, stream and fs internals go to whoever called them), as a share of trajforge's busy CPU from the third second to the end of the run (start-up left out, as in the windows; the bench's own reading of the results after it too); the ms column applies the share to the unprofiled default runs' median window. The profiler samples the main thread's time, so a synchronous file call counts while it waits on the disk and the thread pool's work is not seen: the shares are of the main thread.`,
     '',
     '| part | share | per turn |',
     '|---|---|---|',
