@@ -310,6 +310,8 @@ export class DirStore implements ResultStore {
       return undefined;
     }
     try {
+      // A damaged record must not make us allocate what it claims.
+      if (offset + length > fstatSync(fd).size) return undefined;
       const buf = Buffer.allocUnsafe(length);
       if (readSync(fd, buf, 0, length, offset) !== length) return undefined;
       const entry = JSON.parse(buf.toString('utf8')) as Entry | null;
@@ -332,7 +334,11 @@ export class DirStore implements ResultStore {
       return undefined;
     }
     if (entry?.key !== key.material || !this.#fresh(entry.stored_at)) return undefined;
-    this.#append(key, entry.stored_at as number, entry.value);
+    try {
+      this.#append(key, entry.stored_at as number, entry.value);
+    } catch {
+      // Copying is for later; this read found what it came for.
+    }
     return entry.value;
   }
 
@@ -420,8 +426,8 @@ export class DirStore implements ResultStore {
 
 /**
  * Where each key's newest entry is: open addressing over one Uint32Array, five words a slot
- * (the hash's first two words, segment + 1, offset, length), kept at most half full. About
- * 40 bytes an entry, outside the JS heap.
+ * (the hash's first two words, segment + 1, offset, length), kept at most half full: 40 to
+ * 80 bytes an entry (the table doubles), outside the JS heap.
  */
 class EntryIndex {
   #t = new Uint32Array(5 * 1024);

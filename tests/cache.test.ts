@@ -116,6 +116,12 @@ describe('DirStore', () => {
     expect(reader.size).toBe(0);
     await reader.set(key(1), 'again');
     expect(await reader.get(key(1))).toBe('again');
+    // A record that claims more than its log holds is a miss, and nothing of its size is allocated.
+    const bogus = Buffer.alloc(24);
+    bogus.write(key(5).id.slice(0, 32), 0, 'hex');
+    bogus.writeUInt32LE(0xfffffff0, 20);
+    writeFileSync(idx, bogus);
+    expect(await DirStore.open({ dir, ttlS: DAY, prune: false }).get(key(5))).toBeUndefined();
   });
 
   it('prunes segments whose every entry has expired, and the old one-file-per-entry tree', async () => {
