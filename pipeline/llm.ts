@@ -248,8 +248,7 @@ export class LlmClient {
    */
   #streams(): boolean {
     const { stream, model } = this.#cfg;
-    if (stream !== 'auto') return stream;
-    return LlmClient.#streamFor.has(model) || LlmClient.#stopRejected.has(model);
+    return stream === 'auto' ? LlmClient.#streamFor.has(model) : stream;
   }
 
   #streamFrom(why: string): void {
