@@ -87,7 +87,7 @@ export function throughputMarkdown({ rows, py }: { rows: readonly RunMeasure[]; 
     '',
     '### trajforge CPU per turn, in these runs',
     '',
-    `trajforge's own CPU (process.cpuUsage of the generating process: the rollout loop, the OpenAI SDK and its HTTP, the MCP client, repair, validation, the tool-result cache, the run store; not the sim, not the corpus server) divided by the model turns the sim answered. A turn is one model request and, for a search turn, its tool call. The distribution is in the \`cpu\` section.`,
+    `trajforge's own CPU (process.cpuUsage of the generating process: the rollout loop, the model endpoint client, the MCP client, repair, validation, the tool-result cache, the run store; not the sim, not the corpus server) divided by the model turns the sim answered. A turn is one model request and, for a search turn, its tool call. The distribution is in the \`cpu\` section.`,
     '',
     '| C | turns | trajforge CPU | per turn |',
     '|---|---|---|---|',
