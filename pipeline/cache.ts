@@ -119,6 +119,7 @@ interface Segment {
 }
 
 interface Writer {
+  readonly name: string;
   /** Its number in #segments. */
   readonly seg: number;
   readonly log: number;
@@ -245,7 +246,7 @@ export class DirStore implements ResultStore {
     }
     this.#known.add(name);
     const seg = this.#segments.push({ name, read: 0 }) - 1;
-    this.#writer = { seg, log, idx, bytes: 0 };
+    this.#writer = { name, seg, log, idx, bytes: 0 };
     return this.#writer;
   }
 
@@ -375,7 +376,7 @@ export class DirStore implements ResultStore {
     }
     for (const name of names) {
       if (this.#closing) break;
-      if (!name.endsWith('.log') || name.slice(0, -4) === this.#segments[this.#writer?.seg ?? -1]?.name) continue;
+      if (!name.endsWith('.log') || name.slice(0, -4) === this.#writer?.name) continue;
       const log = join(this.#root, name);
       const idx = `${log.slice(0, -4)}.idx`;
       try {

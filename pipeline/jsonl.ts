@@ -8,6 +8,9 @@
  *   file (or none), never half of one.
  * - `write()` returns a promise only when the stream asked us to wait, so the caller pays
  *   for backpressure only when there is some: `const p = w.write(row); if (p) await p;`.
+ *
+ * Also `appendWhole`, the synchronous append of one record that the run store and the
+ * tool-result cache use.
  */
 import { closeSync, createWriteStream, fsyncSync, openSync, renameSync, unlinkSync, writeSync, type WriteStream } from 'node:fs';
 import { randomBytes } from 'node:crypto';

@@ -69,7 +69,7 @@ export interface SimStats {
   requests: number;
   /** POST chat/completions requests. */
   chatRequests: number;
-  /** Of those, the ones that asked for a stream (parsed, so a rejected `stop` still counts). */
+  /** Of those, the ones that asked for a stream (counted before the request is checked, so one rejected for its `stop` counts too). */
   streamedRequests: number;
   /** Responses sent, by HTTP status ("200", "429", …). A stream counts when its headers go out. */
   responsesByStatus: Record<string, number>;
