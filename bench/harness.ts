@@ -12,7 +12,7 @@ import { createInterface } from 'node:readline';
 import { stringify } from 'yaml';
 import { PACKAGE_ROOT } from '../pipeline/paths.js';
 
-export const CLI = join(PACKAGE_ROOT, 'dist/pipeline/bin.js');
+export const CLI = join(PACKAGE_ROOT, 'dist/pipeline/cli/bin.js');
 const SIM_MAIN = join(PACKAGE_ROOT, 'dist/sim/cli-main.js');
 const CORPUS_SERVER = join(PACKAGE_ROOT, 'dist/tools/corpus/server.js');
 

@@ -11,11 +11,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { loadConfig } from '../pipeline/config.js';
-import { generate } from '../pipeline/generate.js';
+import { generate } from '../pipeline/generate/run.js';
 import { PACKAGE_ROOT } from '../pipeline/paths.js';
 import { startSim } from '../sim/server.js';
 
-const CLI = join(PACKAGE_ROOT, 'dist/pipeline/bin.js');
+const CLI = join(PACKAGE_ROOT, 'dist/pipeline/cli/bin.js');
 const TARGET_BYTES = Math.round(Number(process.env.TRAJFORGE_BENCH_GB ?? '1') * 1024 ** 3);
 
 async function templates(dir: string): Promise<string[]> {

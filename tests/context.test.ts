@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../schemas/index.js';
-import { ConversationContext } from '../pipeline/context.js';
+import { ConversationContext } from '../pipeline/generate/context.js';
 import { loadPrompt, renderPrompt } from '../pipeline/prompts.js';
 import { estimateRequestTokens } from '../pipeline/tokens.js';
 

@@ -1,5 +1,5 @@
 /**
- * The README's demo in each dialect, as a user runs it: `node dist/pipeline/demo.js
+ * The README's demo in each dialect, as a user runs it: `node dist/pipeline/cli/demo.js
  * --dialect D` (sim with its default misbehaviours, the corpus server, a real run
  * directory), then `trajforge validate` on what it wrote.
  */
@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT } from '../pipeline/paths.js';
 import { readJsonl, runCli, runNode, tempDir } from './helpers.js';
 
-const DEMO = join(PACKAGE_ROOT, 'dist/pipeline/demo.js');
+const DEMO = join(PACKAGE_ROOT, 'dist/pipeline/cli/demo.js');
 const LIMIT = 30;
 
 const runDemo = (args: string[]) => runNode([DEMO, ...args], { timeoutMs: 120_000 });

@@ -12,7 +12,7 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { RunConfig } from '../schemas/index.js';
-import { Executor } from '../pipeline/executor.js';
+import { Executor } from '../pipeline/generate/executor.js';
 import { PACKAGE_ROOT } from '../pipeline/paths.js';
 import { tempDir } from './helpers.js';
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RunConfig } from '../schemas/index.js';
 import { TrajforgeError } from '../pipeline/errors.js';
-import { Executor, coerceArguments, toView } from '../pipeline/executor.js';
+import { Executor, coerceArguments, toView } from '../pipeline/generate/executor.js';
 import { CORPUS_SERVER } from './helpers.js';
 
 function options(args: string[] = [], patch: Partial<{ limits: Record<string, number>; call_timeout_ms: number }> = {}) {

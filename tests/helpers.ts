@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { PACKAGE_ROOT } from '../pipeline/paths.js';
 
-export const CLI = join(PACKAGE_ROOT, 'dist/pipeline/bin.js');
+export const CLI = join(PACKAGE_ROOT, 'dist/pipeline/cli/bin.js');
 export const CORPUS_SERVER = join(PACKAGE_ROOT, 'dist/tools/corpus/server.js');
 export const QUESTIONS = join(PACKAGE_ROOT, 'data/questions.jsonl');
 /** Data written by other systems: shared/ sits beside the repository, in CI too. */

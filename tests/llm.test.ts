@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { EndpointConfig } from '../schemas/index.js';
-import { LlmClient, LlmError, retryAfterMs } from '../pipeline/llm.js';
+import { LlmClient, LlmError, retryAfterMs } from '../pipeline/generate/llm.js';
 import { startSim, type Sim } from '../sim/server.js';
 import { loopbackServer } from './faults/util.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Progress } from '../pipeline/progress.js';
+import { Progress } from '../pipeline/generate/progress.js';
 
 describe('progress', () => {
   it('counts this session on top of earlier ones, with an ETA', () => {

@@ -6,7 +6,7 @@ import { mcpXml } from '../pipeline/dialects/mcp-xml.js';
 import { tulu } from '../pipeline/dialects/tulu.js';
 import type { Segment } from '../pipeline/dialects/types.js';
 import { TrajforgeError } from '../pipeline/errors.js';
-import { detectRowFormat, inputFiles, readDataset, readLines, type DatasetRow, type ReadOptions } from '../pipeline/readers.js';
+import { detectRowFormat, inputFiles, readDataset, readLines, type DatasetRow, type ReadOptions } from '../pipeline/dataset/readers.js';
 import { FailureRecord, Trajectory } from '../schemas/index.js';
 import { FIXTURES, tempDir } from './helpers.js';
 

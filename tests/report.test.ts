@@ -10,9 +10,9 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { Trajectory } from '../schemas/index.js';
 import { loadConfig } from '../pipeline/config.js';
 import { tulu } from '../pipeline/dialects/tulu.js';
-import { generate } from '../pipeline/generate.js';
-import { buildReport } from '../pipeline/report/build.js';
-import { statsForInput, statsToJson } from '../pipeline/stats.js';
+import { generate } from '../pipeline/generate/run.js';
+import { buildReport } from '../pipeline/dataset/report/build.js';
+import { statsForInput, statsToJson } from '../pipeline/dataset/stats.js';
 import { startSim } from '../sim/server.js';
 import { FIXTURES, readJsonl, runCli, tempDir, writeConfig } from './helpers.js';
 

@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { FailureRecord, Trajectory } from '../schemas/index.js';
 import { loadConfig } from '../pipeline/config.js';
 import { tulu } from '../pipeline/dialects/tulu.js';
-import { generate } from '../pipeline/generate.js';
+import { generate } from '../pipeline/generate/run.js';
 import { loadPrompt } from '../pipeline/prompts.js';
 import { REFUSAL_TEXT } from '../sim/misbehave.js';
 import { startSim } from '../sim/server.js';

@@ -11,7 +11,7 @@ import {
   questionIdFor,
   sampleQuestions,
   type SamplerOptions,
-} from '../pipeline/sampler.js';
+} from '../pipeline/generate/sampler.js';
 import { QuestionsConfig, Sample } from '../schemas/index.js';
 import { FIXTURES } from './helpers.js';
 

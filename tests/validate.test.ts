@@ -11,9 +11,9 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { Trajectory, Validation } from '../schemas/index.js';
 import { loadConfig } from '../pipeline/config.js';
 import { getDialect } from '../pipeline/dialects/index.js';
-import { generate } from '../pipeline/generate.js';
-import { parseVerdict } from '../pipeline/judge.js';
-import { readDataset, type DatasetRow } from '../pipeline/readers.js';
+import { generate } from '../pipeline/generate/run.js';
+import { parseVerdict } from '../pipeline/dataset/judge.js';
+import { readDataset, type DatasetRow } from '../pipeline/dataset/readers.js';
 import { countTokens, TOKEN_ENCODING } from '../pipeline/tokens.js';
 import {
   compareGold,
@@ -23,7 +23,7 @@ import {
   tokenF1,
   validateTrajectory,
   type ValidateOptions,
-} from '../pipeline/validator.js';
+} from '../pipeline/dataset/validator.js';
 import { startSim } from '../sim/server.js';
 import { FIXTURES, readJsonl, runCli, tempDir, writeConfig } from './helpers.js';
 

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../pipeline/config.js';
 import { tulu } from '../../pipeline/dialects/tulu.js';
-import { generate } from '../../pipeline/generate.js';
+import { generate } from '../../pipeline/generate/run.js';
 import { startSim, type Sim } from '../../sim/server.js';
 import { CORPUS_SERVER, runCli, tempDir, writeConfig } from '../helpers.js';
 import { accountedIds, checkRunDir } from './util.js';

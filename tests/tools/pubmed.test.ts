@@ -7,7 +7,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig, redactConfig } from '../../pipeline/config.js';
-import { Executor } from '../../pipeline/executor.js';
+import { Executor } from '../../pipeline/generate/executor.js';
 import { PACKAGE_ROOT } from '../../pipeline/paths.js';
 import { RateLimiter } from '../../tools/pubmed/ratelimit.js';
 import { parsePubmedXml, PubmedXmlError } from '../../tools/pubmed/xml.js';

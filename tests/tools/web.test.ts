@@ -9,7 +9,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { tulu } from '../../pipeline/dialects/tulu.js';
-import { toView } from '../../pipeline/executor.js';
+import { toView } from '../../pipeline/generate/executor.js';
 import { PACKAGE_ROOT } from '../../pipeline/paths.js';
 import { htmlToText } from '../../tools/web/extract.js';
 import { fetchPage, FetchError, type Resolver } from '../../tools/web/fetch-page.js';

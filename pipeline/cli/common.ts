@@ -1,0 +1,38 @@
+/**
+ * The front every dataset command shares (validate, filter, stats, export, report): one input
+ * (a file, a run directory or `-`), `--on-bad-row`, `--help`, and the reader options.
+ */
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { TrajforgeError } from '../errors.js';
+import type { ReadOptions } from '../dataset/readers.js';
+
+type Options = NonNullable<ParseArgsConfig['options']>;
+
+const SHARED = {
+  'on-bad-row': { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const satisfies Options;
+
+/**
+ * Parses a dataset command's flags (its own `options` plus the shared ones). Undefined when
+ * `--help` was asked for (the help is printed); otherwise the values and the one input.
+ */
+export function parseDatasetArgs<O extends Options>(command: string, argv: string[], options: O, help: string) {
+  const config = { args: argv, options: { ...SHARED, ...options } as typeof SHARED & O, allowPositionals: true as const, strict: true as const };
+  const { values, positionals } = parseArgs(config);
+  if ((values as { help?: boolean }).help) {
+    process.stdout.write(help);
+    return undefined;
+  }
+  if (positionals.length !== 1) throw new TrajforgeError('BAD_USAGE', `${command}: expected one input (a file, a run directory or -), got ${positionals.length}`);
+  return { values, input: positionals[0]! };
+}
+
+/** The reader options from `--format` (the input's row format) and `--on-bad-row`. */
+export function readOptions(format: string | undefined, onBadRow: string | undefined): ReadOptions {
+  const f = format ?? 'auto';
+  if (!['auto', 'trajforge', 'drtulu', 'chat'].includes(f)) throw new TrajforgeError('BAD_USAGE', `--format: expected auto, trajforge, drtulu or chat, got "${f}"`);
+  const bad = onBadRow ?? 'error';
+  if (bad !== 'error' && bad !== 'skip') throw new TrajforgeError('BAD_USAGE', `--on-bad-row: expected error or skip, got "${bad}"`);
+  return { format: f as ReadOptions['format'], onBadRow: bad };
+}

@@ -1,0 +1,101 @@
+/** `trajforge filter <in> --keep EXPR --drop EXPR --out F [--rejects F]`: split a dataset by an expression. */
+import { statSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { TrajforgeError } from '../errors.js';
+import { compileFilter, FIELDS, FilterSpecError, filterRows } from '../dataset/filter.js';
+import { abortAllWriters, JsonlWriter } from '../jsonl.js';
+import { readDataset } from '../dataset/readers.js';
+import { parseDatasetArgs, readOptions } from './common.js';
+
+const HELP = `Usage: trajforge filter <file|run|-> [--keep EXPR]… [--drop EXPR]… --out F [--rejects F]
+
+Writes each row to --out when it matches every --keep and no --drop, else to --rejects (when
+given). '-' reads stdin / writes stdout. Files are written whole or not at all (temp + rename).
+
+  --keep EXPR       keep rows matching EXPR (repeatable: all must match)
+  --drop EXPR       drop rows matching EXPR (repeatable: any drops)
+  --out F           kept rows, JSONL ('-' for stdout; required)
+  --rejects F       the other rows, JSONL
+  --format F        row format: auto (default), trajforge, drtulu, chat
+  --on-bad-row M    error (default) or skip
+
+Expressions: FIELD OP VALUE, joined by and, or, not and parentheses.
+  status == ok            reason in (max_turns, truncated)     verdict == fail
+  tool_calls >= 2         tool_calls in 1..5                   tokens < 8k
+  tools has pubmed_search rule == citations.unresolved         rule:error == gold.mismatch
+  repair == unclosed_call dialect == tulu                      not (turns > 10 or unresolved > 0)
+'==' takes alternatives (status == ok|failed); '!=' and 'not in' negate. On a list field a
+test holds when any element matches.
+
+Fields:
+${Object.entries(FIELDS)
+  .map(([k, f]) => `  ${k.padEnd(12)} ${f.kind.padEnd(6)}  ${f.doc}\n`)
+  .join('')}`;
+
+export async function run(argv: string[]): Promise<number> {
+  const args = parseDatasetArgs('filter', argv, {
+      keep: { type: 'string', multiple: true },
+      drop: { type: 'string', multiple: true },
+      out: { type: 'string', short: 'o' },
+      rejects: { type: 'string' },
+      format: { type: 'string' },
+  }, HELP);
+  if (!args) return 0;
+  const { values, input } = args;
+  if (!values.out) throw new TrajforgeError('BAD_USAGE', 'filter: --out F is required (- for stdout)');
+  const out = values.out;
+  const rejectsPath = values.rejects;
+  if (rejectsPath !== undefined && (rejectsPath === out ? true : out !== '-' && rejectsPath !== '-' && resolve(out) === resolve(rejectsPath))) {
+    throw new TrajforgeError('BAD_USAGE', `filter: --out and --rejects name the same place (${out})`);
+  }
+  for (const [flag, path] of [['out', out], ['rejects', rejectsPath]] as const) {
+    if (path !== undefined && path !== '-' && statSync(path, { throwIfNoEntry: false })?.isDirectory()) {
+      throw new TrajforgeError('BAD_USAGE', `filter: --${flag} ${path} is a directory; name a file`);
+    }
+  }
+  let keep;
+  try {
+    keep = compileFilter({ keep: values.keep ?? [], drop: values.drop ?? [] });
+  } catch (err) {
+    if (err instanceof FilterSpecError) {
+      const pad = ' '.repeat(err.column - 1);
+      throw new TrajforgeError('BAD_USAGE', `${err.message}\n  ${err.expression}\n  ${pad}^`);
+    }
+    throw err;
+  }
+  const read = readOptions(values.format, values['on-bad-row']);
+  const { rows, report } = readDataset(input, read);
+
+  const writers: JsonlWriter[] = [];
+  const onSignal = (): void => {
+    abortAllWriters();
+    process.exit(130);
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  try {
+    const outWriter = new JsonlWriter(out);
+    writers.push(outWriter);
+    const rejectsWriter = rejectsPath === undefined ? undefined : new JsonlWriter(rejectsPath);
+    if (rejectsWriter) writers.push(rejectsWriter);
+
+    const counts = await filterRows(rows, keep, outWriter, rejectsWriter);
+    if (counts.outputClosed) {
+      // The reader of stdout went away (`| head`): what it read is what it wanted. A file
+      // written alongside would be partial, so it is dropped.
+      for (const w of writers) w.abort();
+      return 0;
+    }
+    for (const w of writers) await w.commit();
+    const bad = report.bad.length ? `, ${report.bad.length} bad rows skipped` : '';
+    process.stderr.write(`filter: ${counts.in} rows in, ${counts.kept} kept, ${counts.rejected} rejected${bad}\n`);
+    return 0;
+  } catch (err) {
+    for (const w of writers) w.abort();
+    if ((err as Error).name === 'OutputClosedError') return 0;
+    throw err;
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+}

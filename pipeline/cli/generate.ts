@@ -1,0 +1,127 @@
+/** `trajforge generate`: flags over the config file, progress, summary, exit code. */
+import { parseArgs } from 'node:util';
+import { loadConfig, type ConfigOverrides } from '../config.js';
+import { TrajforgeError } from '../errors.js';
+import { generate, type GenerateSummary } from '../generate/run.js';
+import { stderrSink } from '../generate/progress.js';
+import { HELP } from './main.js';
+
+export function int(name: string, v: string | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0) throw new TrajforgeError('BAD_USAGE', `--${name}: expected a non-negative integer, got "${v}"`);
+  return n;
+}
+
+export function printSummary(s: GenerateSummary): void {
+  const out = (l = ''): void => void process.stdout.write(`${l}\n`);
+  const kv = (m: Record<string, number>): string =>
+    Object.entries(m)
+      .sort((a, b) => b[1] - a[1])
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ') || 'none';
+  const x = s.session;
+  const done = x.accepted + x.failed;
+  out();
+  out(`run        ${s.dir}${s.resumed ? ' (resumed)' : ''}  [${s.status}]`);
+  out(`files      ${s.dir}/trajectories.jsonl, ${s.dir}/failures.jsonl, ${s.dir}/manifest.json`);
+  out(`samples    ${s.total ?? 'unknown (stdin)'} in the question set; ${s.counts.accepted} accepted, ${s.counts.failed} failed in the run`);
+  out(`session    ${done} rolled out: ${x.accepted} accepted, ${x.failed} failed${x.skippedDone ? `; ${x.skippedDone} already done, skipped` : ''}`);
+  out(`failed by  ${kv(x.byReason)}`);
+  out(`tool calls ${done ? (x.toolCalls / done).toFixed(2) : '0'} per sample (${x.toolCalls} in all; ${s.executor.cacheHits} from cache, ${s.executor.errors} errors, ${s.executor.restarts} server restarts)`);
+  out(`repairs    ${kv(x.repairs)}`);
+  out(`rollbacks  ${kv(x.rollbacks)}`);
+  out(`endpoint   ${s.llm.requests} requests, ${s.llm.retries} retries, ${s.llm.rateLimited} rate-limited${s.llm.stopRejectedModels.length ? `, stop enforced client-side for ${s.llm.stopRejectedModels.join(', ')}` : ''}${s.llm.streamedModels.map((m) => `, streamed for ${m.model} (${m.why})`).join('')}; ${x.tokens} tokens`);
+  const rep = s.llm.repetitionRetries + s.llm.repetitionCuts;
+  if (rep) out(`repetition ${s.llm.repetitionRetries} completions resampled for degenerate repetition, ${s.llm.repetitionCuts} kept with the repeating tail cut`);
+  if (s.input && (s.input.badRows || s.input.duplicates)) {
+    const first = s.input.firstBadRows.map((b) => `line ${b.line}: ${b.message}`).join('; ');
+    out(`input      ${s.input.rows} rows read; ${s.input.badRows} bad rows skipped${first ? ` (${first}${s.input.badRows > s.input.firstBadRows.length ? '; …' : ''})` : ''}; ${s.input.duplicates} duplicate ids skipped`);
+  }
+  if (s.executor.protocolErrors) out(`tool junk  ${s.executor.protocolErrors} messages from tool servers that were not JSON-RPC (ignored; last: ${s.executor.lastProtocolError ?? 'unknown'})`);
+  if (s.fatal) out(`stopped    ${s.fatal}`);
+}
+
+export async function run(argv: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      config: { type: 'string' },
+      questions: { type: 'string' },
+      out: { type: 'string' },
+      limit: { type: 'string' },
+      concurrency: { type: 'string' },
+      samples: { type: 'string' },
+      shard: { type: 'string' },
+      seed: { type: 'string' },
+      'base-url': { type: 'string' },
+      model: { type: 'string' },
+      dialect: { type: 'string' },
+      'keep-tool-results': { type: 'string' },
+      'max-context-tokens': { type: 'string' },
+      retries: { type: 'string' },
+      'no-cache': { type: 'boolean' },
+      'cache-dir': { type: 'string' },
+      'on-bad-row': { type: 'string' },
+      help: { type: 'boolean' },
+    },
+    strict: true,
+  });
+  if (values.help) {
+    process.stdout.write(HELP);
+    return 0;
+  }
+  if (!values.config) throw new TrajforgeError('BAD_USAGE', 'generate: --config F is required');
+  const overrides: ConfigOverrides = {
+    questions: values.questions,
+    out: values.out,
+    limit: int('limit', values.limit),
+    concurrency: int('concurrency', values.concurrency),
+    samples: int('samples', values.samples),
+    shard: values.shard,
+    seed: int('seed', values.seed),
+    baseUrl: values['base-url'],
+    model: values.model,
+    dialect: values.dialect,
+    keepToolResults: int('keep-tool-results', values['keep-tool-results']),
+    maxContextTokens: int('max-context-tokens', values['max-context-tokens']),
+    retries: int('retries', values.retries),
+    cache: values['no-cache'] ? false : undefined,
+    cacheDir: values['cache-dir'],
+  };
+  const onBadRow = values['on-bad-row'];
+  if (onBadRow !== undefined && onBadRow !== 'error' && onBadRow !== 'skip') {
+    throw new TrajforgeError('BAD_USAGE', `--on-bad-row: expected error or skip, got "${onBadRow}"`);
+  }
+  const config = loadConfig(values.config, overrides);
+  if (onBadRow !== undefined) config.questions.on_bad_row = onBadRow;
+  return runInterruptibly((signal) => generate({ config, signal, progress: stderrSink() }));
+}
+
+/**
+ * Runs a session with Ctrl-C (and SIGTERM) wired to a clean stop, prints the summary, and
+ * turns the outcome into an exit code: 0 completed, 1 the endpoint refused, 130 interrupted.
+ */
+export async function runInterruptibly(session: (signal: AbortSignal) => Promise<GenerateSummary>): Promise<number> {
+  const interrupt = new AbortController();
+  let interrupts = 0;
+  const onSignal = (): void => {
+    if (++interrupts > 1) process.exit(130);
+    process.stderr.write('\ninterrupted: finishing the writes in flight (Ctrl-C again to quit at once)\n');
+    interrupt.abort();
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  try {
+    const summary = await session(interrupt.signal);
+    printSummary(summary);
+    if (summary.fatal) {
+      process.stderr.write(`error: ${summary.fatal}\n`);
+      return 1;
+    }
+    return summary.status === 'interrupted' ? 130 : 0;
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+}

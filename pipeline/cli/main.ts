@@ -1,0 +1,99 @@
+/**
+ * `trajforge`: a thin layer that parses flags and calls the stages. User errors print
+ * without a stack trace; exit codes: 0 done, 1 failed, 2 bad input or usage, 130 interrupted.
+ */
+import { parseArgs } from 'node:util';
+import { TrajforgeError } from '../errors.js';
+import { PACKAGE_VERSION } from '../paths.js';
+
+const HELP = `trajforge ${PACKAGE_VERSION}: agentic SFT trajectories over MCP tools
+
+Usage:
+  trajforge generate --config F [options]   run the model over questions, write a run directory
+  trajforge <command> --help                that command's options
+  trajforge validate <file|run|-> [--rules F] [--json] [--judge --config F]   check every row against the rules
+  trajforge filter <file|run|-> [--keep EXPR] [--drop EXPR] --out F [--rejects F]
+  trajforge stats <file|run|-> [--json]                  the shape of a dataset
+  trajforge rerun <run> [--reason R…] [--max-attempts N]  re-run failed samples only
+  trajforge merge <run…> --out DIR                       merge shard runs into one
+  trajforge export <file|run|-> --format messages|sharegpt|text --out F   training rows with loss masks
+  trajforge report <file|run|-> --out report.html        one self-contained HTML report and trajectory viewer
+  (validate, filter and stats read trajforge records, DR Tulu generator rows and chat rows;
+   --format F forces one, --on-bad-row skip counts bad rows instead of stopping)
+  trajforge sim [options]                   start the offline OpenAI-compatible model stand-in
+  trajforge --version | --help
+
+trajforge generate options (each overrides the config file):
+  --config F        run config, YAML or JSON (required)
+  --questions F     questions file: JSONL, JSON array or CSV ('-' for stdin)
+  --out DIR         run directory (resumed when it exists)
+  --limit N         at most N questions
+  --concurrency N   samples in flight (default 32)
+  --samples K       rollouts per question (ids id#0 … id#K-1)
+  --shard i/n       this process's share of the questions
+  --seed S          shuffle and sampling seed
+  --base-url URL    OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1
+  --model M         model name
+  --dialect D       tulu (<call_tool>), mcp-xml (MiroThinker <use_mcp_tool>, \\boxed{} answers)
+                    or native (OpenAI tools / tool_calls)
+  --keep-tool-results K   send only the last K tool results in full (context.keep_tool_results)
+  --max-context-tokens N  the endpoint's context window: stop and ask for the answer before it overflows
+  --retries N       fresh attempts after a failed one, each seeded with a summary of the failure
+  --on-bad-row M    error (default: a bad question row stops the run) or skip (counted, reported)
+  --no-cache        neither read nor write the tool-result cache
+  --cache-dir DIR   where the tool-result cache lives (default ~/.cache/trajforge)
+
+Exit codes: 0 run completed, 1 run failed, 2 bad input or usage, 130 interrupted (resumable).
+`;
+
+async function cmdSim(argv: string[]): Promise<number> {
+  const { runSimCli } = await import('../../sim/cli.js');
+  await runSimCli(argv);
+  return 0;
+}
+
+export { HELP };
+
+export async function main(argv: string[]): Promise<number> {
+  const [cmd, ...rest] = argv;
+  try {
+    switch (cmd) {
+      case 'sim':
+        return await cmdSim(rest);
+      case 'generate':
+      case 'validate':
+      case 'filter':
+      case 'stats':
+      case 'rerun':
+      case 'merge':
+      case 'export':
+      case 'report': {
+        const mod = (await import(`./${cmd}.js`)) as { run(argv: string[]): Promise<number> };
+        return await mod.run(rest);
+      }
+      case '--version':
+      case '-v':
+        process.stdout.write(`${PACKAGE_VERSION}\n`);
+        return 0;
+      case undefined:
+      case '--help':
+      case '-h':
+      case 'help':
+        process.stdout.write(HELP);
+        return cmd === undefined ? 2 : 0;
+      default:
+        throw new TrajforgeError('BAD_USAGE', `unknown command "${cmd}" (try trajforge --help)`);
+    }
+  } catch (err) {
+    if (err instanceof TrajforgeError) {
+      process.stderr.write(`error: ${err.message}\n`);
+      return err.code === 'WRITE_FAILED' || err.code === 'ENDPOINT_FATAL' ? 1 : 2;
+    }
+    // parseArgs reports unknown flags with a code of its own.
+    if ((err as NodeJS.ErrnoException).code?.startsWith('ERR_PARSE_ARGS')) {
+      process.stderr.write(`error: ${(err as Error).message}\n`);
+      return 2;
+    }
+    throw err;
+  }
+}

@@ -1,0 +1,33 @@
+/** `trajforge merge <run…> --out DIR`: shard runs → one run, one record per id. */
+import { parseArgs } from 'node:util';
+import { TrajforgeError } from '../errors.js';
+import { merge } from '../dataset/merge.js';
+
+const USAGE = `trajforge merge <run…> --out DIR [--allow-mismatch]
+
+Merges runs (the shards of one job) into a new run directory, one record per id: an
+accepted record beats a failed one, a later attempt beats an earlier one. An id accepted in
+two runs is a conflict: reported, and the later run on the command line wins. Runs made with
+different configs (beyond the shard) are refused unless --allow-mismatch.
+`;
+
+export async function run(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: { out: { type: 'string' }, 'allow-mismatch': { type: 'boolean' }, help: { type: 'boolean' } },
+  });
+  if (values.help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  if (!values.out || positionals.length === 0) throw new TrajforgeError('BAD_USAGE', `merge: runs and --out DIR are required\n\n${USAGE}`);
+  const r = await merge({ runs: positionals, out: values.out, allowMismatch: values['allow-mismatch'] });
+  process.stdout.write(`merged ${positionals.length} runs into ${r.out}: ${r.accepted} accepted, ${r.failed} failed, ${r.superseded} superseded records left out\n`);
+  if (r.conflicts.length) {
+    process.stderr.write(`${r.conflicts.length} ids were accepted in more than one run (the later run kept):\n`);
+    for (const c of r.conflicts.slice(0, 20)) process.stderr.write(`  ${c.id}: ${c.runs.join(', ')} → kept ${c.kept}\n`);
+    if (r.conflicts.length > 20) process.stderr.write(`  … and ${r.conflicts.length - 20} more\n`);
+  }
+  return 0;
+}

@@ -1,0 +1,69 @@
+/** `trajforge rerun <run>`: re-run the failed samples of a run, each with attempt + 1. */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { FailureReason, type RunConfig } from '../../schemas/index.js';
+import { loadConfig, resolveConfig, type ConfigOverrides } from '../config.js';
+import { TrajforgeError } from '../errors.js';
+import { stderrSink } from '../generate/progress.js';
+import { DEFAULT_MAX_ATTEMPTS, rerun } from '../dataset/rerun.js';
+import { MANIFEST } from '../generate/store.js';
+import { int, runInterruptibly } from './generate.js';
+
+const USAGE = `trajforge rerun <run> [options]
+
+Re-runs only the samples of <run> whose attempts all failed, each with attempt + 1, and
+appends the results to the run. The questions come from the failure records.
+
+  --reason R          only failures with this reason (repeatable): ${FailureReason.options.join(', ')}
+  --max-attempts N    attempts an id may have in all, the first included (default ${DEFAULT_MAX_ATTEMPTS})
+  --config F          the run config (default: the one recorded in the run's manifest)
+  --base-url URL      the endpoint, when it moved since the run began
+  --concurrency N     samples in flight
+`;
+
+/** The config recorded in the manifest; secrets were redacted there, so a run that had some needs --config. */
+function configFromManifest(dir: string): RunConfig {
+  const file = join(dir, MANIFEST);
+  let manifest: { config?: unknown };
+  try {
+    manifest = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (err) {
+    throw new TrajforgeError('BAD_INPUT', `${dir}: not a run directory (${(err as Error).message})`, { file });
+  }
+  if (JSON.stringify(manifest.config ?? {}).includes('[redacted]')) {
+    throw new TrajforgeError('BAD_USAGE', `${file}: the recorded config had secrets, which were redacted; pass the original with --config`, { file });
+  }
+  return resolveConfig(manifest.config, file);
+}
+
+export async function run(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      reason: { type: 'string', multiple: true },
+      'max-attempts': { type: 'string' },
+      config: { type: 'string' },
+      'base-url': { type: 'string' },
+      concurrency: { type: 'string' },
+      help: { type: 'boolean' },
+    },
+  });
+  if (values.help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  const [dir, ...extra] = positionals;
+  if (!dir || extra.length) throw new TrajforgeError('BAD_USAGE', `rerun: expected one run directory\n\n${USAGE}`);
+  const reasons = (values.reason ?? []).map((r) => {
+    const parsed = FailureReason.safeParse(r);
+    if (!parsed.success) throw new TrajforgeError('BAD_USAGE', `--reason: unknown reason "${r}" (one of ${FailureReason.options.join(', ')})`);
+    return parsed.data;
+  });
+  const maxAttempts = int('max-attempts', values['max-attempts']);
+  if (maxAttempts === 0) throw new TrajforgeError('BAD_USAGE', '--max-attempts: at least 1');
+  const overrides: ConfigOverrides = { baseUrl: values['base-url'], concurrency: int('concurrency', values.concurrency) };
+  const base = values.config ? loadConfig(values.config, overrides) : resolveConfig(configFromManifest(dir), join(dir, MANIFEST), overrides);
+  return runInterruptibly((signal) => rerun({ dir, config: base, reasons, maxAttempts, signal, progress: stderrSink() }));
+}

@@ -1,0 +1,31 @@
+/** `trajforge stats <file|run|->`: the shape of a dataset, as a table or one JSON object. */
+import { formatStats, statsForInput, statsToJson } from '../dataset/stats.js';
+import { parseDatasetArgs, readOptions } from './common.js';
+
+const HELP = `Usage: trajforge stats <file|run|-> [--json] [--format F] [--on-bad-row skip]
+
+The shape of a dataset: counts by status and reason, acceptance rate, tool calls, turns and
+tokens per trajectory (mean, p50, p90, max), tools, repairs, rollbacks, citations, and the
+validation rules that failed. A run directory counts the latest state of each id: an accepted
+id once, as accepted; an id that only failed once, by its latest attempt.
+
+  --json            print the figures as one JSON object (no histograms)
+  --format F        row format: auto (default), trajforge, drtulu, chat
+  --on-bad-row M    error (default) or skip: count unreadable rows and go on
+`;
+
+export async function run(argv: string[]): Promise<number> {
+  const args = parseDatasetArgs('stats', argv, {
+      json: { type: 'boolean' },
+      format: { type: 'string' },
+  }, HELP);
+  if (!args) return 0;
+  const { values, input } = args;
+  const stats = await statsForInput(input, readOptions(values.format, values['on-bad-row']));
+  if (stats.rows.bad) process.stderr.write(`stats: skipped ${stats.rows.bad} bad rows\n`);
+  const text = values.json ? `${JSON.stringify(statsToJson(stats), null, 2)}\n` : formatStats(stats, input === '-' ? 'stdin' : input);
+  // A reader that stops early (`| head`) is not an error of ours.
+  process.stdout.on('error', () => {});
+  await new Promise<void>((resolve) => process.stdout.write(text, () => resolve()));
+  return 0;
+}

@@ -1,0 +1,80 @@
+/**
+ * `trajforge report`: one self-contained HTML file from a run or a dataset, in one streaming
+ * pass (two for a run directory, whose failures.jsonl is indexed first, as `stats` does).
+ *
+ * Each row is written to the page as soon as it is read, and handed on to `computeStats`,
+ * which makes every figure of the overview: the report and `trajforge stats` never disagree.
+ * A run directory shows the latest state of each id, in the list and in the figures alike.
+ * Memory holds one row, the figures' fixed-size sketches and, for a run directory, its ids.
+ */
+import { TrajforgeError } from '../../errors.js';
+import { latestFilter, latestIndexFor } from '../export.js';
+import { JsonlWriter, OutputClosedError } from '../../jsonl.js';
+import { PACKAGE_VERSION } from '../../paths.js';
+import { readDataset, type DatasetRow, type ReadOptions } from '../readers.js';
+import { computeStats, type Stats } from '../stats.js';
+import { overview, pageHead, pageTail, ROWS_END } from './page.js';
+import { DEFAULT_ROW_OPTIONS, rowLine, type RowOptions } from './rows.js';
+
+export interface ReportOptions extends Partial<RowOptions> {
+  readonly read?: ReadOptions;
+  readonly title?: string;
+  /** Fixed for reproducible output in tests; default now. */
+  readonly generatedAt?: string;
+  /** Where `-` writes; default stdout. */
+  readonly stdout?: NodeJS.WritableStream;
+}
+
+export interface ReportResult {
+  /** Undefined only when the output closed early. */
+  readonly stats: Stats | undefined;
+  /** Trajectories in the list. */
+  readonly listed: number;
+  /** Bytes of the page (UTF-8). */
+  readonly bytes: number;
+  /** The reader of stdout went away before the end. */
+  readonly outputClosed: boolean;
+}
+
+export async function buildReport(input: string, out: string, opts: ReportOptions = {}): Promise<ReportResult> {
+  const read = opts.read ?? {};
+  const rowOpts: RowOptions = { outputChars: opts.outputChars ?? DEFAULT_ROW_OPTIONS.outputChars, textChars: opts.textChars ?? DEFAULT_ROW_OPTIONS.textChars };
+  for (const [name, v] of Object.entries(rowOpts)) {
+    if (!(Number.isInteger(v) && v > 0)) throw new TrajforgeError('BAD_USAGE', `report: ${name} must be a positive integer, got ${v}`);
+  }
+  const latest = await latestIndexFor(input, read);
+  const { rows, report } = readDataset(input, read);
+  const listedRow = latest ? latestFilter(latest) : undefined;
+
+  const writer = new JsonlWriter(out, opts.stdout ? { stdout: opts.stdout } : {});
+  let bytes = 0;
+  const put = (s: string): Promise<void> | undefined => {
+    bytes += Buffer.byteLength(s, 'utf8') + 1;
+    return writer.writeLine(s);
+  };
+  let listed = 0;
+  try {
+    const source = input === '-' ? 'stdin' : input;
+    await put(pageHead({ title: opts.title ?? `trajforge report: ${source}`, source, generatedAt: opts.generatedAt ?? new Date().toISOString().replace(/\.\d+Z$/, 'Z'), version: PACKAGE_VERSION }));
+    async function* tee(): AsyncGenerator<DatasetRow> {
+      for await (const row of rows) {
+        if (listedRow === undefined || listedRow(row)) {
+          listed++;
+          const p = put(rowLine(row.trajectory, rowOpts));
+          if (p) await p;
+        }
+        yield row;
+      }
+    }
+    const stats = await computeStats(tee(), { latest, report });
+    await put(ROWS_END);
+    await put(overview(stats, listed, rowOpts));
+    await put(pageTail());
+    await writer.commit();
+    return { stats, listed, bytes, outputClosed: false };
+  } catch (err) {
+    writer.abort();
+    if (err instanceof OutputClosedError) return { stats: undefined, listed, bytes, outputClosed: true };
+    throw err;
+  }
+}

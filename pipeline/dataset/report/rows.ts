@@ -1,0 +1,100 @@
+/**
+ * What the report embeds per trajectory: one line of the `rows` block,
+ * `SUMMARY <tab> DETAIL`, both JSON.
+ *
+ * - SUMMARY is what the list, the search and the filters need, parsed for every row when
+ *   the page opens: `[id, status, reason, rules, question, tool_calls, turns, tokens,
+ *   repairs, rollbacks]` (an array: 10,000 rows of key names would be noise).
+ * - DETAIL is what the viewer needs, parsed only when a trajectory is opened: the segments
+ *   of the interleaved text with their kinds, and the answer, issues, repairs and rollbacks.
+ *   Tool outputs longer than `outputChars` (and any other segment longer than `textChars`)
+ *   are cut, and the viewer says by how much: the outputs are most of a trajectory's bytes
+ *   and the least of what a person reads, and the dataset keeps them whole.
+ *
+ * JSON never holds a raw tab or newline, so the tab and the line are unambiguous; every `<`
+ * is written `\u003c` (still JSON) so no text can end the script element early, whether it
+ * is `</script>` or the `<!--`/`<script` pair that changes how HTML reads a script.
+ */
+import type { Trajectory } from '../../../schemas/index.js';
+import { getDialect } from '../../dialects/index.js';
+import type { Segment } from '../../dialects/types.js';
+
+export interface RowOptions {
+  /** Characters of a tool output kept in the viewer. */
+  readonly outputChars: number;
+  /** Characters of any other segment kept in the viewer. */
+  readonly textChars: number;
+}
+
+export const DEFAULT_ROW_OPTIONS: RowOptions = { outputChars: 1500, textChars: 20_000 };
+
+/** Segment kinds as the page names them. */
+const KIND: Record<Segment['kind'], string> = { text: 't', think: 'k', call: 'c', output: 'o', answer: 'a' };
+
+type Obj = Record<string, unknown>;
+const arr = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
+const str = (v: unknown): string => (typeof v === 'string' ? v : '');
+const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);
+
+/** JSON that is safe inside a script element. */
+export function scriptJson(v: unknown): string {
+  return JSON.stringify(v).replace(/</g, '\\u003c');
+}
+
+function rulesOf(t: Partial<Trajectory>): string[] {
+  const rules = new Set<string>();
+  for (const i of arr(t.validation?.issues)) {
+    const rule = (i as Obj | null)?.rule;
+    if (typeof rule === 'string') rules.add(rule);
+  }
+  return [...rules];
+}
+
+export function summaryOf(t: Partial<Trajectory>): unknown[] {
+  const calls = num(t.total_tool_calls) ?? arr(t.tool_calls).length;
+  return [str(t.id), str(t.status) || 'unknown', str(t.reason), rulesOf(t), str(t.question), calls, num(t.turns), num(t.usage?.total_tokens), arr(t.repairs).length, arr(t.rollbacks).length];
+}
+
+/** The segments to show: the dialect's parse, or the whole text as one when there is no parser. */
+function segmentsOf(t: Partial<Trajectory>): readonly { kind: Segment['kind']; text: string }[] {
+  const text = str(t.interleaved_text);
+  try {
+    return getDialect(t.dialect ?? 'tulu').parseTrajectory(text).segments;
+  } catch {
+    return text === '' ? [] : [{ kind: 'text', text }];
+  }
+}
+
+export function detailOf(t: Partial<Trajectory>, opts: RowOptions): Obj {
+  const seg: [string, string, number?][] = [];
+  for (const s of segmentsOf(t)) {
+    // The newlines that join turns and outputs carry nothing to read.
+    if (s.kind === 'text' && s.text.trim() === '') continue;
+    const limit = s.kind === 'output' ? opts.outputChars : opts.textChars;
+    if (s.text.length > limit) seg.push([KIND[s.kind], s.text.slice(0, limit), s.text.length - limit]);
+    else seg.push([KIND[s.kind], s.text]);
+  }
+  const issues = arr(t.validation?.issues).map((i) => {
+    const x = (i ?? {}) as Obj;
+    return [str(x.rule), str(x.severity), str(x.message)];
+  });
+  const repairs = arr(t.repairs).map((r) => {
+    const x = (r ?? {}) as Obj;
+    return [num(x.turn), str(x.kind), str(x.detail)];
+  });
+  const rollbacks = arr(t.rollbacks).map((r) => {
+    const x = (r ?? {}) as Obj;
+    return [num(x.turn), str(x.condition), str(x.detail)];
+  });
+  const d: Obj = { m: str(t.model), dl: str(t.dialect), at: num(t.attempt), fa: str(t.final_answer), seg, iss: issues, rep: repairs, rb: rollbacks };
+  if (typeof t.gold_answer === 'string') d.g = t.gold_answer;
+  if (typeof t.error === 'string' && t.error !== '') d.e = t.error;
+  const cited = arr(t.cited_ids).length;
+  if (cited) d.ci = [cited, arr(t.unresolved_cited_ids).length];
+  return d;
+}
+
+/** One line of the `rows` block. */
+export function rowLine(t: Partial<Trajectory>, opts: RowOptions): string {
+  return `${scriptJson(summaryOf(t))}\t${scriptJson(detailOf(t, opts))}`;
+}

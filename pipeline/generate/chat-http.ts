@@ -1,0 +1,268 @@
+/**
+ * The chat-completions wire: one POST over node:http(s) with a keep-alive agent, the answer
+ * read as one JSON body or as server-sent events split as the bytes arrive.
+ *
+ * This replaced the OpenAI SDK on the request path. Per request the SDK built WHATWG
+ * Request/Response/Headers objects, piped the body through web streams, and decoded SSE
+ * through three layers of async iterators; that was most of trajforge's CPU per turn
+ * (bench/BENCHMARKS.md, before and after). The protocol facts kept from it: the URL is
+ * `base_url` + `/chat/completions`; a non-2xx answer carries `{error: {message, code, param}}`
+ * (or text, from a proxy); a stream is `data: <json>` events ending in `data: [DONE]`, and an
+ * event carrying `error` is a failure reported after the 200.
+ */
+import { Agent, request, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import { PACKAGE_VERSION } from '../paths.js';
+
+const agent = new Agent({ keepAlive: true, maxSockets: Infinity, scheduling: 'lifo' });
+const httpsAgent = new HttpsAgent({ keepAlive: true, maxSockets: Infinity, scheduling: 'lifo' });
+
+/** An error body is read up to this size; the rest is not worth holding. */
+const MAX_ERROR_BODY = 64 * 1024;
+
+/** The endpoint answered with an error: a non-2xx status, or an `error` event inside a stream. */
+export class EndpointError extends Error {
+  /** Undefined for an error reported inside a stream without a numeric code. */
+  readonly status: number | undefined;
+  readonly code: string | undefined;
+  readonly param: string | undefined;
+  readonly headers: IncomingHttpHeaders;
+  constructor(status: number | undefined, message: string, fields: { code?: unknown; param?: unknown }, headers: IncomingHttpHeaders) {
+    super(message);
+    this.name = 'EndpointError';
+    this.status = status;
+    this.code = typeof fields.code === 'string' ? fields.code : undefined;
+    this.param = typeof fields.param === 'string' ? fields.param : undefined;
+    this.headers = headers;
+  }
+}
+
+/** The connection failed or dropped before the answer was whole. */
+export class ConnectionError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConnectionError';
+  }
+}
+
+/** A 2xx body that is not what the protocol promises (not JSON, an SSE event that does not parse). */
+export class MalformedResponse extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'MalformedResponse';
+  }
+}
+
+/** The request was aborted through its signal (by the caller, or by a timer the caller set). */
+export class RequestAborted extends Error {
+  constructor() {
+    super('aborted');
+    this.name = 'RequestAborted';
+  }
+}
+
+export interface ChatWire {
+  readonly url: URL;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly secure: boolean;
+}
+
+/** Where and how to POST chat completions for `baseUrl`. The key goes into a header, nowhere else. */
+export function chatWire(baseUrl: string, apiKey: string): ChatWire {
+  const url = new URL(`${baseUrl.replace(/\/+$/, '')}/chat/completions`);
+  return {
+    url,
+    secure: url.protocol === 'https:',
+    headers: { 'content-type': 'application/json', accept: 'application/json', authorization: `Bearer ${apiKey}`, 'user-agent': `trajforge/${PACKAGE_VERSION}` },
+  };
+}
+
+/** POSTs `body` and resolves with the parsed JSON answer. */
+export async function postJson(wire: ChatWire, body: string, signal: AbortSignal): Promise<unknown> {
+  const res = await send(wire, body, signal);
+  const text = await readAll(res, signal, Infinity);
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    throw new MalformedResponse(`the body is not JSON: ${preview(text)}`);
+  }
+}
+
+/**
+ * POSTs `body` and calls `onEvent` with each parsed SSE `data` event until `[DONE]` or the end
+ * of the body (an event the end of the body cuts off is not passed on). `onEvent` returns true
+ * to stop early: the response is then dropped (its connection too, as the server may still be
+ * sending) and the promise resolves.
+ */
+export async function postStream(wire: ChatWire, body: string, signal: AbortSignal, onEvent: (data: unknown) => boolean | void): Promise<void> {
+  const res = await send(wire, body, signal);
+  res.setEncoding('utf8');
+  await new Promise<void>((resolve, reject) => {
+    let settled = false;
+    let done = false;
+    let buf = '';
+    let data: string[] = [];
+    let event = '';
+    const finish = (err?: Error): void => {
+      if (settled) return;
+      settled = true;
+      if (err) reject(err);
+      else resolve();
+    };
+    const stop = (err?: Error): void => {
+      res.destroy();
+      finish(err);
+    };
+    // One complete event (the blank line after its fields was read).
+    const dispatch = (): boolean => {
+      if (data.length === 0) return false;
+      const payload = data.length === 1 ? data[0]! : data.join('\n');
+      const name = event;
+      data = [];
+      event = '';
+      if (payload.startsWith('[DONE]')) {
+        done = true;
+        return false;
+      }
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(payload);
+      } catch {
+        stop(new MalformedResponse(`a stream event is not JSON: ${preview(payload)}`));
+        return true;
+      }
+      const error = (parsed as { error?: unknown } | null)?.error;
+      if (name === 'error' || (error !== undefined && error !== null)) {
+        stop(streamError(error ?? parsed, res.headers));
+        return true;
+      }
+      if (onEvent(parsed) === true) {
+        done = true;
+        stop();
+        return true;
+      }
+      return false;
+    };
+    // SSE lines end in \n, \r\n or a lone \r; a \r at the end of a piece may be half of \r\n.
+    // Where the next \r and \n are is looked up only once the scan has passed them: linear.
+    const lines = (final: boolean): void => {
+      let start = 0;
+      let cr = buf.indexOf('\r');
+      let nl = buf.indexOf('\n');
+      while (!settled) {
+        if (cr >= 0 && cr < start) cr = buf.indexOf('\r', start);
+        if (nl >= 0 && nl < start) nl = buf.indexOf('\n', start);
+        let end: number;
+        let next: number;
+        if (cr >= 0 && (nl < 0 || cr < nl)) {
+          if (cr === buf.length - 1 && !final) break;
+          end = cr;
+          next = nl === cr + 1 ? cr + 2 : cr + 1;
+        } else if (nl >= 0) {
+          end = nl;
+          next = nl + 1;
+        } else {
+          break;
+        }
+        const line = buf.slice(start, end);
+        start = next;
+        if (field(line)) return;
+      }
+      // At the end of the body an event without its closing blank line is dropped, as the SSE
+      // spec says: it may be cut short.
+      buf = final ? '' : buf.slice(start);
+    };
+    // One line of an event; true when the stream is over for us.
+    const field = (line: string): boolean => {
+      if (line === '') return dispatch();
+      if (done || line.charCodeAt(0) === 58 /* ':' comment */) return false;
+      const colon = line.indexOf(':');
+      const name = colon < 0 ? line : line.slice(0, colon);
+      let value = colon < 0 ? '' : line.slice(colon + 1);
+      if (value.charCodeAt(0) === 32) value = value.slice(1);
+      if (name === 'data') data.push(value);
+      else if (name === 'event') event = value;
+      return false;
+    };
+    res.on('data', (piece: string) => {
+      if (settled) return;
+      buf += piece;
+      lines(false);
+    });
+    res.on('end', () => {
+      if (settled) return;
+      lines(true);
+      finish();
+    });
+    res.on('error', (err) => finish(signal.aborted ? new RequestAborted() : new ConnectionError(err.message)));
+    res.on('close', () => {
+      if (!settled) finish(signal.aborted ? new RequestAborted() : new ConnectionError('the stream was cut off'));
+    });
+  });
+}
+
+function send(wire: ChatWire, body: string, signal: AbortSignal): Promise<IncomingMessage> {
+  if (signal.aborted) return Promise.reject(new RequestAborted());
+  return new Promise((resolve, reject) => {
+    const opts = { method: 'POST', headers: { ...wire.headers, 'content-length': String(Buffer.byteLength(body)) }, agent: wire.secure ? httpsAgent : agent };
+    const req = (wire.secure ? httpsRequest : request)(wire.url, opts, (res) => {
+      const status = res.statusCode ?? 0;
+      if (status >= 200 && status < 300) return resolve(res);
+      readAll(res, signal, MAX_ERROR_BODY).then((text) => reject(statusError(status, text, res.headers)), reject);
+    });
+    // Not http.request's own `signal` option: it watches the request through stream.finished,
+    // which cost ~0.03 ms of CPU per request on the bench machine (of ~0.2 for the whole
+    // exchange). Destroying the request ends its response too; the request closes once its
+    // response has ended, and takes its listener with it.
+    const onAbort = (): void => void req.destroy();
+    signal.addEventListener('abort', onAbort, { once: true });
+    req.once('close', () => signal.removeEventListener('abort', onAbort));
+    req.on('error', (err) => reject(signal.aborted ? new RequestAborted() : new ConnectionError(err.message)));
+    req.end(body);
+  });
+}
+
+/** The body as text, at most `limit` characters kept (the rest is read and dropped). */
+function readAll(res: IncomingMessage, signal: AbortSignal, limit: number): Promise<string> {
+  res.setEncoding('utf8');
+  return new Promise((resolve, reject) => {
+    let text = '';
+    res.on('data', (piece: string) => {
+      if (text.length < limit) text += piece;
+    });
+    res.on('end', () => resolve(text.length > limit ? text.slice(0, limit) : text));
+    res.on('error', (err) => reject(signal.aborted ? new RequestAborted() : new ConnectionError(err.message)));
+    res.on('close', () => {
+      if (!res.complete) reject(signal.aborted ? new RequestAborted() : new ConnectionError('the response was cut off'));
+    });
+  });
+}
+
+/** `{error: {message, code, param}}`, `{message}`, `{detail}`, or text (an HTML page from a proxy). */
+function statusError(status: number, text: string, headers: IncomingHttpHeaders): EndpointError {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    const plain = text.replace(/<[^>]*>/g, ' ').replace(/\s+/g, ' ').trim();
+    return new EndpointError(status, plain === '' ? `status ${status} (no body)` : preview(plain), {}, headers);
+  }
+  const obj = json as Record<string, unknown> | null;
+  const err = (obj?.error ?? obj) as Record<string, unknown> | string | null;
+  if (typeof err === 'string') return new EndpointError(status, err, {}, headers);
+  const message = err?.message ?? err?.detail;
+  return new EndpointError(status, typeof message === 'string' ? message : preview(JSON.stringify(json)), err ?? {}, headers);
+}
+
+/** An `error` reported after the 200, as vLLM and OpenRouter do: a numeric code is the status. */
+function streamError(error: unknown, headers: IncomingHttpHeaders): EndpointError {
+  if (typeof error === 'string') return new EndpointError(undefined, error, {}, headers);
+  const e = (error ?? {}) as Record<string, unknown>;
+  const status = typeof e.code === 'number' ? e.code : undefined;
+  const message = typeof e.message === 'string' ? e.message : preview(JSON.stringify(error));
+  return new EndpointError(status, message, { code: typeof e.code === 'string' ? e.code : undefined, param: e.param }, headers);
+}
+
+function preview(text: string): string {
+  return text.length > 300 ? `${text.slice(0, 300)}…` : text;
+}

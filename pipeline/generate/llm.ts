@@ -1,0 +1,544 @@
+/**
+ * The model endpoint: requests over chat-http.ts, retried here so that `Retry-After` is
+ * honoured, the endpoint's concurrency lowered on 429, fatal errors told apart, and every
+ * attempt counted.
+ */
+import type { IncomingHttpHeaders } from 'node:http';
+import type { ChatMessage, EndpointConfig, NativeToolCall } from '../../schemas/index.js';
+import { chatWire, ConnectionError, EndpointError, postJson, postStream, RequestAborted, type ChatWire } from './chat-http.js';
+import type { FinishReason } from '../dialects/types.js';
+import { countTokens } from '../tokens.js';
+
+export type LlmErrorKind =
+  /** The endpoint refuses the request itself (401, 403, 404, 400): retrying cannot help. */
+  | 'fatal'
+  | 'context_overflow'
+  /** Retryable errors that did not stop within `max_retries`. */
+  | 'exhausted'
+  | 'aborted';
+
+export class LlmError extends Error {
+  readonly kind: LlmErrorKind;
+  readonly status: number | undefined;
+  constructor(kind: LlmErrorKind, message: string, status?: number) {
+    super(message);
+    this.name = 'LlmError';
+    this.kind = kind;
+    this.status = status;
+  }
+}
+
+export interface CompletionRequest {
+  readonly messages: readonly ChatMessage[];
+  /** At most 4: the OpenAI and vLLM limit. */
+  readonly stop: readonly string[];
+  readonly signal?: AbortSignal | undefined;
+  /** Sampling seed for this request; default `endpoint.seed`. */
+  readonly seed?: number | undefined;
+  /** Native function calling: the `tools` field, and `tool_choice` (`none` asks for text only). */
+  readonly tools?: readonly unknown[] | undefined;
+  readonly toolChoice?: 'auto' | 'none' | undefined;
+}
+
+export interface Completion {
+  readonly text: string;
+  /** Native function calling: the calls the endpoint returned apart from the text. */
+  readonly toolCalls: readonly NativeToolCall[];
+  readonly finishReason: FinishReason;
+  /** The client found a stop string the server did not honour (or was not sent) and cut there. */
+  readonly clientStop: boolean;
+  /**
+   * The completion ended in degenerate repetition on every one of its `repetition_retries`
+   * resamples; the repeating tail was cut (one copy of the repeated phrase kept) and the
+   * finish reason is `length`.
+   */
+  readonly repetitionCut: boolean;
+  readonly promptTokens: number;
+  readonly completionTokens: number;
+  /** Token counts came from a local tokenizer. */
+  readonly estimated: boolean;
+  /** HTTP attempts made, retries included. */
+  readonly attempts: number;
+  readonly ms: number;
+}
+
+export interface LlmStats {
+  requests: number;
+  retries: number;
+  rateLimited: number;
+  lengthRetries: number;
+  /** Completions resampled because their tail repeated (see `degenerateTail`). */
+  repetitionRetries: number;
+  /** Completions kept with their repeating tail cut, after `repetition_retries` resamples. */
+  repetitionCuts: number;
+  stopRejectedModels: string[];
+  /** With `stream: auto`, the models now streamed, and why. */
+  streamedModels: { model: string; why: string }[];
+  concurrencyLimit: number;
+}
+
+/** Lowers the number of requests in flight on 429 and raises it again after a run of successes. */
+class AdaptiveGate {
+  #limit: number;
+  readonly #max: number;
+  #inFlight = 0;
+  #streak = 0;
+  readonly #waiters: (() => void)[] = [];
+  static readonly RAISE_AFTER = 20;
+
+  constructor(max: number) {
+    this.#max = Math.max(1, max);
+    this.#limit = this.#max;
+  }
+
+  get limit(): number {
+    return this.#limit;
+  }
+
+  async acquire(): Promise<void> {
+    while (this.#inFlight >= this.#limit) await new Promise<void>((r) => this.#waiters.push(r));
+    this.#inFlight++;
+  }
+
+  release(): void {
+    this.#inFlight--;
+    this.#waiters.shift()?.();
+  }
+
+  rateLimited(): void {
+    this.#streak = 0;
+    this.#limit = Math.max(1, Math.floor(this.#limit / 2));
+  }
+
+  succeeded(): void {
+    if (++this.#streak < AdaptiveGate.RAISE_AFTER || this.#limit >= this.#max) return;
+    this.#streak = 0;
+    this.#limit++;
+    this.#waiters.shift()?.();
+  }
+}
+
+export interface LlmClientOptions {
+  readonly apiKey: string;
+  /** Requests in flight at most; lowered on 429. Default: unlimited (the run's concurrency bounds it). */
+  readonly maxConcurrency?: number | undefined;
+  /** For tests: replaces the clock used for backoff waits. */
+  readonly sleep?: ((ms: number, signal?: AbortSignal) => Promise<void>) | undefined;
+}
+
+function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(new LlmError('aborted', 'aborted'));
+    const t = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = (): void => {
+      clearTimeout(t);
+      reject(new LlmError('aborted', 'aborted'));
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/** Seconds or an HTTP date in `Retry-After`, or milliseconds in `retry-after-ms`. */
+export function retryAfterMs(headers: IncomingHttpHeaders | undefined): number | undefined {
+  if (!headers) return undefined;
+  const msHeader = headers['retry-after-ms'];
+  const ms = Number(msHeader);
+  if (typeof msHeader === 'string' && msHeader.trim() !== '' && Number.isFinite(ms) && ms >= 0) return ms;
+  const ra = headers['retry-after'];
+  if (ra === undefined) return undefined;
+  const secs = Number(ra);
+  if (Number.isFinite(secs) && secs >= 0) return secs * 1000;
+  const date = Date.parse(ra);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now());
+}
+
+/**
+ * Degenerate repetition: the tail of a completion is one phrase (a period of 1 to
+ * MAX_PERIOD characters) repeated at least MIN_REPEATS times and over at least MIN_CHARS
+ * characters. Looked for only in the last WINDOW characters, so a check costs at most
+ * MAX_PERIOD × WINDOW character comparisons whatever the length of the text, and no regular
+ * expression runs over it.
+ */
+export const REPETITION = { maxPeriod: 300, minRepeats: 8, minChars: 400, window: 4096 } as const;
+
+/**
+ * When the tail of `text` repeats, the period and where the repeating run starts (the start
+ * of its first copy); otherwise undefined. The smallest qualifying period wins.
+ */
+export function degenerateTail(text: string, limits: { maxPeriod: number; minRepeats: number; minChars: number; window: number } = REPETITION): { period: number; start: number } | undefined {
+  const end = text.length;
+  for (let p = 1; p <= limits.maxPeriod && 2 * p <= end; p++) {
+    const need = Math.max(limits.minRepeats * p, limits.minChars);
+    if (need > end || need > limits.window) continue;
+    // Characters (from the end) equal to the character one period earlier.
+    let run = 0;
+    const max = Math.min(end - p, limits.window);
+    while (run < max && text.charCodeAt(end - 1 - run) === text.charCodeAt(end - 1 - run - p)) run++;
+    if (run + p < need) continue;
+    // Qualifies: find where the run really starts, past the window (one linear pass).
+    while (end - 1 - run - p >= 0 && text.charCodeAt(end - 1 - run) === text.charCodeAt(end - 1 - run - p)) run++;
+    return { period: p, start: end - run - p };
+  }
+  return undefined;
+}
+
+/** The text before a repeating tail plus one copy of the repeated phrase. */
+export function cutRepetition(text: string, tail: { period: number; start: number }): string {
+  return text.slice(0, tail.start + tail.period);
+}
+
+/** The first position of any stop string in `text` at or after `from`. */
+function findStop(text: string, stops: readonly string[], from: number): number {
+  let best = -1;
+  for (const s of stops) {
+    const i = text.indexOf(s, from);
+    if (i >= 0 && (best < 0 || i < best)) best = i;
+  }
+  return best;
+}
+
+type Classified =
+  | { retry: true; waitMs?: number | undefined; rateLimited?: boolean }
+  | { retry: false; error: LlmError }
+  | { stopRejected: true };
+
+export class LlmClient {
+  readonly #cfg: EndpointConfig;
+  readonly #wire: ChatWire;
+  readonly #gate: AdaptiveGate;
+  readonly #sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
+  /** Models that answered `stop` with 400 unsupported_parameter: stop is enforced here instead. */
+  static readonly #stopRejected = new Set<string>();
+  /** With `stream: auto`: models that showed a turn needs cutting as it comes, and how. */
+  static readonly #streamFor = new Map<string, string>();
+  readonly #stats = { requests: 0, retries: 0, rateLimited: 0, lengthRetries: 0, repetitionRetries: 0, repetitionCuts: 0 };
+  /** The key, to scrub from error messages a server may echo it in. */
+  readonly #apiKey: string;
+
+  constructor(cfg: EndpointConfig, opts: LlmClientOptions) {
+    this.#cfg = cfg;
+    this.#apiKey = opts.apiKey;
+    this.#wire = chatWire(cfg.base_url, opts.apiKey);
+    this.#gate = new AdaptiveGate(opts.maxConcurrency ?? Number.MAX_SAFE_INTEGER);
+    this.#sleep = opts.sleep ?? abortableSleep;
+  }
+
+  stats(): LlmStats {
+    return {
+      ...this.#stats,
+      stopRejectedModels: [...LlmClient.#stopRejected],
+      streamedModels: [...LlmClient.#streamFor].map(([model, why]) => ({ model, why })),
+      concurrencyLimit: this.#gate.limit,
+    };
+  }
+
+  /** Forget which models rejected `stop` or are streamed (tests start from a clean slate). */
+  static resetStopMemory(): void {
+    LlmClient.#stopRejected.clear();
+    LlmClient.#streamFor.clear();
+  }
+
+  /**
+   * Whether to stream this request. Streaming costs a socket read and a JSON parse per piece
+   * (a third of trajforge's CPU per turn in the bench); it pays for itself only when the client
+   * must cut a turn: stop strings the endpoint will not apply, or a loop to stop early.
+   */
+  #streams(): boolean {
+    const { stream, model } = this.#cfg;
+    return stream === 'auto' ? LlmClient.#streamFor.has(model) : stream;
+  }
+
+  #streamFrom(why: string): void {
+    if (this.#cfg.stream === 'auto' && !LlmClient.#streamFor.has(this.#cfg.model)) LlmClient.#streamFor.set(this.#cfg.model, why);
+  }
+
+  async complete(req: CompletionRequest): Promise<Completion> {
+    if (req.stop.length > 4) throw new Error(`at most 4 stop strings, got ${req.stop.length}`);
+    const started = performance.now();
+    let attempts = 0;
+    let failures = 0;
+    let lengthRetries = 0;
+    let repetitionRetries = 0;
+    let stopDropped = false;
+    let maxTokens = this.#cfg.max_tokens;
+    for (;;) {
+      if (req.signal?.aborted) throw new LlmError('aborted', 'aborted');
+      attempts++;
+      this.#stats.requests++;
+      await this.#gate.acquire();
+      let outcome: Classified | { ok: Once };
+      try {
+        outcome = { ok: await this.#once(req, maxTokens, repetitionRetries) };
+      } catch (err) {
+        outcome = this.#classify(err, req.signal);
+      } finally {
+        this.#gate.release();
+      }
+      if ('ok' in outcome) {
+        this.#gate.succeeded();
+        const done = outcome.ok;
+        if (done.repetition !== undefined) {
+          // More tokens would only buy more of the loop: resample, then keep the text before it.
+          if (repetitionRetries < this.#cfg.repetition_retries) {
+            repetitionRetries++;
+            this.#stats.repetitionRetries++;
+            continue;
+          }
+          this.#stats.repetitionCuts++;
+          const { repetition, ...rest } = done;
+          return { ...rest, text: cutRepetition(rest.text, repetition), finishReason: 'length', repetitionCut: true, attempts, ms: performance.now() - started };
+        }
+        const { repetition: _none, ...plain } = done;
+        if (plain.finishReason === 'length' && lengthRetries < this.#cfg.length_retries) {
+          lengthRetries++;
+          this.#stats.lengthRetries++;
+          maxTokens *= 2;
+          continue;
+        }
+        return { ...plain, repetitionCut: false, attempts, ms: performance.now() - started };
+      }
+      if ('stopRejected' in outcome) {
+        // Concurrent requests may all learn it at once; each retries once without `stop`.
+        if (stopDropped) throw new LlmError('fatal', `${this.#cfg.base_url} rejects stop even when it is not sent: ${this.#lastError}`, 400);
+        stopDropped = true;
+        LlmClient.#stopRejected.add(this.#cfg.model);
+        this.#streamFrom('it rejects stop');
+        continue;
+      }
+      if (!outcome.retry) throw outcome.error;
+      if (outcome.rateLimited) {
+        this.#stats.rateLimited++;
+        this.#gate.rateLimited();
+      }
+      if (++failures > this.#cfg.max_retries) {
+        throw new LlmError('exhausted', `model endpoint failed ${failures} times in a row; last: ${this.#lastError}`);
+      }
+      this.#stats.retries++;
+      const backoff = Math.min(this.#cfg.retry_max_ms, this.#cfg.retry_base_ms * 2 ** (failures - 1));
+      const jittered = backoff / 2 + Math.random() * (backoff / 2);
+      await this.#sleep(outcome.waitMs ?? jittered, req.signal);
+    }
+  }
+
+  #lastErrorText = '';
+
+  /** The last error, as reported: a server that echoes the API key does not get it printed. */
+  get #lastError(): string {
+    return this.#scrub(this.#lastErrorText);
+  }
+
+  set #lastError(message: string) {
+    this.#lastErrorText = message;
+  }
+
+  #scrub(message: string): string {
+    const key = this.#apiKey;
+    return key.length >= 6 && key !== 'EMPTY' ? message.split(key).join('[redacted]') : message;
+  }
+
+  #classify(err: unknown, signal: AbortSignal | undefined): Classified {
+    if (err instanceof LlmError) return { retry: false, error: err };
+    if (signal?.aborted) return { retry: false, error: new LlmError('aborted', 'aborted') };
+    if (err instanceof RequestAborted) {
+      // Our own per-request timer fired (the caller's signal is not aborted).
+      this.#lastError = `no response within ${this.#cfg.timeout_ms} ms`;
+      return { retry: true };
+    }
+    if (err instanceof ConnectionError) {
+      this.#lastError = `connection error: ${err.message}`;
+      return { retry: true };
+    }
+    if (err instanceof EndpointError) {
+      const status = err.status;
+      const serverMessage = this.#scrub(err.message);
+      this.#lastError = status === undefined ? serverMessage : `${status} ${serverMessage}`;
+      if (status === 400 && err.param === 'stop' && err.code === 'unsupported_parameter') return { stopRejected: true };
+      if (status === 429) return { retry: true, waitMs: retryAfterMs(err.headers), rateLimited: true };
+      if (status === 408 || status === 409 || (status ?? 0) >= 500) return { retry: true, waitMs: retryAfterMs(err.headers) };
+      if (err.code === 'context_length_exceeded' || /context length|maximum context|too many tokens/i.test(serverMessage)) {
+        return { retry: false, error: new LlmError('context_overflow', serverMessage, status) };
+      }
+      // An error inside a stream, without a status: the server failed mid-answer, retried like a 5xx.
+      if (status === undefined) return { retry: true };
+      return { retry: false, error: new LlmError('fatal', `${this.#cfg.base_url} answered ${status}: ${serverMessage}`, status) };
+    }
+    // A body that is not what the protocol promises (malformed JSON, a stream that ends early).
+    this.#lastError = `malformed response: ${(err as Error)?.message ?? String(err)}`;
+    return { retry: true };
+  }
+
+  async #once(req: CompletionRequest, maxTokens: number, resample: number): Promise<Once> {
+    const cfg = this.#cfg;
+    // A resample after degenerate repetition must not replay the same draw on a seeded endpoint.
+    const baseSeed = req.seed ?? cfg.seed;
+    const seed = baseSeed === undefined ? undefined : baseSeed + resample;
+    const sendStop = req.stop.length > 0 && !LlmClient.#stopRejected.has(cfg.model);
+    const body: Record<string, unknown> = {
+      ...cfg.extra_body,
+      model: cfg.model,
+      messages: req.messages.map(wireMessage),
+      ...(req.tools === undefined || req.tools.length === 0 ? {} : { tools: req.tools, ...(req.toolChoice ? { tool_choice: req.toolChoice } : {}) }),
+      temperature: cfg.temperature,
+      top_p: cfg.top_p,
+      max_tokens: maxTokens,
+      ...(seed === undefined ? {} : { seed }),
+      ...(sendStop ? { stop: [...req.stop] } : {}),
+    };
+    const controller = new AbortController();
+    const onAbort = (): void => controller.abort();
+    req.signal?.addEventListener('abort', onAbort, { once: true });
+    const timer = setTimeout(() => controller.abort(), cfg.timeout_ms);
+    try {
+      const streamed = this.#streams();
+      const raw = streamed ? await this.#streamed(body, req.stop, controller) : await this.#whole(body, controller);
+      let { text } = raw;
+      let clientStop = false;
+      let finishReason = raw.finishReason;
+      const cut = findStop(text, req.stop, 0);
+      if (cut >= 0) {
+        // The server did not cut there (stop not sent, or ignored): do what it should have.
+        text = text.slice(0, cut);
+        clientStop = true;
+        finishReason = 'stop';
+        if (!streamed && sendStop) this.#streamFrom('it answered past a stop string');
+      }
+      let { promptTokens, completionTokens } = raw;
+      const estimated = promptTokens === undefined || completionTokens === undefined;
+      if (promptTokens === undefined) promptTokens = countTokens(req.messages.map((m) => m.content).join('\n'));
+      if (completionTokens === undefined) completionTokens = countTokens(raw.text);
+      // A turn cut at a stop string ended on its own; only a turn that ran on is checked for a loop.
+      const repetition = clientStop || finishReason === 'stop' ? undefined : degenerateTail(text);
+      if (repetition !== undefined && !streamed) this.#streamFrom('it looped');
+      return { text, toolCalls: raw.toolCalls, finishReason, clientStop, promptTokens, completionTokens, estimated, repetition };
+    } finally {
+      clearTimeout(timer);
+      req.signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  async #whole(body: Record<string, unknown>, controller: AbortController): Promise<RawCompletion> {
+    const r = (await postJson(this.#wire, JSON.stringify({ ...body, stream: false }), controller.signal)) as WholeCompletion;
+    const choice = r?.choices?.[0];
+    if (!choice?.message) throw new Error('response has no choices');
+    const reasoning = choice.message.reasoning_content;
+    const content = choice.message.content ?? '';
+    const toolCalls = (choice.message.tool_calls ?? []).flatMap((c) =>
+      c.type === 'function' && c.function ? [{ id: c.id, type: 'function' as const, function: { name: c.function.name, arguments: c.function.arguments ?? '' } }] : [],
+    );
+    return {
+      text: reasoning ? `<think>${reasoning}</think>\n${content}` : content,
+      toolCalls,
+      finishReason: mapFinish(choice.finish_reason),
+      promptTokens: r.usage?.prompt_tokens,
+      completionTokens: r.usage?.completion_tokens,
+    };
+  }
+
+  /** Streams, and drops the stream at the first stop string so a runaway turn costs nothing more. */
+  async #streamed(body: Record<string, unknown>, stops: readonly string[], controller: AbortController): Promise<RawCompletion> {
+    let text = '';
+    let reasoning = '';
+    const calls: { id: string; name: string; arguments: string }[] = [];
+    let finish: string | null = null;
+    let promptTokens: number | undefined;
+    let completionTokens: number | undefined;
+    const longestStop = Math.max(0, ...stops.map((s) => s.length));
+    let checkedAt = 0;
+    // Returns true to stop reading.
+    const onChunk = (data: unknown): boolean => {
+      const chunk = data as CompletionChunk;
+      if (chunk.usage) {
+        promptTokens = chunk.usage.prompt_tokens;
+        completionTokens = chunk.usage.completion_tokens;
+      }
+      const choice = chunk.choices?.[0];
+      if (!choice) return false;
+      const delta = choice.delta ?? {};
+      if (delta.reasoning_content) reasoning += delta.reasoning_content;
+      // Calls arrive in pieces, keyed by index: the first piece names the call, the rest extend its arguments.
+      for (const piece of delta.tool_calls ?? []) {
+        const call = (calls[piece.index] ??= { id: '', name: '', arguments: '' });
+        if (piece.id) call.id = piece.id;
+        if (piece.function?.name) call.name += piece.function.name;
+        if (piece.function?.arguments) call.arguments += piece.function.arguments;
+      }
+      if (delta.content) {
+        const from = Math.max(0, text.length - longestStop);
+        text += delta.content;
+        const cut = findStop(text, stops, from);
+        if (cut >= 0) {
+          // Keep the stop string: #once cuts at it and marks the turn as stopped by the client.
+          text = text.slice(0, cut + (stops.find((s) => text.startsWith(s, cut))?.length ?? 0));
+          finish = 'stop';
+          return true;
+        }
+        // A model stuck in a loop would run to max_tokens: stop paying for it as soon as it shows.
+        if (text.length - checkedAt >= REPETITION_CHECK_EVERY) {
+          checkedAt = text.length;
+          if (degenerateTail(text) !== undefined) {
+            finish = 'length';
+            return true;
+          }
+        }
+      }
+      if (choice.finish_reason) finish = choice.finish_reason;
+      return false;
+    };
+    await postStream(this.#wire, JSON.stringify({ ...body, stream: true, stream_options: { include_usage: true } }), controller.signal, onChunk);
+    if (finish === null) throw new Error('stream ended without a finish reason');
+    return {
+      text: reasoning ? `<think>${reasoning}</think>\n${text}` : text,
+      toolCalls: calls.filter(Boolean).map((c, i) => ({ id: c.id || `call_${i}`, type: 'function' as const, function: { name: c.name, arguments: c.arguments } })),
+      finishReason: mapFinish(finish),
+      promptTokens,
+      completionTokens,
+    };
+  }
+}
+
+/** How often (in characters received) a stream is checked for degenerate repetition. */
+const REPETITION_CHECK_EVERY = 1024;
+
+/** The fields read from a whole (non-streamed) answer. */
+interface WholeCompletion {
+  choices?: {
+    message?: { content?: string | null; reasoning_content?: string; tool_calls?: { id: string; type: string; function?: { name: string; arguments?: string } }[] };
+    finish_reason?: string | null;
+  }[];
+  usage?: { prompt_tokens?: number; completion_tokens?: number };
+}
+
+/** The fields read from one streamed chunk. */
+interface CompletionChunk {
+  choices?: {
+    delta?: { content?: string | null; reasoning_content?: string | null; tool_calls?: { index: number; id?: string; function?: { name?: string; arguments?: string } }[] };
+    finish_reason?: string | null;
+  }[];
+  usage?: { prompt_tokens?: number; completion_tokens?: number } | null;
+}
+
+type Once = Omit<Completion, 'attempts' | 'ms' | 'repetitionCut'> & { repetition?: { period: number; start: number } | undefined };
+
+interface RawCompletion {
+  text: string;
+  toolCalls: NativeToolCall[];
+  finishReason: FinishReason;
+  promptTokens: number | undefined;
+  completionTokens: number | undefined;
+}
+
+/** A transcript message as the endpoint takes it: calls and call ids kept, the reasoning channel never sent back. */
+function wireMessage(m: ChatMessage): Record<string, unknown> {
+  if (m.tool_calls !== undefined && m.tool_calls.length > 0) return { role: m.role, content: m.content === '' ? null : m.content, tool_calls: m.tool_calls };
+  if (m.tool_call_id !== undefined) return { role: m.role, content: m.content, tool_call_id: m.tool_call_id };
+  return { role: m.role, content: m.content };
+}
+
+function mapFinish(reason: string | null | undefined): FinishReason {
+  if (reason === 'stop' || reason === 'tool_calls') return 'stop';
+  if (reason === 'length') return 'length';
+  return 'other';
+}

@@ -1,0 +1,290 @@
+/**
+ * The run directory: append-only JSONL, one complete line per record, crash-safe and
+ * resumable. Holds ids, never records, in memory.
+ *
+ *   manifest.json         config (redacted), fingerprint, counts, sessions
+ *   trajectories.jsonl    accepted trajectories, one per sample id
+ *   failures.jsonl        every failed attempt
+ */
+import { closeSync, createReadStream, existsSync, fstatSync, ftruncateSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdir, open, readFile, type FileHandle } from 'node:fs/promises';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { RunManifest, type Trajectory } from '../../schemas/index.js';
+import { fingerprintDiff } from '../config.js';
+import { TrajforgeError } from '../errors.js';
+import { IdSet } from '../id-set.js';
+import { appendWhole } from '../jsonl.js';
+
+export const TRAJECTORIES = 'trajectories.jsonl';
+export const FAILURES = 'failures.jsonl';
+export const MANIFEST = 'manifest.json';
+const LOCK = '.lock';
+
+/** Cuts a partial last line (a crash mid-append) so the file ends at a newline. Returns the bytes cut. */
+export function repairTail(file: string): number {
+  if (!existsSync(file)) return 0;
+  const fd = openSync(file, 'r+');
+  try {
+    const size = fstatSync(fd).size;
+    if (size === 0) return 0;
+    const chunk = Buffer.alloc(Math.min(size, 1 << 16));
+    let end = size;
+    // Walk back to the last newline; a last line longer than one chunk takes several reads.
+    while (end > 0) {
+      const start = Math.max(0, end - chunk.length);
+      const n = readSync(fd, chunk, 0, end - start, start);
+      const nl = chunk.subarray(0, n).lastIndexOf(0x0a);
+      if (nl >= 0) {
+        const keep = start + nl + 1;
+        if (keep < size) ftruncateSync(fd, keep);
+        return size - keep;
+      }
+      end = start;
+    }
+    ftruncateSync(fd, 0);
+    return size;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Each line's `id`, `attempt` and `reason`, without keeping the records. */
+async function scanIds(file: string, visit: (id: string, attempt: number, reason: string) => void): Promise<void> {
+  if (!existsSync(file)) return;
+  const rl = createInterface({ input: createReadStream(file, { encoding: 'utf8' }), crlfDelay: Infinity });
+  let line = 0;
+  for await (const text of rl) {
+    line++;
+    if (text.trim() === '') continue;
+    let rec: { id?: unknown; attempt?: unknown; reason?: unknown };
+    try {
+      rec = JSON.parse(text);
+    } catch {
+      throw new TrajforgeError('BAD_INPUT', `${file}:${line}: not valid JSON; the run directory was changed by hand?`, { file, line });
+    }
+    if (typeof rec.id !== 'string') throw new TrajforgeError('BAD_INPUT', `${file}:${line}: id: missing`, { file, line, field: 'id' });
+    visit(rec.id, typeof rec.attempt === 'number' ? rec.attempt : 0, typeof rec.reason === 'string' ? rec.reason : 'unknown');
+  }
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+export interface OpenRunOptions {
+  readonly dir: string;
+  /** The manifest to write when the directory holds no run yet. */
+  readonly fresh: () => RunManifest;
+  /** Resuming requires the same fingerprint; the message names the fields that differ. */
+  readonly fingerprintFields: Record<string, unknown>;
+}
+
+export class RunStore {
+  readonly dir: string;
+  readonly accepted = new IdSet();
+  /** The latest failed attempt of each id that has no accepted record. */
+  readonly failed = new Map<string, { attempt: number; reason: string }>();
+  readonly resumed: boolean;
+  #manifest: RunManifest;
+  #traj: FileHandle | undefined;
+  #fail: FileHandle | undefined;
+  /** Bytes of each file that hold complete lines: a failed append is cut back to this. */
+  #trajBytes = 0;
+  #failBytes = 0;
+  /** Appends are chained so lines never interleave and a failed write stops all later ones. */
+  #chain: Promise<void> = Promise.resolve();
+  #writeError: Error | undefined;
+
+  private constructor(dir: string, manifest: RunManifest, resumed: boolean) {
+    this.dir = dir;
+    this.#manifest = manifest;
+    this.resumed = resumed;
+  }
+
+  get manifest(): RunManifest {
+    return this.#manifest;
+  }
+
+  static async open(opts: OpenRunOptions): Promise<RunStore> {
+    const { dir } = opts;
+    await mkdir(dir, { recursive: true });
+    RunStore.#lock(dir);
+    try {
+      const manifestPath = join(dir, MANIFEST);
+      let manifest: RunManifest;
+      let resumed = false;
+      if (existsSync(manifestPath)) {
+        const text = await readFile(manifestPath, 'utf8');
+        let parsed: unknown;
+        try {
+          parsed = JSON.parse(text);
+        } catch {
+          throw new TrajforgeError('BAD_INPUT', `${manifestPath}: not valid JSON`, { file: manifestPath });
+        }
+        const m = RunManifest.safeParse(parsed);
+        if (!m.success) throw new TrajforgeError('BAD_INPUT', `${manifestPath}: not a trajforge run manifest (${m.error.issues[0]?.message})`, { file: manifestPath });
+        manifest = m.data;
+        const diff = fingerprintDiff(manifest.fingerprint_fields, opts.fingerprintFields);
+        if (diff.length) {
+          throw new TrajforgeError(
+            'RUN_MISMATCH',
+            `${dir}: this run was made with another config; these fields differ: ${diff.join(', ')}. Use another --out, or restore the original values.`,
+            { file: manifestPath, field: diff[0] },
+          );
+        }
+        resumed = true;
+      } else {
+        manifest = opts.fresh();
+      }
+      const store = new RunStore(dir, manifest, resumed);
+      repairTail(join(dir, TRAJECTORIES));
+      repairTail(join(dir, FAILURES));
+      await scanIds(join(dir, TRAJECTORIES), (id) => store.accepted.add(id));
+      await scanIds(join(dir, FAILURES), (id, attempt, reason) => store.#noteFailure(id, attempt, reason));
+      store.#traj = await open(join(dir, TRAJECTORIES), 'a');
+      store.#fail = await open(join(dir, FAILURES), 'a');
+      store.#trajBytes = statSync(join(dir, TRAJECTORIES)).size;
+      store.#failBytes = statSync(join(dir, FAILURES)).size;
+      const now = new Date().toISOString();
+      store.#manifest = { ...manifest, status: 'running', updated_at: now, sessions: [...manifest.sessions, { started_at: now }] };
+      store.writeManifest();
+      return store;
+    } catch (err) {
+      RunStore.#unlock(dir);
+      throw err;
+    }
+  }
+
+  /** One process per run directory: two writers would break "accepted at most once". */
+  static #lock(dir: string): void {
+    const file = join(dir, LOCK);
+    try {
+      writeFileSync(file, String(process.pid), { flag: 'wx' });
+      return;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+    const holder = Number.parseInt(existsSync(file) ? String(readFileSyncSafe(file)) : '', 10);
+    if (Number.isInteger(holder) && holder !== process.pid && pidAlive(holder)) {
+      throw new TrajforgeError('RUN_LOCKED', `${dir}: another trajforge process (pid ${holder}) is writing this run`, { file });
+    }
+    // The holder died (SIGKILL): take the lock over.
+    writeFileSync(file, String(process.pid));
+  }
+
+  static #unlock(dir: string): void {
+    try {
+      const file = join(dir, LOCK);
+      // Synchronous: the CLI exits right after closing the run, and a lock left behind names a pid that may be reused.
+      if (String(readFileSyncSafe(file)) === String(process.pid)) rmSync(file, { force: true });
+    } catch {
+      // nothing to release
+    }
+  }
+
+  /** Whether the sampler should skip this sample: accepted, or failed (failures are retried only by `rerun`). */
+  isDone(sampleId: string): boolean {
+    return this.accepted.has(sampleId) || this.failed.has(sampleId);
+  }
+
+  /**
+   * Appends a trajectory to the file its status names. An id already accepted is not
+   * written again; returns whether the record was written.
+   */
+  append(traj: Trajectory): Promise<boolean> {
+    const result = this.#chain.then(async () => {
+      if (this.#writeError) throw this.#writeError;
+      if (traj.status === 'ok' && this.accepted.has(traj.id)) return false;
+      const line = Buffer.from(`${JSON.stringify(traj)}\n`, 'utf8');
+      const ok = traj.status === 'ok';
+      const fh = ok ? this.#traj! : this.#fail!;
+      try {
+        appendWhole(fh.fd, line);
+      } catch (err) {
+        // A full disk can take part of the line: cut it off, so every line on disk stays whole.
+        await fh.truncate(ok ? this.#trajBytes : this.#failBytes).catch(() => {});
+        this.#writeError = new TrajforgeError('WRITE_FAILED', `${this.dir}: cannot append a record: ${(err as Error).message}`, { file: this.dir, cause: err });
+        throw this.#writeError;
+      }
+      const bytes = line.length;
+      if (ok) this.#trajBytes += bytes;
+      else this.#failBytes += bytes;
+      if (traj.status === 'ok') {
+        this.accepted.add(traj.id);
+        this.failed.delete(traj.id);
+      } else {
+        this.#noteFailure(traj.id, traj.attempt, traj.reason ?? 'unknown');
+      }
+      return true;
+    });
+    this.#chain = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    return result;
+  }
+
+  #noteFailure(id: string, attempt: number, reason: string): void {
+    if (this.accepted.has(id)) return;
+    const prev = this.failed.get(id);
+    if (!prev || attempt >= prev.attempt) this.failed.set(id, { attempt, reason });
+  }
+
+  /** The latest state per id: accepted ids, and ids whose attempts all failed, by the last reason. */
+  counts(): RunManifest['counts'] {
+    const by_reason: Record<string, number> = {};
+    for (const { reason } of this.failed.values()) by_reason[reason] = (by_reason[reason] ?? 0) + 1;
+    return { accepted: this.accepted.size, failed: this.failed.size, by_reason };
+  }
+
+  /** Atomic: a reader sees the old manifest or the new one, never half of one. */
+  writeManifest(patch: Partial<RunManifest> = {}): void {
+    this.#manifest = { ...this.#manifest, counts: this.counts(), ...patch, updated_at: new Date().toISOString() };
+    const path = join(this.dir, MANIFEST);
+    try {
+      writeFileSync(`${path}.tmp`, `${JSON.stringify(this.#manifest, null, 2)}\n`);
+      renameSync(`${path}.tmp`, path);
+    } catch (err) {
+      // The old manifest stays in place; a half-written temporary file does not.
+      try {
+        rmSync(`${path}.tmp`, { force: true });
+      } catch {
+        // not a file we can remove (a directory): the error below says what failed
+      }
+      throw new TrajforgeError('WRITE_FAILED', `${path}: cannot write the manifest: ${(err as Error).message}`, { file: path, cause: err });
+    }
+  }
+
+  /** Flushes and closes; the manifest records how the session ended. */
+  async close(status: RunManifest['status'], exit: string): Promise<void> {
+    await this.#chain;
+    for (const fh of [this.#traj, this.#fail]) {
+      if (!fh) continue;
+      await fh.sync().catch(() => {});
+      await fh.close().catch(() => {});
+    }
+    this.#traj = this.#fail = undefined;
+    const sessions = [...this.#manifest.sessions];
+    const last = sessions.pop();
+    if (last) sessions.push({ ...last, finished_at: new Date().toISOString(), exit });
+    try {
+      this.writeManifest({ status, sessions });
+    } finally {
+      RunStore.#unlock(this.dir);
+    }
+  }
+}
+
+function readFileSyncSafe(file: string): string {
+  try {
+    return readFileSync(file, 'utf8').trim();
+  } catch {
+    return '';
+  }
+}
