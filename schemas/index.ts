@@ -62,6 +62,7 @@ export const RepairKind = z.enum([
   'repaired_arguments', // call arguments that were not valid JSON, repaired leniently
   'corrected_name', // a server or tool name the model misspelled, matched to the one tool it can mean
   'context_guard', // the next request would overflow the context window: the loop stopped for the answer
+  'control_chars', // NUL bytes, lone surrogates or other control characters removed from model or tool text
 ]);
 export type RepairKind = z.infer<typeof RepairKind>;
 
@@ -131,6 +132,9 @@ export const FailureReason = z.enum([
   'invalid',
   'wrong_answer',
   'aborted',
+  'endpoint_rejected', // a 4xx for this prompt alone (content filter, bad request): the server's message is kept
+  'response_too_large', // the endpoint's answer passed endpoint.max_response_bytes
+  'unjudged', // the judge could not be reached; `rerun --reason unjudged` finishes the job
 ]);
 export type FailureReason = z.infer<typeof FailureReason>;
 
