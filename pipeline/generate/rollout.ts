@@ -87,301 +87,396 @@ function callKey(call: ParsedCall): string {
   return `${call.toolName}\u0000${query.normalize('NFKC').toLowerCase().replace(/\s+/g, ' ').trim()}\u0000${attrs}`;
 }
 
-export async function rollout(sample: Sample, attempt: number, deps: RolloutDeps, signal?: AbortSignal, experience?: Experience): Promise<Trajectory> {
-  const { llm, executor, dialect, config } = deps;
-  const { budgets, rollback: rb } = config;
-  const seed = sampleSeed(config.endpoint.seed, sample.sample_id, attempt);
-  const startedAt = new Date();
-  const t0 = performance.now();
-  const specs = deps.tools ?? [];
-  const requestTools = dialect.requestTools?.(specs);
-  const ctx = new ConversationContext(config.context, config.endpoint.max_tokens, requestTools);
+export function rollout(sample: Sample, attempt: number, deps: RolloutDeps, signal?: AbortSignal, experience?: Experience): Promise<Trajectory> {
+  return new Session(sample, attempt, deps, signal, experience).run();
+}
 
-  const messages: ChatMessage[] = [
-    { role: 'system', content: deps.systemPrompt },
-    { role: 'user', content: questionMessage(sample.question.question, experience) },
-  ];
-  const pieces: string[] = [];
-  const toolCalls: ToolCallRecord[] = [];
-  const repairs: Repair[] = [];
-  const rollbacks: Rollback[] = [];
-  const used = new Map<string, number>();
-  const asked = new Set<string>();
-  const usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, llm_calls: 0, estimated: false };
-  let llmMs = 0;
-  let toolMs = 0;
-  let turn = 0;
-  let nudges = 0;
-  let rollbacksHere = 0;
-  const inARow = new Map<RollbackCondition, number>();
-  let guardTurn: number | undefined;
-  let answerText: string | undefined;
-  let reason: FailureReason | undefined;
-  let error: string | undefined;
+/** A rollout in progress: what the loop has seen and done so far. */
+interface Outcome {
+  answerText?: string | undefined;
+  reason?: FailureReason | undefined;
+  error?: string | undefined;
+}
 
-  const complete = async (request: readonly ChatMessage[], final = false): Promise<{ c: Completion; r: TurnRepairResult }> => {
+/**
+ * One agent session: the conversation, the budgets it spends and what it records. `run()`
+ * is the loop; each method below it is one named step of a turn.
+ */
+class Session {
+  readonly #sample: Sample;
+  readonly #attempt: number;
+  readonly #deps: RolloutDeps;
+  readonly #signal: AbortSignal | undefined;
+  readonly #experience: Experience | undefined;
+  readonly #seed: number | undefined;
+  readonly #specs: readonly ToolSpec[];
+  readonly #requestTools: unknown[] | undefined;
+  readonly #ctx: ConversationContext;
+  readonly #startedAt = new Date();
+  readonly #t0 = performance.now();
+
+  readonly #messages: ChatMessage[];
+  /** The training view, segment by segment. */
+  readonly #pieces: string[] = [];
+  readonly #toolCalls: ToolCallRecord[] = [];
+  readonly #repairs: Repair[] = [];
+  readonly #rollbacks: Rollback[] = [];
+  /** Calls per tool that reached a server: what `tools.limits` counts. */
+  readonly #used = new Map<string, number>();
+  /** Every call already made, as `callKey`: what `repeated_query` compares with. */
+  readonly #asked = new Set<string>();
+  readonly #usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, llm_calls: 0, estimated: false };
+  #llmMs = 0;
+  #toolMs = 0;
+  #turn = 0;
+  #nudges = 0;
+  /** Rollbacks of the current turn, and per condition in a row. */
+  #rollbacksHere = 0;
+  readonly #inARow = new Map<RollbackCondition, number>();
+  #guardTurn: number | undefined;
+  readonly #outcome: Outcome = {};
+
+  constructor(sample: Sample, attempt: number, deps: RolloutDeps, signal: AbortSignal | undefined, experience: Experience | undefined) {
+    this.#sample = sample;
+    this.#attempt = attempt;
+    this.#deps = deps;
+    this.#signal = signal;
+    this.#experience = experience;
+    this.#seed = sampleSeed(deps.config.endpoint.seed, sample.sample_id, attempt);
+    this.#specs = deps.tools ?? [];
+    this.#requestTools = deps.dialect.requestTools?.(this.#specs);
+    this.#ctx = new ConversationContext(deps.config.context, deps.config.endpoint.max_tokens, this.#requestTools);
+    this.#messages = [
+      { role: 'system', content: deps.systemPrompt },
+      { role: 'user', content: questionMessage(sample.question.question, experience) },
+    ];
+  }
+
+  async run(): Promise<Trajectory> {
+    const { budgets } = this.#deps.config;
+    try {
+      let going = true;
+      while (going && this.#outcome.answerText === undefined && this.#turn < budgets.max_turns && !this.#overBudget()) going = await this.#step();
+      await this.#askForAnswer();
+      if (this.#outcome.answerText === undefined) {
+        this.#outcome.reason ??= this.#turn >= budgets.max_turns || this.#overBudget() ? 'max_turns' : this.#guardTurn !== undefined ? 'context_overflow' : 'no_answer';
+      }
+    } catch (err) {
+      if (!(err instanceof LlmError) || err.kind === 'fatal' || err.kind === 'aborted') throw err;
+      this.#outcome.reason = err.kind === 'context_overflow' ? 'context_overflow' : 'llm_error';
+      this.#outcome.error = err.message;
+    }
+    return this.#finish();
+  }
+
+  /** One turn: ask the model, repair its turn, then answer, nudge or run its calls. False ends the loop. */
+  async #step(): Promise<boolean> {
+    const { config, dialect } = this.#deps;
+    const request = this.#ctx.view(this.#messages);
+    if (!this.#ctx.fits(request)) {
+      this.#stopForContext(`the next request (${this.#ctx.tokens(request)} tokens) would not fit the ${this.#ctx.window}-token window with ${config.endpoint.max_tokens} for the reply`);
+      return false;
+    }
+    let c: Completion;
+    let r: TurnRepairResult;
+    try {
+      ({ c, r } = await this.#complete(request));
+    } catch (err) {
+      // The endpoint counts differently from our tokenizer: ask for the answer with less in the request.
+      if (err instanceof LlmError && err.kind === 'context_overflow' && this.#toolCalls.length > 0) {
+        this.#stopForContext(`the endpoint rejected the request as too long: ${err.message}`);
+        return false;
+      }
+      throw err;
+    }
+    const action = r.action;
+    const calls = action.kind === 'call' ? [action.call] : action.kind === 'calls' ? action.calls : [];
+    const bound = calls.map((call): BoundCall => dialect.bindCall?.(call, this.#specs) ?? { call, repairs: [], changed: false });
+    // Several calls in one turn never take the trajectory past its call budget.
+    const room = Math.max(1, config.budgets.max_tool_calls - this.#toolCalls.length);
+    const overflow = bound.length > room ? bound.splice(room) : [];
+    const early = this.#discardBeforeRunning(c.text, r, bound);
+    if (early) {
+      this.#rollBack(early.condition, early.detail, c.text);
+      return true;
+    }
+    if (action.kind === 'answer') {
+      this.#noteRepairs(c, r);
+      this.#acceptAnswer({ ...r, action });
+    } else if (action.kind === 'none') {
+      if (!this.#onNoAction(c, r)) {
+        this.#turn++;
+        return false;
+      }
+    } else if (!(await this.#onCalls(c, r, bound, overflow))) {
+      return true;
+    }
+    this.#turn++;
+    this.#rollbacksHere = 0;
+    this.#inARow.clear();
+    return true;
+  }
+
+  async #complete(request: readonly ChatMessage[], final = false): Promise<{ c: Completion; r: TurnRepairResult }> {
+    const { llm, dialect } = this.#deps;
     const c = await llm.complete({
       messages: request,
       stop: dialect.stopStrings,
-      signal,
-      seed,
-      ...(requestTools === undefined ? {} : { tools: requestTools, toolChoice: final ? 'none' : 'auto' }),
+      signal: this.#signal,
+      seed: this.#seed,
+      ...(this.#requestTools === undefined ? {} : { tools: this.#requestTools, toolChoice: final ? 'none' : 'auto' }),
     });
+    const usage = this.#usage;
     usage.prompt_tokens += c.promptTokens;
     usage.completion_tokens += c.completionTokens;
     usage.total_tokens += c.promptTokens + c.completionTokens;
     usage.llm_calls++;
     usage.estimated ||= c.estimated;
-    llmMs += c.ms;
+    this.#llmMs += c.ms;
     const r = dialect.repairTurn(c.text, c.finishReason, c.toolCalls ?? []);
     return { c, r };
-  };
-  const noteRepairs = (c: Completion, r: TurnRepairResult): void => {
-    for (const x of r.repairs) repairs.push({ turn, ...x });
-    if (c.clientStop && !r.repairs.some((x) => x.kind === 'stop_ignored')) {
-      repairs.push({ turn, kind: 'stop_ignored', detail: 'the endpoint went past a stop string; the client cut the turn there' });
+  }
+
+  /**
+   * A turn with neither a call nor an answer. Returns false when the loop should stop and ask
+   * for the answer: MiroThinker's conclusion rule, or out of nudges.
+   */
+  #onNoAction(c: Completion, r: TurnRepairResult): boolean {
+    const { dialect, config } = this.#deps;
+    this.#noteRepairs(c, r);
+    if (dialect.noActionAsksForAnswer && this.#toolCalls.length > 0) {
+      // MiroThinker's rule: a turn without a call is the model's conclusion; the summary prompt takes the answer.
+      // Before any tool has run it is nudged instead: a conclusion from no evidence makes no agentic trace.
+      this.#messages.push(this.#assistantMessage(r, []));
+      if (r.text.trim() !== '') this.#pieces.push(r.text);
+      return false;
     }
-  };
-  const assistantMessage = (r: TurnRepairResult, calls: readonly ParsedCall[]): ChatMessage =>
-    dialect.turnMessage?.(r, calls) ?? { role: 'assistant', content: r.text };
-  const acceptAnswer = (r: TurnRepairResult & { action: { kind: 'answer' } }): void => {
-    messages.push(assistantMessage(r, []));
-    pieces.push(r.text);
-    answerText = r.action.answer;
-    if (r.repairs.some((x) => x.kind === 'truncated')) reason = 'truncated';
-  };
-  /** Rollback is on for the condition and its budgets (in a row, for this condition, in total) allow one more. */
-  const mayRollBack = (condition: RollbackCondition): boolean =>
-    rb.conditions.includes(condition) &&
-    rollbacksHere < rb.max_per_turn &&
-    (inARow.get(condition) ?? 0) < (rb.max_consecutive[condition] ?? rb.max_per_turn) &&
-    rollbacks.length < rb.max_total;
-  const rollBack = (condition: RollbackCondition, detail: string, discarded: string): void => {
-    rollbacksHere++;
-    inARow.set(condition, (inARow.get(condition) ?? 0) + 1);
-    rollbacks.push({ turn, condition, detail, discarded: discarded.slice(0, DISCARDED_CHARS) });
-  };
-  /** The condition that discards this turn before anything runs, if any. */
-  const discardBeforeRunning = (raw: string, r: TurnRepairResult, bound: readonly BoundCall[]): { condition: RollbackCondition; detail: string } | undefined => {
-    const malformed = r.repairs.some((x) => x.kind === 'malformed_call') || bound.some((b) => b.error !== undefined);
-    if (malformed && mayRollBack('malformed_call')) return { condition: 'malformed_call', detail: bound.find((b) => b.error)?.error ?? 'a call with no tool name' };
-    for (const { call } of bound) {
-      if (!executor.hasTool(call.toolName) && mayRollBack('unknown_tool')) return { condition: 'unknown_tool', detail: `no tool named ${call.toolName}` };
-      if (asked.has(callKey(call)) && mayRollBack('repeated_query')) return { condition: 'repeated_query', detail: `${call.toolName}: ${call.query}` };
+    // The model saw its own words and the nudge; the training view keeps neither.
+    this.#repairs.push({ turn: this.#turn, kind: 'no_action', detail: 'a turn with neither a call nor an answer' });
+    this.#messages.push({ role: 'assistant', content: r.text || c.text });
+    if (++this.#nudges > config.budgets.max_nudges) return false;
+    this.#messages.push({ role: 'user', content: loadPrompt(dialect.nudgePrompt ?? 'nudge') });
+    return true;
+  }
+
+  /** Runs a turn's calls and appends each output. False when the turn was rolled back after running. */
+  async #onCalls(c: Completion, r: TurnRepairResult, bound: readonly BoundCall[], overflow: readonly BoundCall[]): Promise<boolean> {
+    const { dialect, config } = this.#deps;
+    const callIds = bound.map((_, i) => makeCallId(this.#sample.sample_id, this.#attempt, this.#toolCalls.length + i));
+    const execs = await this.#runCalls(bound, callIds);
+    // A call that reached the server counts toward its limit, even when the turn is rolled back.
+    for (let i = 0; i < execs.length; i++) if (!execs[i]!.skipped) this.#used.set(bound[i]!.call.toolName, (this.#used.get(bound[i]!.call.toolName) ?? 0) + 1);
+    const late = this.#discardAfterRunning(execs);
+    if (late) {
+      this.#rollBack(late.condition, late.detail, c.text);
+      return false;
     }
-    if (bound.length === 0 && REFUSAL.test(visibleText(raw).slice(0, 200)) && mayRollBack('refusal')) return { condition: 'refusal', detail: raw.trim().slice(0, 120) };
-    return undefined;
-  };
-  /** The condition that discards this turn once its calls have run, if any. */
-  const discardAfterRunning = (execs: readonly ExecResult[]): { condition: RollbackCondition; detail: string } | undefined => {
-    const failed = execs.find((e) => e.error !== undefined && !e.skipped);
-    if (failed && mayRollBack('tool_error')) return { condition: 'tool_error', detail: failed.error! };
-    if (execs.some(isEmptyResult) && mayRollBack('empty_result')) return { condition: 'empty_result', detail: 'a call returned nothing' };
-    return undefined;
-  };
-  const overBudget = (): boolean =>
-    toolCalls.length >= budgets.max_tool_calls || (budgets.max_total_tokens !== undefined && usage.total_tokens >= budgets.max_total_tokens);
-  const stopForContext = (detail: string): void => {
-    guardTurn = turn;
-    repairs.push({ turn, kind: 'context_guard', detail });
-  };
+    this.#noteRepairs(c, r);
+    if (overflow.length > 0) this.#repairs.push({ turn: this.#turn, kind: 'extra_calls', detail: `${overflow.length} of the turn's calls past max_tool_calls (${config.budgets.max_tool_calls}) dropped` });
+    const finalCalls = bound.map((b, i) => ({ ...b.call, id: b.call.id ?? callIds[i] }));
+    for (const b of bound) for (const x of b.repairs) this.#repairs.push({ turn: this.#turn, ...x });
+    // The turn as written, unless a call was rewritten or there are several (each then meets its own output).
+    const rewrite = bound.length > 1 || overflow.length > 0 || bound.some((b) => b.changed);
+    const prefix = r.text.slice(0, r.callOffset ?? r.text.length);
+    const callTexts = rewrite ? finalCalls.map((call) => dialect.renderCall!(call)) : [r.text.slice(prefix.length)];
+    const turnText = prefix + callTexts.join('\n');
+    this.#messages.push(this.#assistantMessage({ ...r, text: turnText }, finalCalls));
+    for (let i = 0; i < execs.length; i++) {
+      const exec = execs[i]!;
+      const call = finalCalls[i]!;
+      this.#toolMs += exec.durationMs;
+      this.#asked.add(callKey(call));
+      const out = dialect.renderToolOutput(exec.view);
+      this.#toolCalls.push(toolCallRecord(callIds[i]!, this.#turn, call, exec, out));
+      this.#ctx.addResult(this.#messages.length);
+      this.#messages.push(dialect.toolMessage?.(out.text, call) ?? { role: 'user', content: out.text });
+      this.#pieces.push((i === 0 ? prefix : '') + callTexts[i]!, out.text);
+    }
+    return true;
+  }
 
   /** Runs a turn's calls concurrently; each sees the limits as if the earlier ones had run. */
-  const runCalls = (bound: readonly BoundCall[], callIds: readonly string[]): Promise<ExecResult[]> => {
-    const pending = new Map(used);
+  #runCalls(bound: readonly BoundCall[], callIds: readonly string[]): Promise<ExecResult[]> {
+    const pending = new Map(this.#used);
     return Promise.all(
       bound.map(({ call, error: bad }, i) => {
         if (bad !== undefined) return Promise.resolve(skippedCall(call, bad));
         const view = new Map(pending);
         pending.set(call.toolName, (pending.get(call.toolName) ?? 0) + 1);
-        return executor.call(call, callIds[i]!, view);
+        return this.#deps.executor.call(call, callIds[i]!, view);
       }),
     );
-  };
+  }
 
-  try {
-    while (answerText === undefined && turn < budgets.max_turns && !overBudget()) {
-      const request = ctx.view(messages);
-      if (!ctx.fits(request)) {
-        stopForContext(`the next request (${ctx.tokens(request)} tokens) would not fit the ${ctx.window}-token window with ${config.endpoint.max_tokens} for the reply`);
-        break;
-      }
-      let c: Completion;
-      let r: TurnRepairResult;
-      try {
-        ({ c, r } = await complete(request));
-      } catch (err) {
-        // The endpoint counts differently from our tokenizer: ask for the answer with less in the request.
-        if (err instanceof LlmError && err.kind === 'context_overflow' && toolCalls.length > 0) {
-          stopForContext(`the endpoint rejected the request as too long: ${err.message}`);
-          break;
-        }
-        throw err;
-      }
-      const action = r.action;
-      const calls = action.kind === 'call' ? [action.call] : action.kind === 'calls' ? action.calls : [];
-      const bound = calls.map((call): BoundCall => dialect.bindCall?.(call, specs) ?? { call, repairs: [], changed: false });
-      // Several calls in one turn never take the trajectory past its call budget.
-      const room = Math.max(1, budgets.max_tool_calls - toolCalls.length);
-      const overflow = bound.length > room ? bound.splice(room) : [];
-      const early = discardBeforeRunning(c.text, r, bound);
-      if (early) {
-        rollBack(early.condition, early.detail, c.text);
-        continue;
-      }
-      if (action.kind === 'answer') {
-        noteRepairs(c, r);
-        acceptAnswer({ ...r, action });
-      } else if (action.kind === 'none') {
-        noteRepairs(c, r);
-        if (dialect.noActionAsksForAnswer && toolCalls.length > 0) {
-          // MiroThinker's rule: a turn without a call is the model's conclusion; the summary prompt takes the answer.
-          // Before any tool has run it is nudged instead: a conclusion from no evidence makes no agentic trace.
-          messages.push(assistantMessage(r, []));
-          if (r.text.trim() !== '') pieces.push(r.text);
-          turn++;
-          break;
-        }
-        // The model saw its own words and the nudge; the training view keeps neither.
-        repairs.push({ turn, kind: 'no_action', detail: 'a turn with neither a call nor an answer' });
-        messages.push({ role: 'assistant', content: r.text || c.text });
-        if (++nudges > budgets.max_nudges) {
-          turn++;
-          break;
-        }
-        messages.push({ role: 'user', content: loadPrompt(dialect.nudgePrompt ?? 'nudge') });
-      } else {
-        const callIds = bound.map((_, i) => makeCallId(sample.sample_id, attempt, toolCalls.length + i));
-        const execs = await runCalls(bound, callIds);
-        // A call that reached the server counts toward its limit, even when the turn is rolled back.
-        for (let i = 0; i < execs.length; i++) if (!execs[i]!.skipped) used.set(bound[i]!.call.toolName, (used.get(bound[i]!.call.toolName) ?? 0) + 1);
-        const late = discardAfterRunning(execs);
-        if (late) {
-          rollBack(late.condition, late.detail, c.text);
-          continue;
-        }
-        noteRepairs(c, r);
-        if (overflow.length > 0) repairs.push({ turn, kind: 'extra_calls', detail: `${overflow.length} of the turn's calls past max_tool_calls (${budgets.max_tool_calls}) dropped` });
-        const finalCalls = bound.map((b, i) => ({ ...b.call, id: b.call.id ?? callIds[i] }));
-        for (const b of bound) for (const x of b.repairs) repairs.push({ turn, ...x });
-        // The turn as written, unless a call was rewritten or there are several (each then meets its own output).
-        const rewrite = bound.length > 1 || overflow.length > 0 || bound.some((b) => b.changed);
-        const prefix = r.text.slice(0, r.callOffset ?? r.text.length);
-        const callTexts = rewrite ? finalCalls.map((call) => dialect.renderCall!(call)) : [r.text.slice(prefix.length)];
-        const turnText = prefix + callTexts.join('\n');
-        messages.push(assistantMessage({ ...r, text: turnText }, finalCalls));
-        for (let i = 0; i < execs.length; i++) {
-          const exec = execs[i]!;
-          const call = finalCalls[i]!;
-          toolMs += exec.durationMs;
-          asked.add(callKey(call));
-          const out = dialect.renderToolOutput(exec.view);
-          toolCalls.push(toolCallRecord(callIds[i]!, turn, call, exec, out));
-          ctx.addResult(messages.length);
-          messages.push(dialect.toolMessage?.(out.text, call) ?? { role: 'user', content: out.text });
-          pieces.push((i === 0 ? prefix : '') + callTexts[i]!, out.text);
-        }
-      }
-      turn++;
-      rollbacksHere = 0;
-      inARow.clear();
-    }
-
-    // Out of turns, nudges, budget or room: ask for the answer, a bounded number of times.
-    const ask: ChatMessage = { role: 'user', content: renderPrompt(loadPrompt(dialect.finalAnswerPrompt ?? 'force-answer'), { question: sample.question.question }) };
-    for (let i = 0; answerText === undefined && i < budgets.forced_answer_attempts; i++) {
-      const keep = ctx.fitKeep(messages, ask);
+  /** Out of turns, nudges, budget or room: ask for the answer, a bounded number of times. */
+  async #askForAnswer(): Promise<void> {
+    const { dialect, config } = this.#deps;
+    const ask: ChatMessage = { role: 'user', content: renderPrompt(loadPrompt(dialect.finalAnswerPrompt ?? 'force-answer'), { question: this.#sample.question.question }) };
+    for (let i = 0; this.#outcome.answerText === undefined && i < config.budgets.forced_answer_attempts; i++) {
+      const keep = this.#ctx.fitKeep(this.#messages, ask);
       if (keep === undefined) {
-        reason = 'context_overflow';
-        error = `even with every tool result left out, asking for the answer would not fit the ${ctx.window}-token window`;
-        break;
+        this.#outcome.reason = 'context_overflow';
+        this.#outcome.error = `even with every tool result left out, asking for the answer would not fit the ${this.#ctx.window}-token window`;
+        return;
       }
-      const { c, r } = await complete([...ctx.view(messages, keep), ask], true);
+      const { c, r } = await this.#complete([...this.#ctx.view(this.#messages, keep), ask], true);
       if (r.action.kind !== 'answer') continue;
-      messages.push(ask);
-      noteRepairs(c, r);
-      repairs.push({ turn, kind: 'forced_answer', detail: guardTurn === undefined ? 'the answer came after the loop asked for it' : 'the context guard stopped the loop; the answer came after it asked' });
-      acceptAnswer({ ...r, action: r.action });
-      turn++;
+      this.#messages.push(ask);
+      this.#noteRepairs(c, r);
+      this.#repairs.push({
+        turn: this.#turn,
+        kind: 'forced_answer',
+        detail: this.#guardTurn === undefined ? 'the answer came after the loop asked for it' : 'the context guard stopped the loop; the answer came after it asked',
+      });
+      this.#acceptAnswer({ ...r, action: r.action });
+      this.#turn++;
     }
-    if (answerText === undefined) reason ??= turn >= budgets.max_turns || overBudget() ? 'max_turns' : guardTurn !== undefined ? 'context_overflow' : 'no_answer';
-  } catch (err) {
-    if (!(err instanceof LlmError) || err.kind === 'fatal' || err.kind === 'aborted') throw err;
-    reason = err.kind === 'context_overflow' ? 'context_overflow' : 'llm_error';
-    error = err.message;
   }
 
-  const shown = new Set(toolCalls.flatMap((t) => t.snippet_ids));
-  const cited = answerText === undefined ? [] : dialect.citedIds(answerText);
-  const finishedAt = new Date();
-  const traj: Trajectory = {
-    schema_version: SCHEMA_VERSION,
-    id: sample.sample_id,
-    question_id: sample.question.id,
-    question: sample.question.question,
-    ...(sample.question.answer === undefined ? {} : { gold_answer: sample.question.answer }),
-    ...(sample.question.meta === undefined ? {} : { meta: sample.question.meta }),
-    dialect: dialect.name,
-    model: config.endpoint.model,
-    status: 'ok',
-    final_answer: answerText ?? '',
-    interleaved_text: pieces.join('\n'),
-    messages,
-    tool_calls: toolCalls,
-    total_tool_calls: toolCalls.length,
-    tools_used: [...new Set(toolCalls.filter((t) => !t.skipped).map((t) => t.tool_name))],
-    cited_ids: cited,
-    unresolved_cited_ids: cited.filter((id) => !shown.has(id)),
-    turns: turn,
-    repairs,
-    rollbacks,
-    validation: { passed: true, issues: [] },
-    usage,
-    timing: {
-      started_at: startedAt.toISOString(),
-      finished_at: finishedAt.toISOString(),
-      duration_ms: Math.round(performance.now() - t0),
-      llm_ms: Math.round(llmMs),
-      tool_ms: Math.round(toolMs),
-    },
-    attempt,
-    run_id: deps.runId,
-    ...(ctx.keep === undefined && ctx.window === undefined
-      ? {}
-      : {
-          context: {
-            ...(ctx.keep === undefined ? {} : { keep_tool_results: ctx.keep }),
-            omitted_results: ctx.omittedResults,
-            ...(ctx.window === undefined ? {} : { max_context_tokens: ctx.window, peak_request_tokens: ctx.peak }),
-            ...(guardTurn === undefined ? {} : { guard_turn: guardTurn }),
-          },
-        }),
-    ...(experience === undefined ? {} : { experience }),
-  };
-  traj.validation = validateTrajectory(traj, {
-    dialect,
-    limits: config.tools.limits,
-    goldMatch: config.validation.gold_match,
-    f1Threshold: config.validation.f1_threshold,
-    severities: config.validation.severities,
-  });
-  if (reason === undefined && !traj.validation.passed) {
-    const errors = traj.validation.issues.filter((i) => i.severity === 'error');
-    reason = errors.every((i) => i.rule === 'gold.mismatch') ? 'wrong_answer' : 'invalid';
-    error = errors.map((i) => `${i.rule}: ${i.message}`).join('; ');
+  #noteRepairs(c: Completion, r: TurnRepairResult): void {
+    for (const x of r.repairs) this.#repairs.push({ turn: this.#turn, ...x });
+    if (c.clientStop && !r.repairs.some((x) => x.kind === 'stop_ignored')) {
+      this.#repairs.push({ turn: this.#turn, kind: 'stop_ignored', detail: 'the endpoint went past a stop string; the client cut the turn there' });
+    }
   }
-  // A sample whose tools never once worked failed because of them, whatever it answered.
-  const ran = toolCalls.filter((t) => !t.skipped);
-  if (reason !== undefined && reason !== 'llm_error' && ran.length > 0 && ran.every((t) => t.error !== undefined)) {
-    error = `every tool call failed; first: ${ran[0]!.error}${error ? `; ${error}` : ''}`;
-    reason = 'tool_error';
+
+  #assistantMessage(r: TurnRepairResult, calls: readonly ParsedCall[]): ChatMessage {
+    return this.#deps.dialect.turnMessage?.(r, calls) ?? { role: 'assistant', content: r.text };
   }
-  if (reason !== undefined) {
-    traj.status = 'failed';
-    traj.reason = reason;
-    if (error !== undefined) traj.error = error;
+
+  #acceptAnswer(r: TurnRepairResult & { action: { kind: 'answer' } }): void {
+    this.#messages.push(this.#assistantMessage(r, []));
+    this.#pieces.push(r.text);
+    this.#outcome.answerText = r.action.answer;
+    if (r.repairs.some((x) => x.kind === 'truncated')) this.#outcome.reason = 'truncated';
   }
-  return traj;
+
+  /** Rollback is on for the condition and its budgets (in a row, for this condition, in total) allow one more. */
+  #mayRollBack(condition: RollbackCondition): boolean {
+    const rb = this.#deps.config.rollback;
+    return (
+      rb.conditions.includes(condition) &&
+      this.#rollbacksHere < rb.max_per_turn &&
+      (this.#inARow.get(condition) ?? 0) < (rb.max_consecutive[condition] ?? rb.max_per_turn) &&
+      this.#rollbacks.length < rb.max_total
+    );
+  }
+
+  #rollBack(condition: RollbackCondition, detail: string, discarded: string): void {
+    this.#rollbacksHere++;
+    this.#inARow.set(condition, (this.#inARow.get(condition) ?? 0) + 1);
+    this.#rollbacks.push({ turn: this.#turn, condition, detail, discarded: discarded.slice(0, DISCARDED_CHARS) });
+  }
+
+  /** The condition that discards this turn before anything runs, if any. */
+  #discardBeforeRunning(raw: string, r: TurnRepairResult, bound: readonly BoundCall[]): { condition: RollbackCondition; detail: string } | undefined {
+    const malformed = r.repairs.some((x) => x.kind === 'malformed_call') || bound.some((b) => b.error !== undefined);
+    if (malformed && this.#mayRollBack('malformed_call')) return { condition: 'malformed_call', detail: bound.find((b) => b.error)?.error ?? 'a call with no tool name' };
+    for (const { call } of bound) {
+      if (!this.#deps.executor.hasTool(call.toolName) && this.#mayRollBack('unknown_tool')) return { condition: 'unknown_tool', detail: `no tool named ${call.toolName}` };
+      if (this.#asked.has(callKey(call)) && this.#mayRollBack('repeated_query')) return { condition: 'repeated_query', detail: `${call.toolName}: ${call.query}` };
+    }
+    if (bound.length === 0 && REFUSAL.test(visibleText(raw).slice(0, 200)) && this.#mayRollBack('refusal')) return { condition: 'refusal', detail: raw.trim().slice(0, 120) };
+    return undefined;
+  }
+
+  /** The condition that discards this turn once its calls have run, if any. */
+  #discardAfterRunning(execs: readonly ExecResult[]): { condition: RollbackCondition; detail: string } | undefined {
+    const failed = execs.find((e) => e.error !== undefined && !e.skipped);
+    if (failed && this.#mayRollBack('tool_error')) return { condition: 'tool_error', detail: failed.error! };
+    if (execs.some(isEmptyResult) && this.#mayRollBack('empty_result')) return { condition: 'empty_result', detail: 'a call returned nothing' };
+    return undefined;
+  }
+
+  #overBudget(): boolean {
+    const { budgets } = this.#deps.config;
+    return this.#toolCalls.length >= budgets.max_tool_calls || (budgets.max_total_tokens !== undefined && this.#usage.total_tokens >= budgets.max_total_tokens);
+  }
+
+  #stopForContext(detail: string): void {
+    this.#guardTurn = this.#turn;
+    this.#repairs.push({ turn: this.#turn, kind: 'context_guard', detail });
+  }
+
+  /** The record: what happened, validated, with the reason it failed if it did. */
+  #finish(): Trajectory {
+    const { dialect, config } = this.#deps;
+    const { answerText } = this.#outcome;
+    const sample = this.#sample;
+    const toolCalls = this.#toolCalls;
+    const ctx = this.#ctx;
+    const shown = new Set(toolCalls.flatMap((t) => t.snippet_ids));
+    const cited = answerText === undefined ? [] : dialect.citedIds(answerText);
+    const traj: Trajectory = {
+      schema_version: SCHEMA_VERSION,
+      id: sample.sample_id,
+      question_id: sample.question.id,
+      question: sample.question.question,
+      ...(sample.question.answer === undefined ? {} : { gold_answer: sample.question.answer }),
+      ...(sample.question.meta === undefined ? {} : { meta: sample.question.meta }),
+      dialect: dialect.name,
+      model: config.endpoint.model,
+      status: 'ok',
+      final_answer: answerText ?? '',
+      interleaved_text: this.#pieces.join('\n'),
+      messages: this.#messages,
+      tool_calls: toolCalls,
+      total_tool_calls: toolCalls.length,
+      tools_used: [...new Set(toolCalls.filter((t) => !t.skipped).map((t) => t.tool_name))],
+      cited_ids: cited,
+      unresolved_cited_ids: cited.filter((id) => !shown.has(id)),
+      turns: this.#turn,
+      repairs: this.#repairs,
+      rollbacks: this.#rollbacks,
+      validation: { passed: true, issues: [] },
+      usage: this.#usage,
+      timing: {
+        started_at: this.#startedAt.toISOString(),
+        finished_at: new Date().toISOString(),
+        duration_ms: Math.round(performance.now() - this.#t0),
+        llm_ms: Math.round(this.#llmMs),
+        tool_ms: Math.round(this.#toolMs),
+      },
+      attempt: this.#attempt,
+      run_id: this.#deps.runId,
+      ...(ctx.keep === undefined && ctx.window === undefined
+        ? {}
+        : {
+            context: {
+              ...(ctx.keep === undefined ? {} : { keep_tool_results: ctx.keep }),
+              omitted_results: ctx.omittedResults,
+              ...(ctx.window === undefined ? {} : { max_context_tokens: ctx.window, peak_request_tokens: ctx.peak }),
+              ...(this.#guardTurn === undefined ? {} : { guard_turn: this.#guardTurn }),
+            },
+          }),
+      ...(this.#experience === undefined ? {} : { experience: this.#experience }),
+    };
+    traj.validation = validateTrajectory(traj, {
+      dialect,
+      limits: config.tools.limits,
+      goldMatch: config.validation.gold_match,
+      f1Threshold: config.validation.f1_threshold,
+      severities: config.validation.severities,
+    });
+    let { reason, error } = this.#outcome;
+    if (reason === undefined && !traj.validation.passed) {
+      const errors = traj.validation.issues.filter((i) => i.severity === 'error');
+      reason = errors.every((i) => i.rule === 'gold.mismatch') ? 'wrong_answer' : 'invalid';
+      error = errors.map((i) => `${i.rule}: ${i.message}`).join('; ');
+    }
+    // A sample whose tools never once worked failed because of them, whatever it answered.
+    const ran = toolCalls.filter((t) => !t.skipped);
+    if (reason !== undefined && reason !== 'llm_error' && ran.length > 0 && ran.every((t) => t.error !== undefined)) {
+      error = `every tool call failed; first: ${ran[0]!.error}${error ? `; ${error}` : ''}`;
+      reason = 'tool_error';
+    }
+    if (reason !== undefined) {
+      traj.status = 'failed';
+      traj.reason = reason;
+      if (error !== undefined) traj.error = error;
+    }
+    return traj;
+  }
 }
 
 function toolCallRecord(callId: string, turn: number, call: ParsedCall, exec: ExecResult, out: { text: string; snippetIds: readonly string[] }): ToolCallRecord {
