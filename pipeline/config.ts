@@ -11,6 +11,7 @@ import { RunConfig } from '../schemas/index.js';
 import { canonicalJson } from './canonical.js';
 import { TrajforgeError } from './errors.js';
 import { PACKAGE_ROOT } from './paths.js';
+import { runSecrets, Scrubber, SECRET_NAME, type Expansion } from './secrets.js';
 
 /** Flags of `trajforge generate` that override the config file. */
 export interface ConfigOverrides {
@@ -35,13 +36,17 @@ export interface ConfigOverrides {
 /**
  * `${VAR}` and `${VAR:-default}` in every string value. Besides the environment,
  * `${TRAJFORGE_ROOT}` is the package root and `${CONFIG_DIR}` the config file's folder,
- * so a config can name bundled files from any working directory.
+ * so a config can name bundled files from any working directory. Each variable filled from
+ * `env` is pushed to `expanded`, with where it went: some of them are secrets (secrets.ts).
  */
-export function expandVars(value: unknown, env: Record<string, string | undefined>, file: string, path = ''): unknown {
+export function expandVars(value: unknown, env: Record<string, string | undefined>, file: string, path = '', expanded?: Expansion[]): unknown {
   if (typeof value === 'string') {
     return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g, (_m, name: string, fallback?: string) => {
       const v = env[name];
-      if (v !== undefined && v !== '') return v;
+      if (v !== undefined && v !== '') {
+        expanded?.push({ path, name, value: v });
+        return v;
+      }
       if (fallback !== undefined) return fallback;
       throw new TrajforgeError('MISSING_ENV', `${file}: ${path || '(root)'}: environment variable ${name} is not set`, {
         file,
@@ -49,10 +54,10 @@ export function expandVars(value: unknown, env: Record<string, string | undefine
       });
     });
   }
-  if (Array.isArray(value)) return value.map((v, i) => expandVars(v, env, file, `${path}[${i}]`));
+  if (Array.isArray(value)) return value.map((v, i) => expandVars(v, env, file, `${path}[${i}]`, expanded));
   if (value !== null && typeof value === 'object') {
     const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) out[k] = expandVars(v, env, file, path ? `${path}.${k}` : k);
+    for (const [k, v] of Object.entries(value)) out[k] = expandVars(v, env, file, path ? `${path}.${k}` : k, expanded);
     return out;
   }
   return value;
@@ -125,7 +130,26 @@ export function loadConfig(file: string, overrides: ConfigOverrides = {}, env: N
     throw new TrajforgeError('BAD_CONFIG', `${file}: cannot read config: ${(err as Error).message}`, { file });
   }
   const vars = { ...env, TRAJFORGE_ROOT: PACKAGE_ROOT, CONFIG_DIR: dirname(resolve(file)) };
-  return resolveConfig(expandVars(parseConfigText(text, file), vars, file), file, overrides);
+  const expanded: Expansion[] = [];
+  const cfg = resolveConfig(expandVars(parseConfigText(text, file), vars, file, '', expanded), file, overrides);
+  Object.defineProperty(cfg, EXPANDED, { value: expanded, enumerable: true });
+  return cfg;
+}
+
+/**
+ * Where loadConfig keeps what it expanded: on the config object itself, under a symbol, so it
+ * travels with the config through spreads (`{...config, output}`) and never into JSON, a
+ * fingerprint or the manifest. A config made otherwise (resolveConfig, a manifest) has none.
+ */
+const EXPANDED = Symbol('trajforge.expanded');
+
+export function expansionsOf(cfg: RunConfig): readonly Expansion[] {
+  return (cfg as { [EXPANDED]?: Expansion[] })[EXPANDED] ?? [];
+}
+
+/** The run's secrets (secrets.ts) as a Scrubber: the API key from `env`, and what the config put in its tool servers. */
+export function scrubberFor(cfg: RunConfig, env: NodeJS.ProcessEnv): Scrubber {
+  return new Scrubber(runSecrets(cfg, env, expansionsOf(cfg)));
 }
 
 /**
@@ -164,21 +188,17 @@ export function fingerprintDiff(a: Record<string, unknown>, b: Record<string, un
   return [...keys].filter((k) => canonicalJson(a[k]) !== canonicalJson(b[k])).sort();
 }
 
-const SECRET_NAME = /(key|token|secret|password|passwd|authorization|cookie|credential)/i;
-
 /**
  * The config as it may be written to disk. Values under secret-looking keys (headers,
- * server env) are replaced, and so is every occurrence of a secret-looking environment
- * variable's value (and the API key's), wherever `${VAR}` expansion put it: in args, URLs…
+ * server env) are replaced by `[redacted]`; elsewhere (args, URLs…) the run's secrets
+ * (scrubberFor) and the value of every secret-looking environment variable become
+ * `[redacted:NAME]`.
  */
 export function redactConfig(cfg: RunConfig, env: NodeJS.ProcessEnv = process.env): Record<string, unknown> {
-  const secrets = Object.entries(env)
-    .filter(([name, value]) => value !== undefined && value.length >= 6 && (SECRET_NAME.test(name) || name === cfg.endpoint.api_key_env))
-    .map(([name, value]) => [value as string, `\${${name}}`] as const)
-    .sort((a, b) => b[0].length - a[0].length);
-  const scrub = (s: string): string => secrets.reduce((acc, [value, name]) => acc.split(value).join(name), s);
+  const fromEnv = Object.entries(env).flatMap(([name, value]) => (value !== undefined && SECRET_NAME.test(name) ? [{ name, value }] : []));
+  const scrubber = new Scrubber([...runSecrets(cfg, env, expansionsOf(cfg)), ...fromEnv]);
   const walk = (v: unknown, key: string): unknown => {
-    if (typeof v === 'string') return SECRET_NAME.test(key) && key !== 'api_key_env' ? '[redacted]' : scrub(v);
+    if (typeof v === 'string') return SECRET_NAME.test(key) && key !== 'api_key_env' ? '[redacted]' : scrubber.text(v);
     if (Array.isArray(v)) return v.map((x) => walk(x, key));
     if (v !== null && typeof v === 'object') {
       return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, walk(x, k)]));

@@ -31,7 +31,8 @@ function configFromManifest(dir: string): RunConfig {
   } catch (err) {
     throw new TrajforgeError('BAD_INPUT', `${dir}: not a run directory (${(err as Error).message})`, { file });
   }
-  if (JSON.stringify(manifest.config ?? {}).includes('[redacted]')) {
+  // `[redacted]` (a whole value) or `[redacted:NAME]` (a secret inside one).
+  if (JSON.stringify(manifest.config ?? {}).includes('[redacted')) {
     throw new TrajforgeError('BAD_USAGE', `${file}: the recorded config had secrets, which were redacted; pass the original with --config`, { file });
   }
   return resolveConfig(manifest.config, file);

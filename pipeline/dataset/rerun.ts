@@ -40,10 +40,11 @@ export async function rerun(opts: RerunOptions): Promise<GenerateSummary> {
     ...opts,
     config,
     total: null,
-    openStore: () =>
+    openStore: (scrubber) =>
       RunStore.open({
         dir,
         fingerprintFields: fingerprintFields(config),
+        scrubber,
         fresh: () => {
           throw new TrajforgeError('BAD_INPUT', `${dir}: not a run directory`, { file: dir });
         },

@@ -35,6 +35,7 @@ import { join, resolve } from 'node:path';
 import type { McpServerConfig } from '../../schemas/index.js';
 import { canonicalJson } from '../canonical.js';
 import { appendWhole } from '../jsonl.js';
+import { Scrubber, SECRET_NAME } from '../secrets.js';
 
 /** Bump when the entry format or the key material changes: old entries are then never read. */
 const LAYOUT = 'v2';
@@ -61,20 +62,23 @@ export function defaultCacheDir(env: NodeJS.ProcessEnv = process.env): string {
   return join(homedir(), '.cache', 'trajforge');
 }
 
-// Same idea as the manifest's redaction: a rotated API key must not empty the cache, and the
-// key's value has no business in a file name's preimage either.
-const SECRET_NAME = /(key|token|secret|password|passwd|authorization|cookie|credential)/i;
-
 /**
  * What makes two servers the same for caching: how it is started (command, args, cwd, and the
  * environment it is given, minus secrets) or where it is (url, minus headers, which carry
  * credentials). Not its name: `corpus` in two configs may be two different servers, and
  * one server may be named differently in two configs.
+ *
+ * The identity is stored in every cache entry, so no secret may stand in it. Credentials in
+ * env and headers are left out: a rotated API key must not empty the cache. A secret inside
+ * args or the url (a token in the path, a password in a database URL) may choose what the
+ * server serves, so it stays in as a hash of its value (`scrubber.hashed`): another value is
+ * another identity.
  */
-export function serverIdentity(cfg: McpServerConfig): Record<string, unknown> {
-  if ('url' in cfg) return { url: cfg.url };
-  const env = Object.fromEntries(Object.entries(cfg.env ?? {}).filter(([k]) => !SECRET_NAME.test(k)));
-  return { command: cfg.command, args: cfg.args ?? [], cwd: cfg.cwd === undefined ? null : resolve(cfg.cwd), env };
+export function serverIdentity(cfg: McpServerConfig, scrubber: Scrubber = Scrubber.none): Record<string, unknown> {
+  const hide = (s: string): string => scrubber.hashed(s);
+  if ('url' in cfg) return { url: hide(cfg.url) };
+  const env = Object.fromEntries(Object.entries(cfg.env ?? {}).flatMap(([k, v]) => (SECRET_NAME.test(k) ? [] : [[k, hide(v)]])));
+  return { command: hide(cfg.command), args: (cfg.args ?? []).map(hide), cwd: cfg.cwd === undefined ? null : hide(resolve(cfg.cwd)), env };
 }
 
 export interface CacheKey {
@@ -110,6 +114,8 @@ export interface DirStoreOptions {
   readonly now?: (() => number) | undefined;
   /** Where a segment's log stops growing. Default 256 MiB. */
   readonly segmentBytes?: number | undefined;
+  /** The run's secrets: scrubbed from every entry written, as the last line of defence. Default none. */
+  readonly scrubber?: Scrubber | undefined;
 }
 
 interface Segment {
@@ -138,6 +144,7 @@ export class DirStore implements ResultStore {
   readonly #ttlMs: number;
   readonly #now: () => number;
   readonly #segmentBytes: number;
+  readonly #scrubber: Scrubber;
   readonly #index = new EntryIndex();
   readonly #segments: Segment[] = [];
   readonly #known = new Set<string>();
@@ -156,6 +163,7 @@ export class DirStore implements ResultStore {
     this.#ttlMs = opts.ttlS * 1000;
     this.#now = opts.now ?? Date.now;
     this.#segmentBytes = opts.segmentBytes ?? SEGMENT_BYTES;
+    this.#scrubber = opts.scrubber ?? Scrubber.none;
     this.#legacy = existsSync(join(this.dir, LEGACY));
   }
 
@@ -211,7 +219,10 @@ export class DirStore implements ResultStore {
   }
 
   #append(key: CacheKey, storedAt: number, value: unknown): void {
-    const line = Buffer.from(`${JSON.stringify({ key: key.material, stored_at: storedAt, value } satisfies Entry)}\n`, 'utf8');
+    // The executor hands over scrubbed results under keys that hash secrets; this is in case it did not.
+    // A key that held one could not be scrubbed and still be found: it is not kept.
+    if (this.#scrubber.finds(key.material)) return;
+    const line = Buffer.from(`${JSON.stringify({ key: key.material, stored_at: storedAt, value: this.#scrubber.value(value) } satisfies Entry)}\n`, 'utf8');
     const w = this.#writer ?? this.#openWriter();
     const record = Buffer.alloc(RECORD_BYTES);
     record.write(key.id.slice(0, 32), 0, 'hex');

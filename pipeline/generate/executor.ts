@@ -14,6 +14,7 @@ import { cacheKey, defaultCacheDir, DirStore, MemoryStore, serverIdentity, type 
 import type { ParsedCall, ToolDocument, ToolResultView, ToolSpec } from '../dialects/types.js';
 import { TrajforgeError } from '../errors.js';
 import { PACKAGE_VERSION } from '../paths.js';
+import { Scrubber } from '../secrets.js';
 
 type ExecutorConfig = RunConfig['executor'];
 
@@ -71,7 +72,9 @@ class ServerConnection {
   }
 
   get stderrTail(): string {
-    return this.#stderr.trim();
+    // A full buffer begins mid-line, perhaps mid-secret, where no scrubber can see it: that line goes.
+    const text = this.#stderr.length >= STDERR_TAIL ? this.#stderr.slice(this.#stderr.indexOf('\n') + 1) : this.#stderr;
+    return text.trim();
   }
 
   /**
@@ -322,6 +325,12 @@ export interface ExecutorOptions {
   readonly env?: NodeJS.ProcessEnv | undefined;
   /** Where cache problems are reported, once each kind; default stderr. */
   readonly warn?: ((message: string) => void) | undefined;
+  /**
+   * The run's secrets: taken out of everything a server sends (results, errors, tool
+   * descriptions, stderr) before the model, the cache or a record sees it, and hashed in cache
+   * keys. Default none.
+   */
+  readonly scrubber?: Scrubber | undefined;
 }
 
 /** The text the model sees of an MCP result: its text parts, else its structured content. */
@@ -348,6 +357,7 @@ export class Executor {
   readonly #inflight = new Map<string, Promise<Outcome>>();
   readonly #warn: (message: string) => void;
   readonly #warned = new Set<string>();
+  readonly #scrubber: Scrubber;
   #stats: ExecutorStats = { calls: 0, cacheHits: 0, cacheMisses: 0, cacheErrors: 0, errors: 0, restarts: 0, timeouts: 0, protocolErrors: 0 };
 
   private constructor(opts: ExecutorOptions, servers: Map<string, ServerConnection>) {
@@ -355,11 +365,12 @@ export class Executor {
     this.#limits = opts.tools.limits;
     this.#cfg = opts.executor;
     this.#warn = opts.warn ?? ((m) => void process.stderr.write(`warning: ${m}\n`));
-    this.#identities = new Map(Object.entries(opts.servers).map(([name, cfg]) => [name, serverIdentity(cfg)]));
+    this.#scrubber = opts.scrubber ?? Scrubber.none;
+    this.#identities = new Map(Object.entries(opts.servers).map(([name, cfg]) => [name, serverIdentity(cfg, this.#scrubber)]));
     if (opts.executor.cache) {
       const dir = opts.executor.cache_dir ?? defaultCacheDir(opts.env ?? process.env);
       try {
-        this.#cache = DirStore.open({ dir, ttlS: opts.executor.cache_ttl_s });
+        this.#cache = DirStore.open({ dir, ttlS: opts.executor.cache_ttl_s, scrubber: this.#scrubber });
       } catch (err) {
         // A run is worth more than its cache: keep going with one that lasts this run only.
         this.#warnOnce('open', `tool-result cache: cannot use ${dir} (${(err as Error).message}); caching in memory for this run only`);
@@ -387,14 +398,18 @@ export class Executor {
             client = await s.client();
           } catch (err) {
             const tail = s.stderrTail ? `\n--- stderr of ${s.name} ---\n${s.stderrTail}` : '';
-            throw new TrajforgeError('TOOL_SERVER_FAILED', `mcpServers.${s.name}: the server did not start: ${(err as Error).message}${tail}`, {
-              field: `mcpServers.${s.name}`,
-            });
+            const message = ex.#scrubber.text(`mcpServers.${s.name}: the server did not start: ${(err as Error).message}${tail}`);
+            throw new TrajforgeError('TOOL_SERVER_FAILED', message, { field: `mcpServers.${s.name}` });
           }
           const { tools } = await client.listTools();
+          // Descriptions and schemas go into the system prompt.
           listed.set(
             s.name,
-            tools.map((t) => ({ name: t.name, description: t.description ?? '', inputSchema: t.inputSchema as Record<string, unknown> })),
+            tools.map((t) => ({
+              name: t.name,
+              description: ex.#scrubber.text(t.description ?? ''),
+              inputSchema: ex.#scrubber.value(t.inputSchema as Record<string, unknown>),
+            })),
           );
         }),
       );
@@ -461,6 +476,7 @@ export class Executor {
       protocolErrors += s.protocolErrors;
       lastProtocolError = s.lastProtocolError ?? lastProtocolError;
     }
+    lastProtocolError = lastProtocolError === undefined ? undefined : this.#scrubber.text(lastProtocolError);
     return { ...this.#stats, restarts, protocolErrors, lastProtocolError };
   }
 
@@ -520,7 +536,7 @@ export class Executor {
   async #cachedRun(route: Route, args: Record<string, unknown>): Promise<{ outcome: Outcome; cached: boolean }> {
     if (!this.#cache) {
       this.#stats.calls++;
-      return { outcome: await this.#run(route, args), cached: false };
+      return { outcome: this.#scrubbed(await this.#run(route, args)), cached: false };
     }
     const key = cacheKey(this.#identities.get(route.server) ?? { name: route.server }, route.tool.name, args);
     const waiting = this.#inflight.get(key.id);
@@ -550,11 +566,13 @@ export class Executor {
     }
     if (raw !== undefined) {
       this.#stats.cacheHits++;
-      return { outcome: { text: resultText(raw), isError: false, raw }, cached: true };
+      // An entry stored before secrets were scrubbed may hold one.
+      const clean = this.#scrubber.value(raw);
+      return { outcome: { text: resultText(clean), isError: false, raw: clean }, cached: true };
     }
     this.#stats.cacheMisses++;
     this.#stats.calls++;
-    const outcome = await this.#run(route, args);
+    const outcome = this.#scrubbed(await this.#run(route, args));
     if ('text' in outcome && !outcome.isError) {
       try {
         await store.set(key, outcome.raw);
@@ -564,6 +582,13 @@ export class Executor {
       }
     }
     return { outcome, cached: false };
+  }
+
+  /** What a server sent, without the run's secrets: an upstream error body may echo the key it was sent. */
+  #scrubbed(outcome: Outcome): Outcome {
+    if ('failure' in outcome) return { failure: this.#scrubber.text(outcome.failure) };
+    const raw = this.#scrubber.value(outcome.raw);
+    return raw === outcome.raw ? outcome : { text: resultText(raw), isError: outcome.isError, raw };
   }
 
   /** Calls the server, restarting it once if it died under the call. */

@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import PQueue from 'p-queue';
 import { SCHEMA_VERSION, type RunConfig, type RunManifest, type Sample, type Trajectory } from '../../schemas/index.js';
-import { fingerprint, fingerprintFields, redactConfig, resolveApiKey } from '../config.js';
+import { fingerprint, fingerprintFields, redactConfig, resolveApiKey, scrubberFor } from '../config.js';
 import { getDialect } from '../dialects/index.js';
 import { summariseFailure } from './experience.js';
 import { TrajforgeError } from '../errors.js';
@@ -20,6 +20,7 @@ import { Progress, type ProgressSink } from './progress.js';
 import { rollout } from './rollout.js';
 import { countSamples, sampleQuestions, type BadRow } from './sampler.js';
 import { RunStore } from './store.js';
+import type { Scrubber } from '../secrets.js';
 
 export interface GenerateOptions {
   readonly config: RunConfig;
@@ -76,8 +77,8 @@ const MANIFEST_EVERY_MS = 30_000;
 export interface SessionPlan extends GenerateOptions {
   /** Samples in the question set, for the progress line; null when unknown. */
   readonly total: number | null;
-  /** Opens the run directory. Called after the tool servers are up, so a dead server leaves nothing behind. */
-  openStore(): Promise<RunStore>;
+  /** Opens the run directory, writing nothing the scrubber finds. Called after the tool servers are up, so a dead server leaves nothing behind. */
+  openStore(scrubber: Scrubber): Promise<RunStore>;
   /** The samples to roll out; `skipped` counts those passed over because the run holds them. */
   samples(store: RunStore): { samples: AsyncIterable<PlannedSample>; skipped(): number; input?(): InputReport };
 }
@@ -99,10 +100,11 @@ export async function generate(opts: GenerateOptions): Promise<GenerateSummary> 
   return runSession({
     ...opts,
     total,
-    openStore: () =>
+    openStore: (scrubber) =>
       RunStore.open({
         dir: config.output.dir,
         fingerprintFields: fields,
+        scrubber,
         fresh: (): RunManifest => {
           const now = new Date().toISOString();
           return {
@@ -141,10 +143,11 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
   const env = plan.env ?? process.env;
   const dialect = getDialect(config.dialect);
   const apiKey = resolveApiKey(config, env);
-  const executor = await Executor.start({ servers: config.mcpServers, tools: config.tools, executor: config.executor, env });
+  const scrubber = scrubberFor(config, env);
+  const executor = await Executor.start({ servers: config.mcpServers, tools: config.tools, executor: config.executor, env, scrubber });
   let store: RunStore;
   try {
-    store = await plan.openStore();
+    store = await plan.openStore(scrubber);
   } catch (err) {
     await executor.close();
     throw err;

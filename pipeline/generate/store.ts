@@ -15,6 +15,7 @@ import { fingerprintDiff } from '../config.js';
 import { TrajforgeError } from '../errors.js';
 import { IdSet } from '../id-set.js';
 import { appendWhole } from '../jsonl.js';
+import { Scrubber } from '../secrets.js';
 
 export const TRAJECTORIES = 'trajectories.jsonl';
 export const FAILURES = 'failures.jsonl';
@@ -83,6 +84,8 @@ export interface OpenRunOptions {
   readonly fresh: () => RunManifest;
   /** Resuming requires the same fingerprint; the message names the fields that differ. */
   readonly fingerprintFields: Record<string, unknown>;
+  /** The run's secrets, scrubbed from every record and manifest written (the last line of defence). Default none. */
+  readonly scrubber?: Scrubber | undefined;
 }
 
 export class RunStore {
@@ -100,11 +103,13 @@ export class RunStore {
   /** Appends are chained so lines never interleave and a failed write stops all later ones. */
   #chain: Promise<void> = Promise.resolve();
   #writeError: Error | undefined;
+  readonly #scrubber: Scrubber;
 
-  private constructor(dir: string, manifest: RunManifest, resumed: boolean) {
+  private constructor(dir: string, manifest: RunManifest, resumed: boolean, scrubber: Scrubber) {
     this.dir = dir;
     this.#manifest = manifest;
     this.resumed = resumed;
+    this.#scrubber = scrubber;
   }
 
   get manifest(): RunManifest {
@@ -130,7 +135,8 @@ export class RunStore {
         const m = RunManifest.safeParse(parsed);
         if (!m.success) throw new TrajforgeError('BAD_INPUT', `${manifestPath}: not a trajforge run manifest (${m.error.issues[0]?.message})`, { file: manifestPath });
         manifest = m.data;
-        const diff = fingerprintDiff(manifest.fingerprint_fields, opts.fingerprintFields);
+        // The manifest holds them scrubbed: so are these, to compare like with like.
+        const diff = fingerprintDiff(manifest.fingerprint_fields, (opts.scrubber ?? Scrubber.none).value(opts.fingerprintFields));
         if (diff.length) {
           throw new TrajforgeError(
             'RUN_MISMATCH',
@@ -142,7 +148,7 @@ export class RunStore {
       } else {
         manifest = opts.fresh();
       }
-      const store = new RunStore(dir, manifest, resumed);
+      const store = new RunStore(dir, manifest, resumed, opts.scrubber ?? Scrubber.none);
       repairTail(join(dir, TRAJECTORIES));
       repairTail(join(dir, FAILURES));
       await scanIds(join(dir, TRAJECTORIES), (id) => store.accepted.add(id));
@@ -201,7 +207,7 @@ export class RunStore {
     const result = this.#chain.then(async () => {
       if (this.#writeError) throw this.#writeError;
       if (traj.status === 'ok' && this.accepted.has(traj.id)) return false;
-      const line = Buffer.from(`${JSON.stringify(traj)}\n`, 'utf8');
+      const line = Buffer.from(`${JSON.stringify(this.#scrubber.value(traj))}\n`, 'utf8');
       const ok = traj.status === 'ok';
       const fh = ok ? this.#traj! : this.#fail!;
       try {
@@ -248,7 +254,7 @@ export class RunStore {
     this.#manifest = { ...this.#manifest, counts: this.counts(), ...patch, updated_at: new Date().toISOString() };
     const path = join(this.dir, MANIFEST);
     try {
-      writeFileSync(`${path}.tmp`, `${JSON.stringify(this.#manifest, null, 2)}\n`);
+      writeFileSync(`${path}.tmp`, `${JSON.stringify(this.#scrubber.value(this.#manifest), null, 2)}\n`);
       renameSync(`${path}.tmp`, path);
     } catch (err) {
       // The old manifest stays in place; a half-written temporary file does not.

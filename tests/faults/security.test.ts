@@ -4,7 +4,9 @@
  * Covered elsewhere: tests/executor-http.test.ts ("executor: the environment of a stdio
  * server") — an MCP server gets the SDK's safe variables plus its own `env`, nothing else
  * of the parent's; tests/config.test.ts — redaction of the config written to the manifest;
- * tests/dialects/tulu.test.ts — escaping in renderToolOutput, example by example.
+ * tests/dialects/tulu.test.ts — escaping in renderToolOutput, example by example;
+ * secrets.test.ts — keys that tool servers and their upstreams echo back, and `${VAR}`s in
+ * servers' args, url and headers, searched for in everything a run writes and sends.
  */
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
