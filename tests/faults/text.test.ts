@@ -10,8 +10,14 @@
  */
 import { appendFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
-import { FIXTURES, runCli, tempDir } from '../helpers.js';
+import { pathToFileURL } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PACKAGE_ROOT } from '../../pipeline/paths.js';
+import { startSim, type Sim } from '../../sim/server.js';
+import { CORPUS_SERVER, FIXTURES, runCli, tempDir, writeConfig } from '../helpers.js';
+import { checkRunDir } from './util.js';
+
+const DIALECTS = ['tulu', 'mcp-xml', 'native'] as const;
 
 /**
  * Where a strict consumer would choke, or -1: a control character other than tab and line
@@ -67,6 +73,166 @@ function expectCleanJsonl(file: string): Record<string, any>[] {
     return row;
   });
 }
+
+/** Words that the sim, searching with words from the question, finds in the corpus below. */
+const QUESTION = 'In which version of Firefox was the CSS property grid first supported?';
+
+/** A corpus whose every text field holds junk: control characters, ANSI colours, lone surrogates, CRLF, a C1 control. */
+function dirtyCorpus(dir: string): string {
+  const file = join(dir, 'dirty.jsonl');
+  const docs = [
+    {
+      paperId: 'css\u0000grid',
+      title: 'CSS property:\u0007 grid \ud83d',
+      authors: ['MDN\u001b[31m contributors\u001b[0m'],
+      year: 2017,
+      venue: 'MDN\u0085',
+      abstract: 'The CSS property grid\u0000 was first supported in Firefox 52.\r\nFirefox 52 was\u000b released in\rMarch 2017 \udc00 with grid.\u007f',
+    },
+    {
+      paperId: 'html.elements.video',
+      title: 'HTML element: video',
+      authors: ['MDN contributors'],
+      year: 2010,
+      venue: 'MDN',
+      abstract: 'Firefox first supported the HTML element video in version 3.5.\u0000\u0000 Clean otherwise: café 😀 ✓',
+    },
+  ];
+  writeFileSync(file, docs.map((d) => JSON.stringify(d)).join('\n') + '\n');
+  return file;
+}
+
+/** An MCP server of this test's own: `pubmed_search` answers in plain text with junk, and every other call fails with junk in its error. */
+function dirtyTextServer(dir: string): string {
+  const sdk = (p: string): string => pathToFileURL(join(PACKAGE_ROOT, 'node_modules/@modelcontextprotocol/sdk/dist/esm', p)).href;
+  const file = join(dir, 'dirty-server.mjs');
+  writeFileSync(
+    file,
+    [
+      `import { McpServer } from ${JSON.stringify(sdk('server/mcp.js'))};`,
+      `import { StdioServerTransport } from ${JSON.stringify(sdk('server/stdio.js'))};`,
+      `import { z } from ${JSON.stringify(pathToFileURL(join(PACKAGE_ROOT, 'node_modules/zod/index.js')).href)};`,
+      `const server = new McpServer({ name: 'dirty', version: '1.0.0' });`,
+      `let n = 0;`,
+      `server.registerTool('pubmed_search', { description: 'Search', inputSchema: { query: z.string() } }, async ({ query }) => {`,
+      `  n++;`,
+      `  if (n % 2 === 0) return { isError: true, content: [{ type: 'text', text: 'upstream\\u0000 failed \\ud800 with\\u001b[1m ESC\\r\\n' }] };`,
+      `  return { content: [{ type: 'text', text: 'Firefox 52\\u0000 first supported the CSS property grid.\\r\\nIt was\\u0007 released in 2017 \\ude00\\u009f.' }] };`,
+      `});`,
+      `await server.connect(new StdioServerTransport());`,
+    ].join('\n'),
+  );
+  return file;
+}
+
+let sim: Sim;
+beforeAll(async () => {
+  sim = await startSim({ port: 0, seed: 14, misbehave: { dirty_text: 1 } });
+});
+afterAll(() => sim.close());
+
+function questions(dir: string): string {
+  const file = join(dir, 'q.jsonl');
+  writeFileSync(
+    file,
+    [
+      { id: 'grid', question: QUESTION, answer: '52' },
+      { id: 'video', question: 'In which version did Firefox first support the HTML element video?', answer: '3.5' },
+      { id: 'grid-again', question: 'Which Firefox version first supported CSS grid, and when was it released?' },
+    ]
+      .map((q) => JSON.stringify(q))
+      .join('\n') + '\n',
+  );
+  return file;
+}
+
+describe.each(DIALECTS)('%s: a model and tools that write control characters and lone surrogates', (dialect) => {
+  const dir = tempDir(`tf-text-${dialect}-`);
+  const run = join(dir, 'run');
+  const callLog = join(dir, 'calls.jsonl');
+
+  beforeAll(async () => {
+    const config = writeConfig(dir, sim.url, {
+      dialect,
+      questions: { path: questions(dir) },
+      mcpServers: { corpus: { command: process.execPath, args: [CORPUS_SERVER, '--corpus', dirtyCorpus(dir)], env: { CORPUS_CALL_LOG: callLog } } },
+    });
+    const res = await runCli(['generate', '--config', config]);
+    expect(res.code, res.stderr).toBe(0);
+  }, 60_000);
+
+  it('every record is clean text, the removals are recorded as control_chars repairs, and the tool got clean arguments', () => {
+    const records = [...expectCleanJsonl(join(run, 'trajectories.jsonl')), ...(checkRunDir(run).failed.length > 0 ? expectCleanJsonl(join(run, 'failures.jsonl')) : [])];
+    expectClean(JSON.parse(readFileSync(join(run, 'manifest.json'), 'utf8')), 'manifest.json');
+    expect(records).toHaveLength(3);
+    const repairs = records.flatMap((t) => t.repairs.filter((r: { kind: string }) => r.kind === 'control_chars').map((r: { detail: string }) => r.detail));
+    // The sim dirtied every turn, and the corpus every result: both sides show in the repairs.
+    expect(repairs.some((d: string) => d.startsWith('model text: removed'))).toBe(true);
+    expect(repairs.some((d: string) => /^tool text of \S+ \(pubmed_search\): removed .*NUL/.test(d))).toBe(true);
+    if (dialect !== 'tulu') expect(repairs.some((d: string) => /^arguments of pubmed_search: removed .*NUL.*lone surrogate/.test(d))).toBe(true);
+    // Every turn of every record was dirty when the sim sent it (its text, or a native call's
+    // arguments when the turn had no text): at least one repair from the model per turn kept.
+    for (const t of records) {
+      const fromModel = t.repairs.filter((r: { kind: string; detail: string }) => r.kind === 'control_chars' && /^(model text|arguments of)/.test(r.detail));
+      expect(new Set(fromModel.map((r: { turn: number }) => r.turn)).size).toBe(t.turns);
+    }
+    // What reached the tool server: no junk in any query.
+    const calls = readFileSync(callLog, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
+    expect(calls.length).toBeGreaterThan(0);
+    for (const c of calls) expectClean(c.query, 'a query the corpus server received');
+    // The answer is still found and cited, through the cleaned id of the dirty document.
+    const grid = records.find((t) => t.id === 'grid')!;
+    expect(grid.status).toBe('ok');
+    expect(grid.final_answer).toMatch(/52/);
+    expect(grid.interleaved_text).toContain('first supported in Firefox 52.\nFirefox 52 was released in\nMarch 2017  with grid.');
+  });
+
+  it.each(['messages', 'sharegpt', 'text'])('export --format %s: clean text a strict UTF-8 reader takes', async (format) => {
+    const out = join(dir, `export-${format}.jsonl`);
+    const res = await runCli(['export', run, '--format', format, '--out', out, '--all']);
+    expect(res.code, res.stderr).toBe(0);
+    const rows = expectCleanJsonl(out);
+    expect(rows.length).toBe(3);
+    // Nothing left to clean: the records already were.
+    expect(res.stderr).not.toMatch(/control characters or lone surrogates removed/);
+    if (format === 'text') {
+      for (const r of rows) {
+        const points = [...r.text];
+        for (const [start, end] of r.mask_spans) {
+          const span = points.slice(start, end).join('');
+          expect(span.startsWith('<tool_output')).toBe(true);
+          expect(span.endsWith('</tool_output>')).toBe(true);
+        }
+      }
+    }
+  });
+});
+
+describe.each(DIALECTS)('%s: a tool server that answers and fails with junk in plain text', (dialect) => {
+  it('the results and the errors are cleaned before the model sees them, and recorded', async () => {
+    const dir = tempDir(`tf-text-tool-${dialect}-`);
+    const config = writeConfig(dir, sim.url, {
+      dialect,
+      questions: { path: questions(dir) },
+      mcpServers: { corpus: { command: process.execPath, args: [dirtyTextServer(dir)] } },
+    });
+    const res = await runCli(['generate', '--config', config]);
+    expect(res.code, res.stderr).toBe(0);
+    const run = join(dir, 'run');
+    const { ok, failed } = checkRunDir(run);
+    const records = [...expectCleanJsonl(join(run, 'trajectories.jsonl')), ...(failed.length > 0 ? expectCleanJsonl(join(run, 'failures.jsonl')) : [])];
+    expect(records.length).toBe(ok.length + failed.length);
+    const calls = records.flatMap((t) => t.tool_calls);
+    const answered = calls.filter((c: { error?: string }) => c.error === undefined);
+    const errored = calls.filter((c: { error?: string }) => c.error !== undefined);
+    expect(answered.length).toBeGreaterThan(0);
+    expect(errored.length).toBeGreaterThan(0);
+    for (const c of answered) expect(c.output_text).toContain('Firefox 52 first supported the CSS property grid.\nIt was released in 2017 .');
+    for (const c of errored) expect(c.error).toMatch(/upstream failed {2}with\[1m ESC/);
+    const details = records.flatMap((t) => t.repairs.filter((r: { kind: string }) => r.kind === 'control_chars').map((r: { detail: string }) => r.detail));
+    expect(details.filter((d: string) => d.startsWith('tool text of')).length).toBe(calls.filter((c: { skipped: boolean }) => !c.skipped).length);
+  }, 60_000);
+});
 
 describe('export of data trajforge did not write', () => {
   it('removes control characters and lone surrogates, counts the rows, and keeps the mask spans on the outputs', async () => {
