@@ -122,3 +122,31 @@ export function firstInvalidUtf8(bytes: Uint8Array, start = 0, end = bytes.lengt
   }
   return -1;
 }
+
+const LONE_SURROGATE = /\p{Cs}/u;
+
+/**
+ * The first lone surrogate in a JSON value (strings and keys, depth first): where it is (a
+ * field path, `""` for the value itself) and at which character. Undefined when there is none.
+ * Such a string cannot be written as UTF-8 at all, so input holding one is refused, not cleaned.
+ */
+export function findLoneSurrogate(value: unknown, path = ''): { path: string; index: number; code: number } | undefined {
+  if (typeof value === 'string') {
+    const index = value.search(LONE_SURROGATE);
+    return index === -1 ? undefined : { path, index, code: value.charCodeAt(index) };
+  }
+  if (typeof value !== 'object' || value === null) return undefined;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const hit = findLoneSurrogate(value[i], `${path}[${i}]`);
+      if (hit) return hit;
+    }
+    return undefined;
+  }
+  for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
+    const at = path === '' ? k : `${path}.${k}`;
+    const hit = findLoneSurrogate(k, at) ?? findLoneSurrogate(v, at);
+    if (hit) return hit;
+  }
+  return undefined;
+}

@@ -6,7 +6,7 @@
 import { isUtf8 } from 'node:buffer';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { cleanJson, cleanText, describeRemoved, firstInvalidUtf8, noneRemoved } from '../pipeline/text.js';
+import { cleanJson, cleanText, describeRemoved, findLoneSurrogate, firstInvalidUtf8, noneRemoved } from '../pipeline/text.js';
 
 /** Any sequence of UTF-16 code units: lone surrogates and every control character included. */
 const codeUnits = fc.array(fc.integer({ min: 0, max: 0xffff }), { maxLength: 300 }).map((units) => String.fromCharCode(...units));
@@ -113,5 +113,14 @@ describe('firstInvalidUtf8', () => {
       }),
       { numRuns: 2000 },
     );
+  });
+});
+
+describe('findLoneSurrogate', () => {
+  it('finds the first one, in a value, a key or a list, with its path; a pair is not one', () => {
+    expect(findLoneSurrogate({ q: 'emoji 😀 fine', meta: { tags: ['a', 'b'] } })).toBeUndefined();
+    expect(findLoneSurrogate({ q: 'ok', meta: { tags: ['a', 'x\udc00y'] } })).toEqual({ path: 'meta.tags[1]', index: 1, code: 0xdc00 });
+    expect(findLoneSurrogate({ ['k\ud800']: 1 })).toEqual({ path: 'k\ud800', index: 1, code: 0xd800 });
+    expect(findLoneSurrogate('\ud83d')).toEqual({ path: '', index: 0, code: 0xd83d });
   });
 });

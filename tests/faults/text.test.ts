@@ -8,7 +8,7 @@
  * corpus full of junk, a small MCP server of this file's own (plain text results and errors
  * with junk), the CLI as a child process, real files.
  */
-import { appendFileSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -231,6 +231,32 @@ describe.each(DIALECTS)('%s: a tool server that answers and fails with junk in p
     for (const c of errored) expect(c.error).toMatch(/upstream failed {2}with\[1m ESC/);
     const details = records.flatMap((t) => t.repairs.filter((r: { kind: string }) => r.kind === 'control_chars').map((r: { detail: string }) => r.detail));
     expect(details.filter((d: string) => d.startsWith('tool text of')).length).toBe(calls.filter((c: { skipped: boolean }) => !c.skipped).length);
+  }, 60_000);
+});
+
+describe('generate and a questions file with a lone surrogate escape', () => {
+  // Valid UTF-8 bytes, valid JSON, and yet no text: `\ud800` is half of a surrogate pair.
+  const rows = '{"id": "a", "question": "In which version of Firefox was CSS grid first supported?"}\n{"id": "b", "question": "What is \\ud800 this?"}\n';
+
+  it('is refused like invalid UTF-8: exit 2, the file, the line and the field, nothing written', async () => {
+    const dir = tempDir('tf-text-q-');
+    const q = join(dir, 'q.jsonl');
+    writeFileSync(q, rows);
+    const res = await runCli(['generate', '--config', writeConfig(dir, sim.url), '--questions', q]);
+    expect(res.code, res.stderr).toBe(2);
+    expect(res.stderr.trim()).toBe(`error: ${q}:2: question: a lone surrogate (U+D800) at character 9: not text that UTF-8 can hold`);
+    expect(existsSync(join(dir, 'run', 'manifest.json'))).toBe(false);
+  });
+
+  it('with --on-bad-row skip: skipped and counted, the other row runs', async () => {
+    const dir = tempDir('tf-text-q-');
+    const q = join(dir, 'q.jsonl');
+    writeFileSync(q, rows);
+    const res = await runCli(['generate', '--config', writeConfig(dir, sim.url), '--questions', q, '--on-bad-row', 'skip']);
+    expect(res.code, res.stderr).toBe(0);
+    expect(res.stdout).toMatch(/1 bad rows? skipped \(line 2: question: a lone surrogate/);
+    const { ok, failed } = checkRunDir(join(dir, 'run'));
+    expect([...ok, ...failed].map((t) => t.id)).toEqual(['a']);
   }, 60_000);
 });
 
