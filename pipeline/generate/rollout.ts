@@ -94,14 +94,15 @@ function cleanCompletion(c: Completion): { c: Completion; removed: string | unde
  * as an escape (`\u0000`), which text cleaning leaves alone and JSON.parse turns back into one.
  * A changed call is written again from what is sent to the tool.
  */
-function cleanCall(b: BoundCall): { b: BoundCall; removed: string | undefined } {
+function cleanCall(b: BoundCall, canRewrite: boolean): { b: BoundCall; removed: string | undefined } {
   const removed = noneRemoved();
   const { call } = b;
   const args = call.arguments === undefined ? undefined : cleanJson(call.arguments, removed);
   const attributes = cleanJson(call.attributes, removed);
   const query = args !== undefined && args !== call.arguments ? JSON.stringify(args) : cleanText(call.query, removed);
   if (!anyRemoved(removed)) return { b, removed: undefined };
-  return { b: { ...b, call: { ...call, attributes, query, ...(args === undefined ? {} : { arguments: args }) }, changed: true }, removed: describeRemoved(removed) };
+  // A dialect without renderCall (tulu) parses its calls from the cleaned text and has no escapes to decode: its call text is already clean.
+  return { b: { ...b, call: { ...call, attributes, query, ...(args === undefined ? {} : { arguments: args }) }, changed: b.changed || canRewrite }, removed: describeRemoved(removed) };
 }
 
 /** A tool's result, what the model is shown of it and its error, cleaned before anything renders or stores them. */
@@ -262,7 +263,7 @@ export async function rollout(sample: Sample, attempt: number, deps: RolloutDeps
       const action = r.action;
       const calls = action.kind === 'call' ? [action.call] : action.kind === 'calls' ? action.calls : [];
       const bound = calls.map((call): BoundCall => {
-        const { b, removed } = cleanCall(dialect.bindCall?.(call, specs) ?? { call, repairs: [], changed: false });
+        const { b, removed } = cleanCall(dialect.bindCall?.(call, specs) ?? { call, repairs: [], changed: false }, dialect.renderCall !== undefined);
         return removed === undefined ? b : { ...b, repairs: [...b.repairs, { kind: 'control_chars', detail: `arguments of ${b.call.toolName}: ${removed}` }] };
       });
       // Several calls in one turn never take the trajectory past its call budget.
