@@ -41,6 +41,7 @@ export const MISBEHAVIOUR_KINDS = [
   'repetition',
   'bad_arguments',
   'wrong_server',
+  'dirty_text',
 ] as const;
 
 export type MisbehaviourKind = (typeof MISBEHAVIOUR_KINDS)[number];
@@ -67,6 +68,8 @@ export const MISBEHAVIOUR_HELP: Readonly<Record<MisbehaviourKind, string>> = {
   repetition: 'degenerate repetition: after a normal start the model repeats one phrase until max_tokens, finish_reason length',
   bad_arguments: 'mcp-xml and native: call arguments that need lenient JSON repair (single quotes, a trailing comma or an unquoted key)',
   wrong_server: 'mcp-xml: a misspelled or "default" server_name for a tool whose name says which server is meant',
+  dirty_text:
+    'control characters (NUL, ESC, DEL, C1) and lone surrogates between words, CR or CRLF line ends, and \\u0000 and \\ud800 escapes in JSON call arguments; text only, never inside a tag',
 };
 
 /** Fault-injection kinds that `all=RATE` leaves alone: they make every client time out or fail. */
@@ -272,6 +275,64 @@ function composeNativeCall(
     content = `${invented}\n${answerText(inventedEvidence(plan, invented))}`;
   }
   return { turn: { reasoning: plan.reasoning ?? '', content, toolCalls }, honourStop: true, applied };
+}
+
+/**
+ * Characters a `dirty_text` turn scatters between its words: control characters, DEL, C1
+ * controls, and each half of a surrogate pair on its own (an emoji cut between two tokens).
+ */
+export const DIRTY_CHARS: readonly string[] = ['\u0000', '\u0001', '\u0007', '\u000b', '\u001b', '\u007f', '\u0085', '\u009f', '\ud83d', '\ude00'];
+/** Line ends of other platforms, for a turn's `\n`. */
+const FOREIGN_LINE_ENDS = ['\r\n', '\r'];
+/** The same two, as JSON spells them: put at the start of a JSON string value in call arguments. */
+const DIRTY_ESCAPES = '\\u0000\\ud800';
+
+function pick<T>(items: readonly T[], rng: Rng): T {
+  return items[Math.floor(rng() * items.length)] ?? items[0]!;
+}
+
+/**
+ * The turn with `dirty_text` applied, after stop strings and cuts: junk before about a quarter
+ * of the spaces and CR or CRLF for half the line ends (never inside a `<…>` tag, so every tag
+ * and stop string stays whole), and NUL and lone-surrogate escapes in the first string value of
+ * JSON call arguments. Removing the junk and making the line ends `\n` again gives back the turn.
+ */
+export function dirtyTurn(turn: SimTurn, rng: Rng): SimTurn {
+  return {
+    reasoning: dirtyText(turn.reasoning, rng),
+    content: dirtyText(turn.content, rng),
+    toolCalls: turn.toolCalls.map((c) => ({ ...c, arguments: dirtyJson(c.arguments) })),
+  };
+}
+
+function dirtyText(text: string, rng: Rng): string {
+  if (text === '') return text;
+  const open = text.indexOf('<arguments>');
+  const close = open === -1 ? -1 : text.indexOf('</arguments>', open);
+  const withEscapes = close === -1 ? text : text.slice(0, open) + dirtyJson(text.slice(open, close)) + text.slice(close);
+  let out = '';
+  let inTag = false;
+  let placed = 0;
+  for (const ch of withEscapes) {
+    if (ch === '<') inTag = true;
+    else if (ch === '>') inTag = false;
+    else if (!inTag && ch === ' ' && rng() < 0.25) {
+      out += pick(DIRTY_CHARS, rng);
+      placed++;
+    } else if (!inTag && ch === '\n' && rng() < 0.5) {
+      out += pick(FOREIGN_LINE_ENDS, rng);
+      continue;
+    }
+    out += ch;
+  }
+  // A turn with no space to put junk before still gets some.
+  return placed === 0 ? pick(DIRTY_CHARS, rng) + out : out;
+}
+
+/** JSON text with NUL and lone-surrogate escapes at the start of its first string value; other text as it was. */
+function dirtyJson(json: string): string {
+  const value = /":\s*"/.exec(json);
+  return value === null ? json : json.slice(0, value.index + value[0].length) + DIRTY_ESCAPES + json.slice(value.index + value[0].length);
 }
 
 function capitalise(s: string): string {

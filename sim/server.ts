@@ -18,6 +18,7 @@ import { estimateRequestTokens } from '../pipeline/tokens.js';
 import { detectDialect, messageText, SIM_DIALECTS, type SimDialect, type SimToolCall, type SimTurn } from './dialects.js';
 import {
   composeTurn,
+  dirtyTurn,
   drawMisbehaviours,
   lengthCutAt,
   MISBEHAVIOUR_KINDS,
@@ -327,10 +328,13 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
     });
     for (const kind of composed.applied) applied(kind);
 
-    const completion = finishCompletion(composed.turn, composed.honourStop, request, drawn, rng('cut'), {
+    const finished = finishCompletion(composed.turn, composed.honourStop, request, drawn, rng('cut'), {
       applied,
       remainingTokens: contextWindow === undefined ? null : contextWindow - promptTokens,
     });
+    // After the cuts, so that no junk lands inside a stop string or moves a cut.
+    if (drawn.has('dirty_text')) applied('dirty_text');
+    const completion = drawn.has('dirty_text') ? { ...finished, turn: dirtyTurn(finished.turn, rng('dirt')) } : finished;
     bump(stats.completionsByFinishReason, completion.finishReason);
 
     const completionTokens = Math.ceil(turnLength(completion.turn) / CHARS_PER_TOKEN);

@@ -71,6 +71,33 @@ describe('DirStore', () => {
     expect(files(dir).filter((f) => f.endsWith('.log'))).toHaveLength(2);
   });
 
+  it('gives every segment its own name when many stores in one process open theirs within one millisecond', async () => {
+    const dir = tempDir('tf-store-');
+    // A clock that stands still: every segment is opened in the same millisecond, for certain.
+    const now = () => 1_700_000_000_000;
+    const stores = Array.from({ length: 40 }, () => DirStore.open({ dir, ttlS: DAY, prune: false, now, segmentBytes: 200 }));
+    // Each store writes three entries of ~150 bytes, so each opens three segments.
+    for (let round = 0; round < 3; round++) {
+      for (const [i, s] of stores.entries()) await s.set(key(`${i}/${round}`), 'x'.repeat(100));
+    }
+    await Promise.all(stores.map((s) => s.close()));
+    expect(files(dir).filter((f) => f.endsWith('.log'))).toHaveLength(120);
+    const again = DirStore.open({ dir, ttlS: DAY, prune: false, now });
+    expect(again.size).toBe(120);
+    for (let i = 0; i < 40; i++) expect(await again.get(key(`${i}/2`))).toBe('x'.repeat(100));
+  });
+
+  it('reads segments opened within one millisecond in the order they were opened: the later entry wins', async () => {
+    const dir = tempDir('tf-store-');
+    const now = () => 1_700_000_000_000;
+    // Twelve segments from one store in one millisecond: a counter compared as text puts "10" before "9".
+    const store = DirStore.open({ dir, ttlS: DAY, prune: false, now, segmentBytes: 10 });
+    for (let i = 0; i < 12; i++) await store.set(key('same'), `version ${i}`);
+    await store.close();
+    const again = DirStore.open({ dir, ttlS: DAY, prune: false, now });
+    expect(await again.get(key('same'))).toBe('version 11');
+  });
+
   it('starts a new segment when the log reaches its size, and reads across all of them', async () => {
     const dir = tempDir('tf-store-');
     const store = DirStore.open({ dir, ttlS: DAY, prune: false, segmentBytes: 1000 });

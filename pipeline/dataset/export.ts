@@ -42,6 +42,7 @@ import { inputFiles, readDataset, type DatasetRow, type ReadOptions, type ReadRe
 import { indexLatestFailures, type LatestIndex } from './stats.js';
 import { FAILURES } from '../generate/store.js';
 import { countTokens, TOKEN_ENCODING } from '../tokens.js';
+import { anyRemoved, cleanJson, noneRemoved } from '../text.js';
 
 export type ExportFormat = 'messages' | 'sharegpt' | 'text';
 export const EXPORT_FORMATS: readonly ExportFormat[] = ['messages', 'sharegpt', 'text'];
@@ -430,13 +431,18 @@ export interface ExportCounts {
   superseded: number;
   /** Rows the format could not express (skipped with `--on-bad-row skip`). */
   unexportable: number;
+  /**
+   * Rows whose text held control characters or lone surrogates (data trajforge did not write,
+   * or wrote before it cleaned text), exported with them removed (pipeline/text.ts).
+   */
+  cleaned: number;
   /** The reader of stdout went away before the end. */
   outputClosed: boolean;
 }
 
 export async function exportRows(rows: AsyncIterable<DatasetRow>, out: JsonlWriter, opts: ExportOptions, keep?: (row: DatasetRow) => boolean): Promise<ExportCounts> {
   const count = withSystemMemo(tokenCounter(opts.tokenizer ?? TOKEN_ENCODING));
-  const counts: ExportCounts = { in: 0, written: 0, droppedOverMax: 0, skippedFailed: 0, superseded: 0, unexportable: 0, outputClosed: false };
+  const counts: ExportCounts = { in: 0, written: 0, droppedOverMax: 0, skippedFailed: 0, superseded: 0, unexportable: 0, cleaned: 0, outputClosed: false };
   try {
     for await (const row of rows) {
       counts.in++;
@@ -449,9 +455,13 @@ export async function exportRows(rows: AsyncIterable<DatasetRow>, out: JsonlWrit
         counts.skippedFailed++;
         continue;
       }
+      // Cleaned before the row is built, so that mask spans and token counts are those of the text written.
+      const removed = noneRemoved();
+      const clean = cleanJson(t, removed);
+      if (anyRemoved(removed)) counts.cleaned++;
       let exported: ExportRow;
       try {
-        exported = exportTrajectory(t, opts.format, count);
+        exported = exportTrajectory(clean, opts.format, count);
       } catch (err) {
         if (!(err instanceof UnexportableRow || (err instanceof TrajforgeError && err.code === 'BAD_CONFIG'))) throw err;
         const place = `${row.file === '-' ? '<stdin>' : row.file}:${row.line}`;
@@ -482,6 +492,7 @@ export function formatExportCounts(c: ExportCounts, report: ReadReport, opts: Ex
   parts.push(opts.all ? '0 failed skipped (--all)' : `${c.skippedFailed} failed skipped`);
   if (c.superseded) parts.push(`${c.superseded} earlier attempts superseded`);
   if (c.unexportable) parts.push(`${c.unexportable} not exportable as ${opts.format}`);
+  if (c.cleaned) parts.push(`${c.cleaned} with control characters or lone surrogates removed`);
   if (report.bad.length) parts.push(`${report.bad.length} bad rows skipped`);
   return `export: ${parts.join(', ')}\n`;
 }

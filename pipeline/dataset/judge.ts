@@ -11,6 +11,7 @@ import type { EndpointConfig, Validation, ValidationIssue } from '../../schemas/
 import { TrajforgeError } from '../errors.js';
 import { LlmClient, LlmError } from '../generate/llm.js';
 import { loadPrompt, renderPrompt } from '../prompts.js';
+import { cleanText } from '../text.js';
 import { ruleSeverity, type RuleSeverity } from './validator.js';
 
 export const JUDGE_PROMPT = 'judge-simpleqa';
@@ -108,8 +109,10 @@ export class Judge {
     try {
       const c = await this.#llm.complete({ messages: [{ role: 'user', content: prompt }], stop: [], signal });
       this.#graded++;
-      const { verdict, rationale } = parseVerdict(c.text);
-      return verdict === null ? { verdict, rationale: '', raw: clip(c.text, 300) } : { verdict, rationale };
+      // The grader's words end up in validation issues, and from there in files: clean like any model text.
+      const text = cleanText(c.text);
+      const { verdict, rationale } = parseVerdict(text);
+      return verdict === null ? { verdict, rationale: '', raw: clip(text, 300) } : { verdict, rationale };
     } catch (err) {
       if (err instanceof LlmError && (err.kind === 'exhausted' || err.kind === 'context_overflow')) {
         return { verdict: null, rationale: '', error: err.message };

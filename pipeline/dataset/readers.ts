@@ -50,6 +50,7 @@ import { tulu } from '../dialects/tulu.js';
 import type { Dialect, Segment } from '../dialects/types.js';
 import { inputError, TrajforgeError } from '../errors.js';
 import { questionIdFor } from '../generate/sampler.js';
+import { firstInvalidUtf8 } from '../text.js';
 import { FAILURES, TRAJECTORIES } from '../generate/store.js';
 
 export type RowFormat = 'trajforge' | 'drtulu' | 'chat';
@@ -112,6 +113,17 @@ function isBlank(buf: Buffer, start: number, end: number): boolean {
   return true;
 }
 
+export interface Line {
+  /** 1-based. */
+  readonly line: number;
+  readonly text: string;
+  /**
+   * Set when the line is not UTF-8: where its first ill-formed sequence starts, as a 1-based
+   * byte in the line and a 0-based offset in the input. `text` then holds a lenient decoding.
+   */
+  readonly invalidUtf8?: { readonly column: number; readonly offset: number } | undefined;
+}
+
 /**
  * The lines of a byte stream, a chunk's worth at a time (one await per chunk, not per line:
  * at a few KB a row the promise per line is a measurable share of the cost), with 1-based
@@ -120,19 +132,30 @@ function isBlank(buf: Buffer, start: number, end: number): boolean {
  * decoded one by one from the Buffer: decoding a whole chunk and splitting the string is
  * slower, and a partial multi-byte character can never straddle a `\n`.
  */
-export async function* readLineBatches(stream: AsyncIterable<Buffer | string>): AsyncGenerator<{ line: number; text: string }[]> {
+export async function* readLineBatches(stream: AsyncIterable<Buffer | string>): AsyncGenerator<Line[]> {
   let pending: Buffer[] = [];
+  /** Where the first pending byte is in the input. */
+  let pendingAt = 0;
+  /** Bytes of the input before the current chunk. */
+  let consumed = 0;
   let line = 0;
   let first = true;
-  let batch: { line: number; text: string }[] = [];
-  const take = (buf: Buffer, start: number, end: number): void => {
+  let batch: Line[] = [];
+  /** `base`: where `buf[0]` is in the input. */
+  const take = (buf: Buffer, start: number, end: number, base: number): void => {
     line++;
+    const lineStart = start;
     if (first) {
       first = false;
       if (end - start >= 3 && buf[start] === 0xef && buf[start + 1] === 0xbb && buf[start + 2] === 0xbf) start += 3;
     }
     if (end > start && buf[end - 1] === CR) end--;
-    if (!isBlank(buf, start, end)) batch.push({ line, text: buf.toString('utf8', start, end) });
+    if (isBlank(buf, start, end)) return;
+    const text = buf.toString('utf8', start, end);
+    // Lenient decoding puts U+FFFD where the bytes are not UTF-8: only such a line (or one that
+    // really holds U+FFFD) pays for a check of its bytes.
+    const bad = text.includes('\uFFFD') ? firstInvalidUtf8(buf, start, end) : -1;
+    batch.push(bad === -1 ? { line, text } : { line, text, invalidUtf8: { column: bad - lineStart + 1, offset: base + bad } });
   };
   for await (const chunk of stream) {
     const buf = typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : chunk;
@@ -142,16 +165,20 @@ export async function* readLineBatches(stream: AsyncIterable<Buffer | string>): 
       pending.push(buf.subarray(0, nl));
       const joined = Buffer.concat(pending);
       pending = [];
-      take(joined, 0, joined.length);
+      take(joined, 0, joined.length, pendingAt);
       start = nl + 1;
       nl = buf.indexOf(NL, start);
     }
     while (nl !== -1) {
-      take(buf, start, nl);
+      take(buf, start, nl, consumed);
       start = nl + 1;
       nl = buf.indexOf(NL, start);
     }
-    if (start < buf.length) pending.push(start === 0 ? buf : buf.subarray(start));
+    if (start < buf.length) {
+      if (pending.length === 0) pendingAt = consumed + start;
+      pending.push(start === 0 ? buf : buf.subarray(start));
+    }
+    consumed += buf.length;
     if (batch.length > 0) {
       yield batch;
       batch = [];
@@ -159,13 +186,13 @@ export async function* readLineBatches(stream: AsyncIterable<Buffer | string>): 
   }
   if (pending.length > 0) {
     const joined = Buffer.concat(pending);
-    take(joined, 0, joined.length);
+    take(joined, 0, joined.length, pendingAt);
   }
   if (batch.length > 0) yield batch;
 }
 
 /** `readLineBatches`, a line at a time. */
-export async function* readLines(stream: AsyncIterable<Buffer | string>): AsyncGenerator<{ line: number; text: string }> {
+export async function* readLines(stream: AsyncIterable<Buffer | string>): AsyncGenerator<Line> {
   for await (const batch of readLineBatches(stream)) yield* batch;
 }
 
@@ -636,10 +663,12 @@ export function readDataset(input: string, opts: ReadOptions = {}): { rows: Asyn
       const label = file === '-' ? '<stdin>' : file;
       const stream: AsyncIterable<Buffer | string> = file === '-' ? ((opts.stdin ?? process.stdin) as AsyncIterable<Buffer | string>) : createReadStream(file, { highWaterMark: 1 << 20 });
       let format: RowFormat | undefined = forced === 'auto' ? undefined : forced;
-      for await (const batch of readLineBatches(stream)) for (const { line, text } of batch) {
+      for await (const batch of readLineBatches(stream)) for (const { line, text, invalidUtf8 } of batch) {
         report.rows++;
         let row: DatasetRow;
         try {
+          // As `generate` refuses a questions file that is not UTF-8: a lenient decoding would carry U+FFFD into the data unseen.
+          if (invalidUtf8 !== undefined) bad(undefined, `invalid UTF-8 at byte ${invalidUtf8.column} of the line (offset ${invalidUtf8.offset} in the file)`);
           let value: unknown;
           try {
             value = JSON.parse(text);

@@ -52,6 +52,12 @@ const PRUNE_EVERY_MS = 24 * 60 * 60 * 1000;
 const PRUNE_MARKER = '.last-prune';
 /** Names this process's segments: random, so that processes on hosts sharing the directory never collide. */
 const WRITER = `${process.pid}-${randomBytes(6).toString('hex')}`;
+/**
+ * Segments opened by this process, across every store in it: two stores on one directory (two
+ * executors, a run and its rerun) opening a segment within one millisecond would otherwise both
+ * take `<time>-<WRITER>-0`, and the second open fails with EEXIST.
+ */
+let segmentsOpened = 0;
 
 /** `executor.cache_dir`, else `$TRAJFORGE_CACHE_DIR`, else `$XDG_CACHE_HOME/trajforge`, else `~/.cache/trajforge`. */
 export function defaultCacheDir(env: NodeJS.ProcessEnv = process.env): string {
@@ -111,6 +117,7 @@ export interface DirStoreOptions {
   readonly ttlS: number;
   /** Delete expired entries in the background when the last sweep of this directory is a day old. Default true. */
   readonly prune?: boolean | undefined;
+  /** The clock for entry times and segment names (ms since the epoch). Default Date.now. */
   readonly now?: (() => number) | undefined;
   /** Where a segment's log stops growing. Default 256 MiB. */
   readonly segmentBytes?: number | undefined;
@@ -149,8 +156,6 @@ export class DirStore implements ResultStore {
   readonly #segments: Segment[] = [];
   readonly #known = new Set<string>();
   #writer: Writer | undefined;
-  /** Segments this store has opened for writing. */
-  #opened = 0;
   #refreshedAt = 0;
   /** Whether a v1 tree is there to read from. */
   #legacy: boolean;
@@ -245,8 +250,9 @@ export class DirStore implements ResultStore {
   }
 
   #openWriter(): Writer {
-    // Named by the time it was opened, so that reading segments in name order reads older entries first.
-    const name = `${Date.now().toString(36).padStart(9, '0')}-${WRITER}-${this.#opened++}`;
+    // Named by the time it was opened, so that reading segments in name order reads older entries
+    // first; the counter is padded so that it sorts the same way within one millisecond.
+    const name = `${this.#now().toString(36).padStart(9, '0')}-${WRITER}-${(segmentsOpened++).toString(36).padStart(6, '0')}`;
     const log = openSync(join(this.#root, `${name}.log`), 'wx');
     let idx: number;
     try {

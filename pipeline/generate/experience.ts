@@ -11,6 +11,7 @@ import type { Dialect, ToolSpec } from '../dialects/types.js';
 import { ConversationContext } from './context.js';
 import { LlmError, type Completion, type CompletionRequest } from './llm.js';
 import { loadPrompt, renderPrompt } from '../prompts.js';
+import { cleanText } from '../text.js';
 
 export interface SummaryDeps {
   readonly llm: { complete(req: CompletionRequest): Promise<Completion> };
@@ -42,7 +43,8 @@ export async function summariseFailure(failed: Trajectory, deps: SummaryDeps, si
         signal,
         ...(tools === undefined ? {} : { tools, toolChoice: 'none' as const }),
       });
-      const parsed = parseSummary(c.text, failed.attempt);
+      // The summary is model text that the next attempt's first message and its record carry.
+      const parsed = parseSummary(cleanText(c.text), failed.attempt);
       if (parsed !== undefined) return parsed;
     } catch (err) {
       if (err instanceof LlmError && err.kind === 'aborted') throw err;

@@ -21,6 +21,7 @@ import {
 } from '../../schemas/index.js';
 import type { BoundCall, Dialect, ParsedCall, ToolSpec, TurnRepairResult } from '../dialects/types.js';
 import { canonicalJson } from '../canonical.js';
+import { anyRemoved, cleanJson, cleanText, describeRemoved, noneRemoved } from '../text.js';
 import { ConversationContext } from './context.js';
 import { makeCallId, skippedCall, type ExecResult, type Executor } from './executor.js';
 import { LlmError, type Completion, type CompletionRequest } from './llm.js';
@@ -75,6 +76,45 @@ function questionMessage(question: string, experience: Experience | undefined): 
     what_happened: experience.what_happened,
     useful_findings: findings,
   }).trimEnd();
+}
+
+/**
+ * The completion with its text and native calls cleaned (pipeline/text.ts), before any of it is
+ * parsed, shown back to the model or stored; `removed` says what went, for the turn's repair.
+ */
+function cleanCompletion(c: Completion): { c: Completion; removed: string | undefined } {
+  const removed = noneRemoved();
+  const text = cleanText(c.text, removed);
+  const toolCalls = cleanJson(c.toolCalls, removed);
+  return anyRemoved(removed) ? { c: { ...c, text, toolCalls }, removed: describeRemoved(removed) } : { c, removed: undefined };
+}
+
+/**
+ * A call with its parsed arguments cleaned: JSON arguments can spell a NUL or a lone surrogate
+ * as an escape (`\u0000`), which text cleaning leaves alone and JSON.parse turns back into one.
+ * A changed call is written again from what is sent to the tool.
+ */
+function cleanCall(b: BoundCall, canRewrite: boolean): { b: BoundCall; removed: string | undefined } {
+  const removed = noneRemoved();
+  const { call } = b;
+  const args = call.arguments === undefined ? undefined : cleanJson(call.arguments, removed);
+  const attributes = cleanJson(call.attributes, removed);
+  const query = args !== undefined && args !== call.arguments ? JSON.stringify(args) : cleanText(call.query, removed);
+  if (!anyRemoved(removed)) return { b, removed: undefined };
+  // A dialect without renderCall (tulu) parses its calls from the cleaned text and has no escapes to decode: its call text is already clean.
+  return { b: { ...b, call: { ...call, attributes, query, ...(args === undefined ? {} : { arguments: args }) }, changed: b.changed || canRewrite }, removed: describeRemoved(removed) };
+}
+
+/** A tool's result, what the model is shown of it and its error, cleaned before anything renders or stores them. */
+function cleanExec(exec: ExecResult): { exec: ExecResult; removed: string | undefined } {
+  const removed = noneRemoved();
+  const view = cleanJson(exec.view, removed);
+  const result = cleanJson(exec.result, removed);
+  const error = exec.error === undefined ? undefined : cleanText(exec.error, removed);
+  const parameters = cleanJson(exec.parameters, removed);
+  const args = cleanJson(exec.arguments, removed);
+  if (!anyRemoved(removed)) return { exec, removed: undefined };
+  return { exec: { ...exec, view, result, parameters, arguments: args, ...(error === undefined ? {} : { error }) }, removed: describeRemoved(removed) };
 }
 
 /** Same tool, same query, whatever the spacing and case (or key order, for JSON arguments): a repeated call. */
@@ -191,7 +231,10 @@ class Session {
     }
     const action = r.action;
     const calls = action.kind === 'call' ? [action.call] : action.kind === 'calls' ? action.calls : [];
-    const bound = calls.map((call): BoundCall => dialect.bindCall?.(call, this.#specs) ?? { call, repairs: [], changed: false });
+    const bound = calls.map((call): BoundCall => {
+      const { b, removed } = cleanCall(dialect.bindCall?.(call, this.#specs) ?? { call, repairs: [], changed: false }, dialect.renderCall !== undefined);
+      return removed === undefined ? b : { ...b, repairs: [...b.repairs, { kind: 'control_chars', detail: `arguments of ${b.call.toolName}: ${removed}` }] };
+    });
     // Several calls in one turn never take the trajectory past its call budget.
     const room = Math.max(1, config.budgets.max_tool_calls - this.#toolCalls.length);
     const overflow = bound.length > room ? bound.splice(room) : [];
@@ -219,7 +262,7 @@ class Session {
 
   async #complete(request: readonly ChatMessage[], final = false): Promise<{ c: Completion; r: TurnRepairResult }> {
     const { llm, dialect } = this.#deps;
-    const c = await llm.complete({
+    const raw = await llm.complete({
       messages: request,
       stop: dialect.stopStrings,
       signal: this.#signal,
@@ -227,14 +270,16 @@ class Session {
       ...(this.#requestTools === undefined ? {} : { tools: this.#requestTools, toolChoice: final ? 'none' : 'auto' }),
     });
     const usage = this.#usage;
-    usage.prompt_tokens += c.promptTokens;
-    usage.completion_tokens += c.completionTokens;
-    usage.total_tokens += c.promptTokens + c.completionTokens;
+    usage.prompt_tokens += raw.promptTokens;
+    usage.completion_tokens += raw.completionTokens;
+    usage.total_tokens += raw.promptTokens + raw.completionTokens;
     usage.llm_calls++;
-    usage.estimated ||= c.estimated;
-    this.#llmMs += c.ms;
+    usage.estimated ||= raw.estimated;
+    this.#llmMs += raw.ms;
+    const { c, removed } = cleanCompletion(raw);
     const r = dialect.repairTurn(c.text, c.finishReason, c.toolCalls ?? []);
-    return { c, r };
+    // Carried in the turn's repairs, so that a turn rolled back records none of them.
+    return { c, r: removed === undefined ? r : { ...r, repairs: [{ kind: 'control_chars', detail: `model text: ${removed}` }, ...r.repairs] } };
   }
 
   /**
@@ -263,7 +308,8 @@ class Session {
   async #onCalls(c: Completion, r: TurnRepairResult, bound: readonly BoundCall[], overflow: readonly BoundCall[]): Promise<boolean> {
     const { dialect, config } = this.#deps;
     const callIds = bound.map((_, i) => makeCallId(this.#sample.sample_id, this.#attempt, this.#toolCalls.length + i));
-    const execs = await this.#runCalls(bound, callIds);
+    const cleaned = (await this.#runCalls(bound, callIds)).map(cleanExec);
+    const execs = cleaned.map((x) => x.exec);
     // A call that reached the server counts toward its limit, even when the turn is rolled back.
     for (let i = 0; i < execs.length; i++) if (!execs[i]!.skipped) this.#used.set(bound[i]!.call.toolName, (this.#used.get(bound[i]!.call.toolName) ?? 0) + 1);
     const late = this.#discardAfterRunning(execs);
@@ -275,6 +321,9 @@ class Session {
     if (overflow.length > 0) this.#repairs.push({ turn: this.#turn, kind: 'extra_calls', detail: `${overflow.length} of the turn's calls past max_tool_calls (${config.budgets.max_tool_calls}) dropped` });
     const finalCalls = bound.map((b, i) => ({ ...b.call, id: b.call.id ?? callIds[i] }));
     for (const b of bound) for (const x of b.repairs) this.#repairs.push({ turn: this.#turn, ...x });
+    cleaned.forEach(({ removed }, i) => {
+      if (removed !== undefined) this.#repairs.push({ turn: this.#turn, kind: 'control_chars', detail: `tool text of ${callIds[i]} (${bound[i]!.call.toolName}): ${removed}` });
+    });
     // The turn as written, unless a call was rewritten or there are several (each then meets its own output).
     const rewrite = bound.length > 1 || overflow.length > 0 || bound.some((b) => b.changed);
     const prefix = r.text.slice(0, r.callOffset ?? r.text.length);
@@ -473,7 +522,8 @@ class Session {
     if (reason !== undefined) {
       traj.status = 'failed';
       traj.reason = reason;
-      if (error !== undefined) traj.error = error;
+      // An endpoint's or a tool's own words: cleaned like the rest.
+      if (error !== undefined) traj.error = cleanText(error);
     }
     return traj;
   }

@@ -20,6 +20,7 @@ import { parse as parseCsv, type InfoRecord, type Options as CsvOptions } from '
 import { SCHEMA_VERSION, type Question, type QuestionsConfig, type Sample } from '../../schemas/index.js';
 import { TrajforgeError, inputError } from '../errors.js';
 import { IdSet } from '../id-set.js';
+import { findLoneSurrogate } from '../text.js';
 
 export interface SamplerOptions {
   /** '-' reads stdin. */
@@ -354,6 +355,14 @@ function mapRow(value: unknown, fields: QuestionsConfig['fields']): { question: 
   if (answers !== undefined && !Object.hasOwn(meta, 'answers')) {
     meta.answers = answers;
     metaKeys++;
+  }
+
+  // JSON can spell half of a surrogate pair (`\ud800`); no UTF-8 writer can then write the row
+  // into a record or an export, so it is refused like invalid UTF-8 in the file.
+  const lone = findLoneSurrogate(row);
+  if (lone !== undefined) {
+    const hex = lone.code.toString(16).toUpperCase();
+    return bad(lone.path || undefined, `a lone surrogate (U+${hex}) at character ${lone.index + 1}: not text that UTF-8 can hold`);
   }
 
   const q: Question = { schema_version: SCHEMA_VERSION, id, question };

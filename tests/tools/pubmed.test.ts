@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig, redactConfig } from '../../pipeline/config.js';
 import { Executor } from '../../pipeline/generate/executor.js';
 import { PACKAGE_ROOT } from '../../pipeline/paths.js';
-import { RateLimiter } from '../../tools/pubmed/ratelimit.js';
+import { RateLimiter, type Clock } from '../../tools/pubmed/ratelimit.js';
 import { parsePubmedXml, PubmedXmlError } from '../../tools/pubmed/xml.js';
 import { fixture, maxInWindow, Replay, type Reply } from './replay.js';
 
@@ -97,38 +97,104 @@ describe('PubMed XML', () => {
   });
 });
 
+/**
+ * A clock the test moves, with Node's timer rule: a sleep started at `t` wakes when the event
+ * loop's whole-millisecond time has moved on by the delay, i.e. at floor(t) + ceil(delay), which
+ * can be up to a millisecond before t + delay. Sleeps wake in deadline order; nothing races real time.
+ */
+class LoopClock implements Clock {
+  t = 0.9;
+  readonly #sleepers: { at: number; wake: () => void }[] = [];
+
+  now(): number {
+    return this.t;
+  }
+
+  sleep(ms: number): Promise<void> {
+    return new Promise((wake) => this.#sleepers.push({ at: Math.floor(this.t) + Math.ceil(Math.max(1, ms)), wake }));
+  }
+
+  /** Lets every settled promise run on, then wakes sleepers in order until `done` settles. */
+  async runUntil<T>(done: Promise<T>): Promise<T> {
+    let settled = false;
+    void done.finally(() => (settled = true)).catch(() => {});
+    for (;;) {
+      await new Promise((r) => setImmediate(r));
+      if (settled) return done;
+      this.#sleepers.sort((a, b) => a.at - b.at);
+      const next = this.#sleepers.shift();
+      if (!next) throw new Error('stuck: nothing sleeping, and not done');
+      this.t = Math.max(this.t, next.at);
+      next.wake();
+    }
+  }
+}
+
 describe('RateLimiter', () => {
-  it('never lets more than `rate` requests be sent within one window, and serves waiters in order', async () => {
-    const limiter = new RateLimiter(3, 200);
-    const starts: number[] = [];
+  it('never lets more than `rate` requests be sent within one window, though timers fire up to 1 ms early, and serves waiters in order', async () => {
+    const clock = new LoopClock();
+    const limiter = new RateLimiter(3, 200, clock);
+    const granted: number[] = [];
+    const sent: number[] = [];
     const order: number[] = [];
-    await Promise.all(
+    const all = Promise.all(
       Array.from({ length: 10 }, (_, i) =>
         limiter.acquire().then((slot) => {
-          // The time is taken before sent(), where the limiter takes its own: a busy event loop
-          // between the two would otherwise shift this request's start later than the limiter's.
-          starts.push(performance.now());
+          granted.push(clock.now());
+          // Getting on the wire takes a fraction of a millisecond: sends fall between whole milliseconds.
+          clock.t += 0.35;
+          sent.push(clock.now());
           slot.sent();
           order.push(i);
         }),
       ),
     );
-    expect(maxInWindow(starts, 199)).toBe(3);
-    expect(order).toEqual([...order].sort((a, b) => a - b));
-    // 10 requests at 3 per 200 ms need three full windows.
-    expect(starts.at(-1)! - starts[0]!).toBeGreaterThanOrEqual(590);
+    await clock.runUntil(all);
+    expect(order).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    for (let k = 3; k < 10; k++) {
+      // Allowed no earlier than a window after the send three before it, by any fraction.
+      expect(granted[k]! - sent[k - 3]!).toBeGreaterThanOrEqual(200);
+      // Nor late by more than the timer's own rounding.
+      expect(granted[k]! - (sent[k - 3]! + 200)).toBeLessThan(2);
+    }
   });
 
   it('times the window from when a request was sent, not from when it was allowed', async () => {
-    const limiter = new RateLimiter(1, 200);
+    const clock = new LoopClock();
+    const limiter = new RateLimiter(1, 200, clock);
     const first = await limiter.acquire();
-    const t0 = performance.now();
+    const t0 = clock.now();
     const second = limiter.acquire();
     // The first request takes 150 ms to get on the wire (a new connection).
-    await new Promise((r) => setTimeout(r, 150));
+    clock.t += 150;
     first.sent();
-    (await second).sent();
-    expect(performance.now() - t0).toBeGreaterThanOrEqual(150 + 195);
+    await clock.runUntil(second);
+    expect(clock.now() - t0).toBeGreaterThanOrEqual(150 + 200);
+    expect(clock.now() - t0).toBeLessThan(150 + 202);
+  });
+
+  it('on the real clock too: no window holds more than `rate` sends, under a busy event loop', async () => {
+    // Busy spells of 3-8 ms between timers: what made the limiter's sleeps end early before.
+    const busy = setInterval(() => {
+      const until = performance.now() + 3 + Math.random() * 5;
+      while (performance.now() < until);
+    }, 7);
+    try {
+      const limiter = new RateLimiter(3, 50);
+      const starts: number[] = [];
+      await Promise.all(
+        Array.from({ length: 12 }, () =>
+          limiter.acquire().then((slot) => {
+            // Taken before sent(), where the limiter takes its own, so it can only be earlier.
+            starts.push(performance.now());
+            slot.sent();
+          }),
+        ),
+      );
+      for (let k = 3; k < 12; k++) expect(starts[k]! - starts[k - 3]!).toBeGreaterThanOrEqual(50);
+    } finally {
+      clearInterval(busy);
+    }
   });
 });
 

@@ -14,6 +14,15 @@ export interface Slot {
   sent(): void;
 }
 
+/** Where the limiter reads the time and waits: the real clock, or a test's. */
+export interface Clock {
+  /** Milliseconds, monotonic. */
+  now(): number;
+  sleep(ms: number): Promise<void>;
+}
+
+const REAL_CLOCK: Clock = { now: () => performance.now(), sleep: (ms) => sleep(ms) };
+
 interface Start {
   readonly at: Promise<number>;
 }
@@ -28,17 +37,23 @@ interface Start {
  * connection (a TLS handshake to NCBI takes a few hundred ms) delays the first requests, and
  * timing from the permission would let the next ones, on warm connections, arrive right behind
  * them.
+ *
+ * A timer may fire up to a millisecond before its delay has passed by `performance.now()` (Node
+ * counts timers in whole milliseconds of the event loop's time), so the limiter reads the clock
+ * again after each wait instead of trusting that the wait was long enough.
  */
 export class RateLimiter {
   readonly rate: number;
   readonly windowMs: number;
   readonly #starts: Start[] = [];
+  readonly #clock: Clock;
   #tail: Promise<unknown> = Promise.resolve();
 
-  constructor(rate: number, windowMs = 1000 + RATE_MARGIN_MS) {
+  constructor(rate: number, windowMs = 1000 + RATE_MARGIN_MS, clock: Clock = REAL_CLOCK) {
     if (!Number.isInteger(rate) || rate < 1) throw new Error(`rate must be a positive integer, got ${rate}`);
     this.rate = rate;
     this.windowMs = windowMs;
+    this.#clock = clock;
   }
 
   /** Resolves when the caller may send one request. */
@@ -51,8 +66,9 @@ export class RateLimiter {
   async #wait(): Promise<Slot> {
     if (this.#starts.length >= this.rate) {
       const sentAt = await this.#starts.shift()!.at;
-      const wait = sentAt + this.windowMs - performance.now();
-      if (wait > 0) await sleep(wait);
+      for (let wait = sentAt + this.windowMs - this.#clock.now(); wait > 0; wait = sentAt + this.windowMs - this.#clock.now()) {
+        await this.#clock.sleep(wait);
+      }
     }
     let mark!: () => void;
     const at = new Promise<number>((resolve) => {
@@ -60,7 +76,7 @@ export class RateLimiter {
       timer.unref();
       mark = () => {
         clearTimeout(timer);
-        resolve(performance.now());
+        resolve(this.#clock.now());
       };
     });
     this.#starts.push({ at });
