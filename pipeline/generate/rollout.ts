@@ -87,6 +87,24 @@ function callKey(call: ParsedCall): string {
   return `${call.toolName}\u0000${query.normalize('NFKC').toLowerCase().replace(/\s+/g, ' ').trim()}\u0000${attrs}`;
 }
 
+/** The failure an endpoint error makes of a sample. */
+const FAILURE_OF: Record<Exclude<LlmError['kind'], 'aborted'>, FailureReason> = {
+  fatal: 'endpoint_rejected',
+  context_overflow: 'context_overflow',
+  exhausted: 'llm_error',
+  too_large: 'response_too_large',
+};
+
+/** Failures the endpoint caused, whatever the tools did: run.ts reads them to tell a refusing or dead endpoint. */
+const ENDPOINT_FAILURES: ReadonlySet<FailureReason> = new Set(Object.values(FAILURE_OF).filter((r) => r !== 'context_overflow'));
+
+/**
+ * The validation issue (warn unless `validation.severities` says otherwise) on a trajectory
+ * one of whose completions ran far past its `max_tokens`. Added here, as the judge's is, since
+ * only the rollout saw the completions.
+ */
+export const PAST_MAX_TOKENS_RULE = 'endpoint.past_max_tokens';
+
 export async function rollout(sample: Sample, attempt: number, deps: RolloutDeps, signal?: AbortSignal, experience?: Experience): Promise<Trajectory> {
   const { llm, executor, dialect, config } = deps;
   const { budgets, rollback: rb } = config;
@@ -118,6 +136,8 @@ export async function rollout(sample: Sample, attempt: number, deps: RolloutDeps
   let answerText: string | undefined;
   let reason: FailureReason | undefined;
   let error: string | undefined;
+  /** Completions far past their max_tokens: the endpoint ignored the limit, or miscounts. */
+  const pastMaxTokens: string[] = [];
 
   const complete = async (request: readonly ChatMessage[], final = false): Promise<{ c: Completion; r: TurnRepairResult }> => {
     const c = await llm.complete({
@@ -132,6 +152,7 @@ export async function rollout(sample: Sample, attempt: number, deps: RolloutDeps
     usage.total_tokens += c.promptTokens + c.completionTokens;
     usage.llm_calls++;
     usage.estimated ||= c.estimated;
+    if (c.pastMaxTokens !== undefined) pastMaxTokens.push(`turn ${turn}: ${c.pastMaxTokens.completionTokens} completion tokens for max_tokens ${c.pastMaxTokens.maxTokens}`);
     llmMs += c.ms;
     const r = dialect.repairTurn(c.text, c.finishReason, c.toolCalls ?? []);
     return { c, r };
@@ -306,8 +327,10 @@ export async function rollout(sample: Sample, attempt: number, deps: RolloutDeps
     }
     if (answerText === undefined) reason ??= turn >= budgets.max_turns || overBudget() ? 'max_turns' : guardTurn !== undefined ? 'context_overflow' : 'no_answer';
   } catch (err) {
-    if (!(err instanceof LlmError) || err.kind === 'fatal' || err.kind === 'aborted') throw err;
-    reason = err.kind === 'context_overflow' ? 'context_overflow' : 'llm_error';
+    if (!(err instanceof LlmError) || err.kind === 'aborted') throw err;
+    // A refusal (`endpoint_rejected`) is a failure of this sample; the run decides whether it
+    // is one of a streak that means the endpoint refuses everything (run.ts, fail fast).
+    reason = FAILURE_OF[err.kind];
     error = err.message;
   }
 
@@ -365,6 +388,11 @@ export async function rollout(sample: Sample, attempt: number, deps: RolloutDeps
     f1Threshold: config.validation.f1_threshold,
     severities: config.validation.severities,
   });
+  if (pastMaxTokens.length > 0 && config.validation.severities[PAST_MAX_TOKENS_RULE] !== 'off') {
+    const severity = config.validation.severities[PAST_MAX_TOKENS_RULE] === 'error' ? 'error' : 'warn';
+    traj.validation.issues.push({ rule: PAST_MAX_TOKENS_RULE, severity, message: `the endpoint answered far past max_tokens (${pastMaxTokens.join('; ')})` });
+    if (severity === 'error') traj.validation.passed = false;
+  }
   if (reason === undefined && !traj.validation.passed) {
     const errors = traj.validation.issues.filter((i) => i.severity === 'error');
     reason = errors.every((i) => i.rule === 'gold.mismatch') ? 'wrong_answer' : 'invalid';
@@ -372,7 +400,7 @@ export async function rollout(sample: Sample, attempt: number, deps: RolloutDeps
   }
   // A sample whose tools never once worked failed because of them, whatever it answered.
   const ran = toolCalls.filter((t) => !t.skipped);
-  if (reason !== undefined && reason !== 'llm_error' && ran.length > 0 && ran.every((t) => t.error !== undefined)) {
+  if (reason !== undefined && !ENDPOINT_FAILURES.has(reason) && ran.length > 0 && ran.every((t) => t.error !== undefined)) {
     error = `every tool call failed; first: ${ran[0]!.error}${error ? `; ${error}` : ''}`;
     reason = 'tool_error';
   }
