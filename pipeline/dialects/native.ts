@@ -1,6 +1,6 @@
 /**
  * Native OpenAI function calling (`native`): the model gets `tools` and answers with
- * `tool_calls`; its reasoning comes in `reasoning_content`. The transcript keeps those
+ * `tool_calls`; its reasoning comes in `reasoning` or `reasoning_content`. The transcript keeps those
  * messages as the endpoint saw them; the training view is serialised like the XML dialects,
  * with calls in the Hermes form that chat templates render native calls to:
  *

@@ -107,7 +107,7 @@ describe('answers in the shapes servers really send', () => {
     expect(configured.sim.requestsByMaxTokensParam.max_tokens).toBe(0);
   });
 
-  it('reasoning in `reasoning` (vLLM >= 0.16) is read in every dialect, whole and streamed, and goes back in the field the endpoint answered in', async () => {
+  it('reasoning in the field "reasoning" (vLLM >= 0.16) is read in every dialect, whole and streamed, and goes back in the field the endpoint answered in', async () => {
     for (const [dialect, stream] of [
       ['tulu', false],
       ['mcp-xml', true],
