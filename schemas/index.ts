@@ -155,7 +155,7 @@ export const ChatMessage = z.object({
   tool_calls: z.array(NativeToolCall).optional(),
   /** native dialect: the call a `tool` message answers. */
   tool_call_id: z.string().optional(),
-  /** The endpoint's separate reasoning channel, kept for the record; never sent back. */
+  /** The endpoint's separate reasoning channel (`reasoning` or `reasoning_content` on the wire); sent back only with `endpoint.send_reasoning`. */
   reasoning_content: z.string().optional(),
 });
 export type ChatMessage = z.infer<typeof ChatMessage>;
@@ -284,6 +284,25 @@ export const EndpointConfig = z.strictObject({
   repetition_retries: z.number().int().nonnegative().default(2),
   /** Consecutive non-retryable failures after which the run stops. */
   fail_fast_after: z.number().int().positive().default(5),
+  /**
+   * Bytes of one answer (a whole body or a stream) read at most; past it the request is
+   * dropped and the sample fails as `response_too_large`. Default 32 MiB.
+   */
+  max_response_bytes: z.number().int().positive().default(32 * 1024 * 1024),
+  /**
+   * The request field that carries the completion limit (`max_tokens`). `auto`: `max_tokens`,
+   * and `max_completion_tokens` for a model from the first time it rejects `max_tokens`
+   * (OpenAI's GPT-5 and o-series do). (Not named `*_tokens_*`: the manifest redacts strings
+   * under names that say "token".)
+   */
+  completion_limit_param: z.enum(['auto', 'max_tokens', 'max_completion_tokens']).default('auto'),
+  /**
+   * Whether an assistant turn's reasoning goes back to the endpoint in later requests, and in
+   * which field. `none`: never (DeepSeek's API rejects it); `reasoning`: vLLM >= 0.16,
+   * OpenRouter, gpt-oss; `reasoning_content`: older vLLM, SGLang; `auto`: the field the
+   * endpoint itself answered in (`reasoning` until it has answered with one).
+   */
+  send_reasoning: z.enum(['none', 'auto', 'reasoning', 'reasoning_content']).default('none'),
 });
 export type EndpointConfig = z.infer<typeof EndpointConfig>;
 

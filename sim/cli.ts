@@ -20,7 +20,7 @@ export function simUsage(): string {
 An offline stand-in for an OpenAI-compatible model endpoint (POST /v1/chat/completions,
 streaming or not; GET /v1/models; GET /sim/stats). It searches with words from the question,
 then answers citing the snippet ids it was shown, in the tool-call dialect of each request:
-  native   the request offers tools: tool_calls, reasoning_content, a cited answer
+  native   the request offers tools: tool_calls, reasoning (in --reasoning-field), a cited answer
   mcp-xml  the system prompt shows <use_mcp_tool>: calls to the listed server and tool,
            an answer in \\boxed{}
   tulu     otherwise: <call_tool>, <answer> with <cite>
@@ -35,8 +35,16 @@ Options:
   --seed S               seed for every draw (default ${SIM_DEFAULTS.seed})
   --latency-ms N         added to every chat request (default ${SIM_DEFAULTS.latencyMs})
   --misbehave KIND=RATE  misbehave at RATE (0..1) per completion; repeatable, later wins;
-                         all=RATE sets every kind except ${EXCLUDED_FROM_ALL.slice(0, -1).join(', ')} and ${EXCLUDED_FROM_ALL.at(-1)}
+                         all=RATE sets every kind except the transport faults
+                         ${EXCLUDED_FROM_ALL.slice(0, 3).join(', ')} and the wire shapes ${EXCLUDED_FROM_ALL.slice(3).join(', ')}
   --reject-stop          answer any request that carries 'stop' with 400 unsupported_parameter
+  --reject-max-tokens    answer any request that carries 'max_tokens' with 400 unsupported_parameter
+                         ("Use 'max_completion_tokens' instead", as OpenAI's GPT-5 and o-series do)
+  --reasoning-field F    the field the reasoning goes out in: reasoning_content (default),
+                         reasoning (vLLM since 0.16, OpenRouter) or both
+  --reasoning-parser     tulu and mcp-xml: a leading <think> leaves the content for the
+                         reasoning field, as a server with a reasoning parser does
+  --content-filter TEXT  refuse any request whose messages contain TEXT with 400 content_filter
   --calls-per-sample N   searches before answering (default ${SIM_DEFAULTS.callsPerSample})
   --context-window N     reject prompts over N tokens (400 context_length_exceeded), counted with
                          o200k_base as trajforge's context guard counts them
@@ -108,6 +116,26 @@ export function parseSimArgs(argv: readonly string[]): ParsedSimArgs {
         if (inline !== undefined) throw usageError('--reject-stop takes no value');
         options.rejectStop = true;
         break;
+      case '--reject-max-tokens':
+        if (inline !== undefined) throw usageError('--reject-max-tokens takes no value');
+        options.rejectMaxTokens = true;
+        break;
+      case '--reasoning-parser':
+        if (inline !== undefined) throw usageError('--reasoning-parser takes no value');
+        options.reasoningParser = true;
+        break;
+      case '--reasoning-field': {
+        const field = value();
+        if (field !== 'reasoning_content' && field !== 'reasoning' && field !== 'both') throw usageError(`--reasoning-field takes reasoning_content, reasoning or both, got '${field ?? ''}'`);
+        options.reasoningField = field;
+        break;
+      }
+      case '--content-filter': {
+        const text = value();
+        if (text === undefined || text === '') throw usageError('--content-filter needs the text to refuse');
+        options.contentFilter = text;
+        break;
+      }
       case '--burst': {
         const spec = value() ?? '';
         for (const item of spec.split(',')) {
@@ -145,7 +173,7 @@ export function parseSimArgs(argv: readonly string[]): ParsedSimArgs {
 
 /**
  * `KIND=RATE` specs (each may be a comma-separated list) → rates; `all=RATE` sets every kind
- * but the transport faults (stall, drop, malformed), and later specs override earlier ones. Throws BAD_USAGE on a bad spec.
+ * but those in EXCLUDED_FROM_ALL, and later specs override earlier ones. Throws BAD_USAGE on a bad spec.
  */
 export function parseMisbehave(specs: readonly string[]): Partial<Record<MisbehaviourKind, number>> {
   const rates: Partial<Record<MisbehaviourKind, number>> = {};

@@ -42,6 +42,13 @@ export const MISBEHAVIOUR_KINDS = [
   'bad_arguments',
   'wrong_server',
   'dirty_text',
+  // Answers in shapes OpenAI-compatible servers have really sent (after the ones above, so
+  // adding them shifted no earlier draw).
+  'object_arguments',
+  'numeric_name',
+  'content_parts',
+  'string_usage',
+  'endless',
 ] as const;
 
 export type MisbehaviourKind = (typeof MISBEHAVIOUR_KINDS)[number];
@@ -70,10 +77,18 @@ export const MISBEHAVIOUR_HELP: Readonly<Record<MisbehaviourKind, string>> = {
   wrong_server: 'mcp-xml: a misspelled or "default" server_name for a tool whose name says which server is meant',
   dirty_text:
     'control characters (NUL, ESC, DEL, C1) and lone surrogates between words, CR or CRLF line ends, and \\u0000 and \\ud800 escapes in JSON call arguments; text only, never inside a tag',
+  object_arguments: 'native: tool-call arguments as a JSON object, not a JSON string (as llama.cpp sent them)',
+  numeric_name: 'native: the first tool call names its function with a number',
+  content_parts: "content as an array of parts: {type: text} for the text, Mistral's {type: thinking} for the reasoning",
+  string_usage: 'usage counts as strings ("123")',
+  endless: 'HTTP 200 and a body that never ends: JSON that never closes, or a stream of content that never finishes',
 };
 
-/** Fault-injection kinds that `all=RATE` leaves alone: they make every client time out or fail. */
-export const EXCLUDED_FROM_ALL: readonly MisbehaviourKind[] = ['stall', 'drop', 'malformed'];
+/**
+ * Kinds that `all=RATE` leaves alone: the transport faults make every client time out or fail,
+ * and the wire shapes are a server's habits, asked for by name.
+ */
+export const EXCLUDED_FROM_ALL: readonly MisbehaviourKind[] = ['stall', 'drop', 'malformed', 'object_arguments', 'numeric_name', 'content_parts', 'string_usage', 'endless'];
 
 export const REFUSAL_TEXT = "I'm sorry, but I can't help with that.";
 

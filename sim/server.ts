@@ -41,6 +41,24 @@ export interface SimOptions {
   misbehave?: MisbehaviourRates;
   /** Answer any request that carries `stop` with 400 unsupported_parameter. Default false. */
   rejectStop?: boolean;
+  /**
+   * Answer any request that carries `max_tokens` with OpenAI's 400 for GPT-5 and o-series
+   * models ("Use 'max_completion_tokens' instead"). Default false.
+   */
+  rejectMaxTokens?: boolean;
+  /**
+   * The field the reasoning goes out in: `reasoning_content` (DeepSeek, vLLM before 0.11),
+   * `reasoning` (vLLM since 0.16, OpenRouter, gpt-oss) or `both` (vLLM in between). Default
+   * `reasoning_content`.
+   */
+  reasoningField?: 'reasoning_content' | 'reasoning' | 'both';
+  /**
+   * Play a server with a reasoning parser: in the text dialects a leading `<think>…</think>`
+   * leaves the content for the reasoning field. Default false.
+   */
+  reasoningParser?: boolean;
+  /** A request whose messages contain this text is refused with 400 `content_filter`, as Azure OpenAI refuses a prompt. */
+  contentFilter?: string;
   /** Searches the policy makes before it answers. Default 2. */
   callsPerSample?: number;
   /**
@@ -87,6 +105,10 @@ export interface SimStats {
   toolOutputsPerRequest: Record<string, number>;
   /** Chat requests by the dialect they were answered in. */
   requestsByDialect: Record<SimDialect, number>;
+  /** Chat requests by the field that carried the completion limit (`none` when neither did). */
+  requestsByMaxTokensParam: Record<'max_tokens' | 'max_completion_tokens' | 'none', number>;
+  /** Assistant messages sent back with their reasoning, by field. */
+  reasoningSentBack: Record<'reasoning' | 'reasoning_content', number>;
 }
 
 export interface Sim {
@@ -150,6 +172,7 @@ interface ChatRequest {
   readonly includeUsage: boolean;
   readonly stops: readonly string[];
   readonly maxTokens: number | null;
+  readonly maxTokensParam: 'max_tokens' | 'max_completion_tokens' | 'none';
   readonly requestSeed: number | null;
   readonly tools: unknown;
 }
@@ -186,6 +209,9 @@ function validateOptions(opts: SimOptions): void {
     if (!(MISBEHAVIOUR_KINDS as readonly string[]).includes(kind)) bad(`burst: unknown misbehaviour '${kind}'`);
     if (n !== undefined && (!Number.isInteger(n) || n < 0)) bad(`burst: ${kind} must be an integer >= 0, got ${n}`);
   }
+  const { reasoningField, contentFilter } = opts;
+  if (reasoningField !== undefined && !['reasoning_content', 'reasoning', 'both'].includes(reasoningField)) bad(`reasoningField must be reasoning_content, reasoning or both, got ${String(reasoningField)}`);
+  if (contentFilter !== undefined && (typeof contentFilter !== 'string' || contentFilter === '')) bad('contentFilter must be a non-empty string');
   if (serverErrorStatuses !== undefined) {
     if (serverErrorStatuses.length === 0) bad('serverErrorStatuses must not be empty');
     for (const st of serverErrorStatuses) if (!Number.isInteger(st) || st < 500 || st > 599) bad(`serverErrorStatuses: ${st} is not a 5xx status`);
@@ -211,6 +237,10 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
   const stallMs = opts.stallMs ?? SIM_DEFAULTS.stallMs;
   const retryAfterMs = opts.retryAfterMs ?? SIM_DEFAULTS.retryAfterMs;
   const rejectStop = opts.rejectStop ?? false;
+  const rejectMaxTokens = opts.rejectMaxTokens ?? false;
+  const reasoningField = opts.reasoningField ?? 'reasoning_content';
+  const reasoningParser = opts.reasoningParser ?? false;
+  const contentFilter = opts.contentFilter;
   const contextWindow = opts.contextWindow;
   const burst = opts.burst ?? {};
   const errorStatuses = opts.serverErrorStatuses ?? [500];
@@ -227,6 +257,8 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
     clientAborts: 0,
     toolOutputsPerRequest: {},
     requestsByDialect: Object.fromEntries(SIM_DIALECTS.map((d) => [d, 0])) as Record<SimDialect, number>,
+    requestsByMaxTokensParam: { max_tokens: 0, max_completion_tokens: 0, none: 0 },
+    reasoningSentBack: { reasoning: 0, reasoning_content: 0 },
   };
   const bump = (table: Record<string, number>, key: string | number): void => {
     table[key] = (table[key] ?? 0) + 1;
@@ -259,6 +291,26 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
     const body = await readJson(req);
     if ((body as { stream?: unknown } | null)?.stream === true) stats.streamedRequests++;
     const request = parseChatRequest(body, rejectStop);
+    stats.requestsByMaxTokensParam[request.maxTokensParam]++;
+    if (rejectMaxTokens && request.maxTokensParam === 'max_tokens') {
+      throw invalid("Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.", 'max_tokens', 'unsupported_parameter');
+    }
+    for (const m of request.messages) {
+      if (m.role !== 'assistant') continue;
+      for (const f of ['reasoning', 'reasoning_content'] as const) {
+        const v = (m as unknown as Record<string, unknown>)[f];
+        if (typeof v === 'string' && v !== '') stats.reasoningSentBack[f]++;
+      }
+    }
+    if (contentFilter !== undefined && request.messages.some((m) => messageText(m.content).includes(contentFilter))) {
+      throw new ApiError(
+        400,
+        "The response was filtered due to the prompt triggering Azure OpenAI's content management policy. Please modify your prompt and retry.",
+        'invalid_request_error',
+        'prompt',
+        'content_filter',
+      );
+    }
     const dialect = detectDialect(request.messages, request.tools);
     stats.requestsByDialect[dialect]++;
     // The tokenizer costs half a second and 60 MB to load: only a context window needs it.
@@ -318,6 +370,11 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
     if (dropNow && !request.stream) return drop();
     const malformedNow = !dropNow && drawn.has('malformed');
     if (malformedNow) applied('malformed');
+    if (!dropNow && !malformedNow && drawn.has('endless')) {
+      applied('endless');
+      bump(stats.responsesByStatus, 200);
+      return sendEndless(res, request, signal);
+    }
 
     const conversation = readConversation(request.messages, request.tools, dialect);
     const plan = planTurn(conversation, { callsPerSample }, rng('policy'));
@@ -327,8 +384,9 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
       callId: (i) => `call_${createHash('sha256').update(`${key}\u0000${count}\u0000${i}`).digest('hex').slice(0, 24)}`,
     });
     for (const kind of composed.applied) applied(kind);
+    const parsed = reasoningParser && dialect !== 'native' ? parseReasoning(composed.turn) : composed.turn;
 
-    const finished = finishCompletion(composed.turn, composed.honourStop, request, drawn, rng('cut'), {
+    const finished = finishCompletion(parsed, composed.honourStop, request, drawn, rng('cut'), {
       applied,
       remainingTokens: contextWindow === undefined ? null : contextWindow - promptTokens,
     });
@@ -338,7 +396,19 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
     bump(stats.completionsByFinishReason, completion.finishReason);
 
     const completionTokens = Math.ceil(turnLength(completion.turn) / CHARS_PER_TOKEN);
-    const usage = { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+    const counts = { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+    const stringUsage = drawn.has('string_usage');
+    if (stringUsage) applied('string_usage');
+    const usage = stringUsage ? Object.fromEntries(Object.entries(counts).map(([k, v]) => [k, String(v)])) : counts;
+    const shape: WireShape = {
+      reasoningField,
+      contentParts: drawn.has('content_parts'),
+      objectArguments: dialect === 'native' && drawn.has('object_arguments') && completion.turn.toolCalls.length > 0,
+      numericName: dialect === 'native' && drawn.has('numeric_name') && completion.turn.toolCalls.length > 0,
+    };
+    if (shape.contentParts) applied('content_parts');
+    if (shape.objectArguments) applied('object_arguments');
+    if (shape.numericName) applied('numeric_name');
     const id = `chatcmpl-sim${key.slice(0, 16)}${count}`;
     const created = Math.floor(Date.now() / 1000);
 
@@ -352,7 +422,7 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
         choices: [
           {
             index: 0,
-            message: messageOf(completion.turn),
+            message: messageOf(completion.turn, shape),
             logprobs: null,
             finish_reason: completion.finishReason,
             stop_reason: completion.stopReason,
@@ -371,7 +441,7 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
 
     res.writeHead(200, { 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-cache', Connection: 'keep-alive' });
     bump(stats.responsesByStatus, 200);
-    const deltas = streamDeltas(completion.turn, rng('chunks'));
+    const deltas = streamDeltas(completion.turn, rng('chunks'), shape);
     const dropAfter = dropNow ? Math.floor(deltas.length * (0.2 + 0.6 * rng('drop')())) : -1;
     const base = { id, object: 'chat.completion.chunk', created, model: request.model, system_fingerprint: 'trajforge-sim' };
     const extra = request.includeUsage ? { usage: null } : {};
@@ -556,6 +626,7 @@ function parseChatRequest(body: unknown, rejectStop: boolean): ChatRequest {
     includeUsage: b.stream === true && streamOptions?.include_usage === true,
     stops,
     maxTokens,
+    maxTokensParam: b.max_tokens !== undefined && b.max_tokens !== null ? 'max_tokens' : b.max_completion_tokens !== undefined && b.max_completion_tokens !== null ? 'max_completion_tokens' : 'none',
     requestSeed: typeof b.seed === 'number' && Number.isFinite(b.seed) ? b.seed : null,
     tools: b.tools,
   };
@@ -635,31 +706,119 @@ function cutTurn(turn: SimTurn, chars: number): SimTurn {
   return { reasoning, content, toolCalls };
 }
 
-/** The choice's `message`: OpenAI's shape, with `reasoning_content` as vLLM sends it. */
-function messageOf(turn: SimTurn): Record<string, unknown> {
-  const calls = turn.toolCalls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } }));
+/** How a completion is put on the wire: the server's reasoning field, and the shapes drawn for this answer. */
+interface WireShape {
+  readonly reasoningField: 'reasoning_content' | 'reasoning' | 'both';
+  /** `content` as parts, the reasoning as a Mistral thinking part. */
+  readonly contentParts: boolean;
+  /** Native: arguments as a JSON object where they parse. */
+  readonly objectArguments: boolean;
+  /** Native: the first call's name as a number. */
+  readonly numericName: boolean;
+}
+
+/** The reasoning in the server's field (or both). */
+function reasoningFields(reasoning: string, shape: WireShape): Record<string, string> {
+  if (shape.reasoningField === 'both') return { reasoning, reasoning_content: reasoning };
+  return { [shape.reasoningField]: reasoning };
+}
+
+/** The number a `numeric_name` call is named with (one per name, so a turn's calls stay apart). */
+function numericName(name: string): number {
+  return 1000 + name.length;
+}
+
+function wireArguments(args: string, shape: WireShape): unknown {
+  if (!shape.objectArguments) return args;
+  try {
+    return JSON.parse(args) as unknown;
+  } catch {
+    return args;
+  }
+}
+
+/** The choice's `message`: OpenAI's shape, with the reasoning in the field this server uses. */
+function messageOf(turn: SimTurn, shape: WireShape): Record<string, unknown> {
+  const calls = turn.toolCalls.map((c, i) => ({
+    id: c.id,
+    type: 'function',
+    function: { name: shape.numericName && i === 0 ? numericName(c.name) : c.name, arguments: wireArguments(c.arguments, shape) },
+  }));
+  if (shape.contentParts) {
+    const parts = [
+      ...(turn.reasoning === '' ? [] : [{ type: 'thinking', thinking: [{ type: 'text', text: turn.reasoning }] }]),
+      ...(turn.content === '' ? [] : [{ type: 'text', text: turn.content }]),
+    ];
+    return { role: 'assistant', content: parts, ...(calls.length === 0 ? {} : { tool_calls: calls }) };
+  }
   return {
     role: 'assistant',
     content: calls.length > 0 && turn.content === '' ? null : turn.content,
     refusal: null,
-    ...(turn.reasoning === '' ? {} : { reasoning_content: turn.reasoning }),
+    ...(turn.reasoning === '' ? {} : reasoningFields(turn.reasoning, shape)),
     ...(calls.length === 0 ? {} : { tool_calls: calls }),
   };
 }
 
 /**
  * The stream's deltas in the order the turn was generated: reasoning, content, then each tool
- * call — its id, type and name first with empty arguments, then the arguments in pieces.
+ * call — its id, type and name first with empty arguments, then the arguments in pieces (or
+ * whole, as an object, with `objectArguments`).
  */
-function streamDeltas(turn: SimTurn, rng: Rng): Record<string, unknown>[] {
+function streamDeltas(turn: SimTurn, rng: Rng, shape: WireShape): Record<string, unknown>[] {
   const deltas: Record<string, unknown>[] = [];
-  for (const piece of chunkText(turn.reasoning, rng)) deltas.push({ reasoning_content: piece });
-  for (const piece of chunkText(turn.content, rng)) deltas.push({ content: piece });
+  for (const piece of chunkText(turn.reasoning, rng)) {
+    deltas.push(shape.contentParts ? { content: [{ type: 'thinking', thinking: [{ type: 'text', text: piece }] }] } : reasoningFields(piece, shape));
+  }
+  for (const piece of chunkText(turn.content, rng)) deltas.push({ content: shape.contentParts ? [{ type: 'text', text: piece }] : piece });
   turn.toolCalls.forEach((call, index) => {
-    deltas.push({ tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.name, arguments: '' } }] });
+    const name = shape.numericName && index === 0 ? numericName(call.name) : call.name;
+    const args = wireArguments(call.arguments, shape);
+    if (typeof args !== 'string') {
+      deltas.push({ tool_calls: [{ index, id: call.id, type: 'function', function: { name, arguments: args } }] });
+      return;
+    }
+    deltas.push({ tool_calls: [{ index, id: call.id, type: 'function', function: { name, arguments: '' } }] });
     for (const piece of chunkText(call.arguments, rng)) deltas.push({ tool_calls: [{ index, function: { arguments: piece } }] });
   });
   return deltas;
+}
+
+/** What a reasoning parser does to a text-dialect turn: a leading think block leaves the content for the reasoning field. */
+function parseReasoning(turn: SimTurn): SimTurn {
+  if (turn.reasoning !== '' || !turn.content.startsWith('<think>')) return turn;
+  const close = turn.content.indexOf('</think>');
+  if (close === -1) return turn;
+  return { ...turn, reasoning: turn.content.slice(7, close), content: turn.content.slice(close + 8).replace(/^\n/, '') };
+}
+
+/**
+ * A 200 whose body never ends, written as fast as the client reads it, until the client goes
+ * away: JSON that never closes its string, or a stream of content that never finishes. The
+ * text counts up, so it never repeats (a loop detector does not stop it).
+ */
+async function sendEndless(res: ServerResponse, request: ChatRequest, signal: AbortSignal): Promise<void> {
+  res.writeHead(200, { 'Content-Type': request.stream ? 'text/event-stream; charset=utf-8' : 'application/json' });
+  if (!request.stream) res.write('{"id":"chatcmpl-endless","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"');
+  let n = 0;
+  while (!signal.aborted && !res.destroyed) {
+    let piece = '';
+    for (let i = 0; i < 256; i++) piece += `${n++} `;
+    const ok = res.write(request.stream ? `data: ${JSON.stringify({ object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content: piece }, finish_reason: null }] })}\n\n` : piece);
+    if (!ok) {
+      await new Promise<void>((resolve) => {
+        const done = (): void => {
+          res.off('drain', done);
+          res.off('close', done);
+          resolve();
+        };
+        res.on('drain', done);
+        res.on('close', done);
+      });
+    } else {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+  }
 }
 
 function firstStop(text: string, stops: readonly string[]): { at: number; stop: string } | null {

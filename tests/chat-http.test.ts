@@ -8,7 +8,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import OpenAI from 'openai';
 import { afterEach, describe, expect, it } from 'vitest';
-import { chatWire, ConnectionError, EndpointError, MalformedResponse, postJson, postStream, RequestAborted } from '../pipeline/generate/chat-http.js';
+import { chatWire, ConnectionError, EndpointError, MalformedResponse, postJson, postStream, RequestAborted, ResponseTooLarge } from '../pipeline/generate/chat-http.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -171,6 +171,31 @@ describe('failures', () => {
     expect(err).toBeInstanceOf(EndpointError);
     expect(err).toMatchObject({ status: 400, message: "Unsupported parameter: 'stop'", code: 'unsupported_parameter', param: 'stop' });
     expect(err.headers['retry-after']).toBe('3');
+  });
+
+  it('a body, a stream or an error body that never ends is dropped at its byte limit, not read until the process runs out of memory', async () => {
+    // Writes as fast as it is read until the client goes away.
+    const endless = (status: number, head: string, piece: string) => async (_req: unknown, res: import('node:http').ServerResponse) => {
+      res.writeHead(status, { 'content-type': status === 200 && head === '' ? 'text/event-stream' : 'application/json' });
+      res.write(head);
+      while (!res.destroyed) if (!res.write(piece)) await new Promise<void>((r) => res.once('drain', r).once('close', r));
+    };
+    const limit = 256 * 1024;
+    const whole = await serve(endless(200, '{"choices":[{"message":{"content":"', 'x'.repeat(4096)));
+    const err = await postJson(chatWire(whole, 'k'), '{}', new AbortController().signal, limit).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ResponseTooLarge);
+    expect((err as Error).message).toBe(`the answer passed ${limit} bytes (endpoint.max_response_bytes); dropped there`);
+    const sse = await serve(endless(200, '', `data: ${chunk('y'.repeat(200))}\n\n`));
+    let events = 0;
+    const streamed = await postStream(chatWire(sse, 'k'), '{}', new AbortController().signal, () => void events++, limit).catch((e: unknown) => e);
+    expect(streamed).toBeInstanceOf(ResponseTooLarge);
+    expect(events).toBeGreaterThan(100);
+    // An error body is read up to 64 KiB, then dropped; the status and the start of the text are the error.
+    const refusal = await serve(endless(401, 'Unauthorized: ', 'z'.repeat(4096)));
+    const e401 = (await postJson(chatWire(refusal, 'k'), '{}', new AbortController().signal).catch((e: unknown) => e)) as EndpointError;
+    expect(e401).toBeInstanceOf(EndpointError);
+    expect(e401.status).toBe(401);
+    expect(e401.message.startsWith('Unauthorized: zzz')).toBe(true);
   });
 
   it('a proxy’s HTML page is reduced to its text; an empty body says so', async () => {

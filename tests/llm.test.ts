@@ -191,6 +191,126 @@ describe('llm', () => {
     expect(c.finishReason).toBe('length');
   });
 
+  describe('answers in the shapes servers send', () => {
+    const event = (data: unknown): string => `data: ${JSON.stringify(data)}\n\n`;
+
+    it('whole: content parts, both reasoning fields, object arguments, names that are numbers or nothing, usage as strings or junk', async () => {
+      const server = await loopbackServer((_req, res) => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(
+          JSON.stringify({
+            choices: [
+              {
+                message: {
+                  content: [{ type: 'text', text: 'Searching ' }, { type: 'image_url', image_url: { url: 'x' } }, { type: 'text', text: 'now.' }],
+                  reasoning: 'Think first.',
+                  reasoning_content: 'Think first.',
+                  tool_calls: [
+                    { id: 7, function: { name: 42, arguments: { query: 'grid' } } },
+                    { type: 'function', function: { name: { nested: true }, arguments: null } },
+                    { type: 'custom', custom: { name: 'x' } },
+                  ],
+                },
+                finish_reason: 'tool_calls',
+              },
+            ],
+            usage: { prompt_tokens: '120', completion_tokens: 'n/a' },
+          }),
+        );
+      });
+      try {
+        const c = await client(server.url, { stream: false }).complete({ messages, stop: [] });
+        expect(c.text).toBe('<think>Think first.</think>\nSearching now.');
+        expect(c.toolCalls).toEqual([
+          { id: 'call_0', type: 'function', function: { name: '42', arguments: '{"query":"grid"}' } },
+          { id: 'call_1', type: 'function', function: { name: '', arguments: '' } },
+        ]);
+        expect(c.promptTokens).toBe(120);
+        // A count that is not one is estimated, and says so.
+        expect(c.completionTokens).toBeGreaterThan(0);
+        expect(c.estimated).toBe(true);
+        expect(c.attempts).toBe(1);
+      } finally {
+        await server.close();
+      }
+    });
+
+    it('streamed: reasoning in `reasoning`, Mistral thinking parts, an absurd call index, arguments as an object, usage as strings', async () => {
+      const server = await loopbackServer((_req, res) => {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        const delta = (d: unknown, finish: string | null = null) => event({ choices: [{ index: 0, delta: d, finish_reason: finish }] });
+        res.end(
+          delta({ reasoning: 'Plan ' }) +
+            delta({ content: [{ type: 'thinking', thinking: [{ type: 'text', text: 'more.' }] }] }) +
+            delta({ content: [{ type: 'text', text: 'Calling.' }] }) +
+            delta({ tool_calls: [{ index: 1e9, id: 'c1', function: { name: 'pubmed_search', arguments: { query: 'grid' } } }] }) +
+            delta({}, 'tool_calls') +
+            event({ choices: [], usage: { prompt_tokens: '11', completion_tokens: '7' } }) +
+            'data: [DONE]\n\n',
+        );
+      });
+      try {
+        const t0 = performance.now();
+        const c = await client(server.url, { stream: true }).complete({ messages, stop: [] });
+        expect(performance.now() - t0).toBeLessThan(1000);
+        expect(c.text).toBe('<think>Plan more.</think>\nCalling.');
+        expect(c.toolCalls).toEqual([{ id: 'c1', type: 'function', function: { name: 'pubmed_search', arguments: '{"query":"grid"}' } }]);
+        expect([c.promptTokens, c.completionTokens, c.estimated]).toEqual([11, 7, false]);
+      } finally {
+        await server.close();
+      }
+    });
+
+    it('flags a completion far past the max_tokens it was sent with', async () => {
+      const server = await loopbackServer((_req, res) => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ choices: [{ message: { content: 'long' }, finish_reason: 'stop' }], usage: { prompt_tokens: 5, completion_tokens: 5000 } }));
+      });
+      try {
+        const llm = client(server.url, { stream: false, max_tokens: 100 });
+        const c = await llm.complete({ messages, stop: [] });
+        expect(c.pastMaxTokens).toEqual({ completionTokens: 5000, maxTokens: 100 });
+        expect(llm.stats().pastMaxTokens).toBe(1);
+      } finally {
+        await server.close();
+      }
+    });
+
+    it('sends the reasoning back only in the field asked for; a think in the content leaves it', async () => {
+      const bodies: { messages: Record<string, unknown>[] }[] = [];
+      const server = await loopbackServer((_req, res, body) => {
+        bodies.push(JSON.parse(body));
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ choices: [{ message: { content: 'ok', reasoning_content: 'R' }, finish_reason: 'stop' }] }));
+      });
+      const history = [
+        ...messages,
+        { role: 'assistant' as const, content: '', reasoning_content: 'Native thinking.', tool_calls: [{ id: 'c1', type: 'function' as const, function: { name: 'pubmed_search', arguments: '{}' } }] },
+        { role: 'tool' as const, content: 'result', tool_call_id: 'c1' },
+        { role: 'assistant' as const, content: '<think>Text thinking.</think>\n<call_tool name="pubmed_search">grid</call_tool>' },
+        { role: 'user' as const, content: '<tool_output>…</tool_output>' },
+      ];
+      try {
+        await client(server.url, { stream: false }).complete({ messages: history, stop: [] });
+        await client(server.url, { stream: false, send_reasoning: 'reasoning' }).complete({ messages: history, stop: [] });
+        // auto: the field the endpoint answered in (the first request above taught it reasoning_content).
+        await client(server.url, { stream: false, send_reasoning: 'auto' }).complete({ messages: history, stop: [] });
+        const [none, named, auto] = bodies.map((b) => b.messages.filter((m) => m.role === 'assistant'));
+        expect(none).toEqual([
+          { role: 'assistant', content: null, tool_calls: history[2]!.tool_calls },
+          { role: 'assistant', content: history[4]!.content },
+        ]);
+        expect(named).toEqual([
+          { role: 'assistant', content: null, reasoning: 'Native thinking.', tool_calls: history[2]!.tool_calls },
+          { role: 'assistant', content: '<call_tool name="pubmed_search">grid</call_tool>', reasoning: 'Text thinking.' },
+        ]);
+        expect(auto!.map((m) => m.reasoning_content)).toEqual(['Native thinking.', 'Text thinking.']);
+      } finally {
+        await server.close();
+      }
+    });
+  });
+
   it('reads Retry-After as seconds, as a date, and retry-after-ms', () => {
     expect(retryAfterMs({ 'retry-after': '2' })).toBe(2000);
     expect(retryAfterMs({ 'retry-after-ms': '150' })).toBe(150);

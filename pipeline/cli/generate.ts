@@ -26,12 +26,18 @@ export function printSummary(s: GenerateSummary): void {
   out(`run        ${s.dir}${s.resumed ? ' (resumed)' : ''}  [${s.status}]`);
   out(`files      ${s.dir}/trajectories.jsonl, ${s.dir}/failures.jsonl, ${s.dir}/manifest.json`);
   out(`samples    ${s.total ?? 'unknown (stdin)'} in the question set; ${s.counts.accepted} accepted, ${s.counts.failed} failed in the run`);
-  out(`session    ${done} rolled out: ${x.accepted} accepted, ${x.failed} failed${x.skippedDone ? `; ${x.skippedDone} already done, skipped` : ''}`);
+  out(`session    ${x.planned} planned, ${done} recorded: ${x.accepted} accepted, ${x.failed} failed${x.skippedDone ? `; ${x.skippedDone} already done, skipped` : ''}`);
+  if (x.unaccounted.count) {
+    const more = x.unaccounted.count > x.unaccounted.first.length ? ', …' : '';
+    out(`no record  ${x.unaccounted.count} planned samples (${x.unaccounted.first.join(', ')}${more}); the same command redoes them`);
+  }
+  if (x.schemaRejected) out(`schema     ${x.schemaRejected} records failed their schema and were written as invalid failures (the schema's message is in their error)`);
   out(`failed by  ${kv(x.byReason)}`);
   out(`tool calls ${done ? (x.toolCalls / done).toFixed(2) : '0'} per sample (${x.toolCalls} in all; ${s.executor.cacheHits} from cache, ${s.executor.errors} errors, ${s.executor.restarts} server restarts)`);
   out(`repairs    ${kv(x.repairs)}`);
   out(`rollbacks  ${kv(x.rollbacks)}`);
-  out(`endpoint   ${s.llm.requests} requests, ${s.llm.retries} retries, ${s.llm.rateLimited} rate-limited${s.llm.stopRejectedModels.length ? `, stop enforced client-side for ${s.llm.stopRejectedModels.join(', ')}` : ''}${s.llm.streamedModels.map((m) => `, streamed for ${m.model} (${m.why})`).join('')}; ${x.tokens} tokens`);
+  out(`endpoint   ${s.llm.requests} requests, ${s.llm.retries} retries, ${s.llm.rateLimited} rate-limited${s.llm.stopRejectedModels.length ? `, stop enforced client-side for ${s.llm.stopRejectedModels.join(', ')}` : ''}${s.llm.maxCompletionTokensModels.length ? `, max_completion_tokens sent for ${s.llm.maxCompletionTokensModels.join(', ')}` : ''}${s.llm.streamedModels.map((m) => `, streamed for ${m.model} (${m.why})`).join('')}; ${x.tokens} tokens`);
+  if (s.llm.pastMaxTokens) out(`max_tokens ${s.llm.pastMaxTokens} completions far past the max_tokens they were sent with (flagged endpoint.past_max_tokens)`);
   const rep = s.llm.repetitionRetries + s.llm.repetitionCuts;
   if (rep) out(`repetition ${s.llm.repetitionRetries} completions resampled for degenerate repetition, ${s.llm.repetitionCuts} kept with the repeating tail cut`);
   if (s.input && (s.input.badRows || s.input.duplicates)) {
@@ -40,6 +46,7 @@ export function printSummary(s: GenerateSummary): void {
   }
   if (s.executor.protocolErrors) out(`tool junk  ${s.executor.protocolErrors} messages from tool servers that were not JSON-RPC (ignored; last: ${s.executor.lastProtocolError ?? 'unknown'})`);
   if (s.fatal) out(`stopped    ${s.fatal}`);
+  else if (s.failure) out(`failed     ${s.failure}`);
 }
 
 export async function run(argv: string[]): Promise<number> {
@@ -100,7 +107,8 @@ export async function run(argv: string[]): Promise<number> {
 
 /**
  * Runs a session with Ctrl-C (and SIGTERM) wired to a clean stop, prints the summary, and
- * turns the outcome into an exit code: 0 completed, 1 the endpoint refused, 130 interrupted.
+ * turns the outcome into an exit code: 0 completed; 1 the endpoint refused or kept failing,
+ * samples have no record, or every sample failed; 130 interrupted.
  */
 export async function runInterruptibly(session: (signal: AbortSignal) => Promise<GenerateSummary>): Promise<number> {
   const interrupt = new AbortController();
@@ -115,8 +123,9 @@ export async function runInterruptibly(session: (signal: AbortSignal) => Promise
   try {
     const summary = await session(interrupt.signal);
     printSummary(summary);
-    if (summary.fatal) {
-      process.stderr.write(`error: ${summary.fatal}\n`);
+    const why = summary.fatal ?? summary.failure;
+    if (why !== undefined) {
+      process.stderr.write(`error: ${why}\n`);
       return 1;
     }
     return summary.status === 'interrupted' ? 130 : 0;

@@ -68,6 +68,8 @@ export function matchName(name: string, candidates: readonly string[]): string |
   let bestDistance = 3;
   for (const c of candidates) {
     const d = distance(folded, fold(c), 2);
+    // Past two edits (`distance` says max + 1) a name means nothing, even when one tool is all there is.
+    if (d > 2) continue;
     if (d < bestDistance) {
       bestDistance = d;
       best = [c];

@@ -1,6 +1,6 @@
 /**
  * Native OpenAI function calling (`native`): the model gets `tools` and answers with
- * `tool_calls`; its reasoning comes in `reasoning_content`. The transcript keeps those
+ * `tool_calls`; its reasoning comes in `reasoning` or `reasoning_content`. The transcript keeps those
  * messages as the endpoint saw them; the training view is serialised like the XML dialects,
  * with calls in the Hermes form that chat templates render native calls to:
  *
@@ -152,6 +152,19 @@ function firstStructure(text: string, from = 0): number {
 }
 
 /**
+ * A call's name and arguments text, whatever shape they came in: the protocol promises
+ * strings, but servers have sent arguments as a JSON object (llama.cpp) and names as numbers.
+ * A name that is neither a string nor a number is no name (the call is dropped as malformed).
+ */
+function callFields(c: NativeToolCall): { name: string; args: string } {
+  const fn = (c as { function?: { name?: unknown; arguments?: unknown } }).function;
+  const name = typeof fn?.name === 'string' ? fn.name : typeof fn?.name === 'number' && Number.isFinite(fn.name) ? String(fn.name) : '';
+  const raw = fn?.arguments;
+  const args = typeof raw === 'string' ? raw : raw === undefined || raw === null ? '' : typeof raw === 'object' ? JSON.stringify(raw) : String(raw);
+  return { name, args };
+}
+
+/**
  * A native turn → at most one action:
  * - tool calls the endpoint returned are the action (all of them; nameless ones are dropped
  *   as `malformed_call`), the content before them is kept as prose;
@@ -172,12 +185,13 @@ export function repairTurn(raw: string, finishReason: FinishReason, toolCalls: r
   const head = think === '' ? '' : `${think.trim()}\n`;
 
   let calls: ParsedCall[] = toolCalls.map((c) => {
-    const parsed = parseJsonArguments(c.function.arguments);
+    const { name, args } = callFields(c);
+    const parsed = parseJsonArguments(args);
     return {
-      toolName: c.function.name,
+      toolName: name,
       attributes: {},
-      query: c.function.arguments,
-      id: c.id,
+      query: args,
+      id: typeof c.id === 'string' ? c.id : undefined,
       ...('error' in parsed || parsed.repaired ? {} : { arguments: parsed.value }),
     };
   });

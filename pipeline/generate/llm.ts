@@ -1,11 +1,13 @@
 /**
  * The model endpoint: requests over chat-http.ts, retried here so that `Retry-After` is
  * honoured, the endpoint's concurrency lowered on 429, fatal errors told apart, and every
- * attempt counted.
+ * attempt counted. Answers are read in every shape OpenAI-compatible servers send (content
+ * parts, arguments as objects, reasoning in `reasoning` or `reasoning_content`, usage as
+ * strings): a field in a shape it cannot hold is left out or estimated, never a crash.
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ChatMessage, EndpointConfig, NativeToolCall } from '../../schemas/index.js';
-import { chatWire, ConnectionError, EndpointError, postJson, postStream, RequestAborted, type ChatWire } from './chat-http.js';
+import { chatWire, ConnectionError, EndpointError, postJson, postStream, RequestAborted, ResponseTooLarge, type ChatWire } from './chat-http.js';
 import type { FinishReason } from '../dialects/types.js';
 import { countTokens } from '../tokens.js';
 
@@ -15,6 +17,8 @@ export type LlmErrorKind =
   | 'context_overflow'
   /** Retryable errors that did not stop within `max_retries`. */
   | 'exhausted'
+  /** The answer passed `endpoint.max_response_bytes`; not retried (the next may be as endless). */
+  | 'too_large'
   | 'aborted';
 
 export class LlmError extends Error {
@@ -55,8 +59,13 @@ export interface Completion {
   readonly repetitionCut: boolean;
   readonly promptTokens: number;
   readonly completionTokens: number;
-  /** Token counts came from a local tokenizer. */
+  /** Token counts came from a local tokenizer (the endpoint sent none, or counts that are not counts). */
   readonly estimated: boolean;
+  /**
+   * The completion has more than PAST_MAX_TOKENS times the `max_tokens` it was sent with: the
+   * endpoint ignored the limit (or its usage is wrong). Kept, and flagged on the trajectory.
+   */
+  readonly pastMaxTokens?: { readonly completionTokens: number; readonly maxTokens: number } | undefined;
   /** HTTP attempts made, retries included. */
   readonly attempts: number;
   readonly ms: number;
@@ -72,6 +81,10 @@ export interface LlmStats {
   /** Completions kept with their repeating tail cut, after `repetition_retries` resamples. */
   repetitionCuts: number;
   stopRejectedModels: string[];
+  /** Models sent `max_completion_tokens` because they rejected `max_tokens`. */
+  maxCompletionTokensModels: string[];
+  /** Completions far past the `max_tokens` they were sent with (see `Completion.pastMaxTokens`). */
+  pastMaxTokens: number;
   /** With `stream: auto`, the models now streamed, and why. */
   streamedModels: { model: string; why: string }[];
   concurrencyLimit: number;
@@ -203,7 +216,14 @@ function findStop(text: string, stops: readonly string[], from: number): number 
 type Classified =
   | { retry: true; waitMs?: number | undefined; rateLimited?: boolean }
   | { retry: false; error: LlmError }
-  | { stopRejected: true };
+  | { stopRejected: true }
+  | { maxTokensRejected: true };
+
+/** A completion with more than this many times its `max_tokens` is flagged (`Completion.pastMaxTokens`). */
+export const PAST_MAX_TOKENS = 2;
+
+/** How a 400 says a request was too long for the model, in the words of OpenAI, vLLM, SGLang, OpenRouter, Anthropic and Gemini proxies. */
+const CONTEXT_OVERFLOW = /context length|context window|maximum context|too many tokens|prompt is too long|input is too long|exceeds the maximum number of tokens|reduce the length of the messages/i;
 
 export class LlmClient {
   readonly #cfg: EndpointConfig;
@@ -214,7 +234,11 @@ export class LlmClient {
   static readonly #stopRejected = new Set<string>();
   /** With `stream: auto`: models that showed a turn needs cutting as it comes, and how. */
   static readonly #streamFor = new Map<string, string>();
-  readonly #stats = { requests: 0, retries: 0, rateLimited: 0, lengthRetries: 0, repetitionRetries: 0, repetitionCuts: 0 };
+  /** With `completion_limit_param: auto`: models that answered `max_tokens` with 400 and are sent `max_completion_tokens`. */
+  static readonly #completionTokensFor = new Set<string>();
+  /** The field each model's endpoint last answered its reasoning in (for `send_reasoning: auto`). */
+  static readonly #reasoningFieldOf = new Map<string, ReasoningField>();
+  readonly #stats = { requests: 0, retries: 0, rateLimited: 0, lengthRetries: 0, repetitionRetries: 0, repetitionCuts: 0, pastMaxTokens: 0 };
   /** The key, to scrub from error messages a server may echo it in. */
   readonly #apiKey: string;
 
@@ -230,15 +254,32 @@ export class LlmClient {
     return {
       ...this.#stats,
       stopRejectedModels: [...LlmClient.#stopRejected],
+      maxCompletionTokensModels: [...LlmClient.#completionTokensFor],
       streamedModels: [...LlmClient.#streamFor].map(([model, why]) => ({ model, why })),
       concurrencyLimit: this.#gate.limit,
     };
   }
 
-  /** Forget which models rejected `stop` or are streamed (tests start from a clean slate). */
+  /** Forget what was learned of each model: `stop` or `max_tokens` rejected, streamed, its reasoning field (tests start from a clean slate). */
   static resetStopMemory(): void {
     LlmClient.#stopRejected.clear();
     LlmClient.#streamFor.clear();
+    LlmClient.#completionTokensFor.clear();
+    LlmClient.#reasoningFieldOf.clear();
+  }
+
+  /** The request field that carries the completion limit. */
+  #maxTokensParam(): 'max_tokens' | 'max_completion_tokens' {
+    const { completion_limit_param: param, model } = this.#cfg;
+    if (param !== 'auto') return param;
+    return LlmClient.#completionTokensFor.has(model) ? 'max_completion_tokens' : 'max_tokens';
+  }
+
+  /** Where an assistant turn's reasoning goes back, if anywhere (`endpoint.send_reasoning`). */
+  #reasoningBack(): ReasoningField | undefined {
+    const { send_reasoning: send, model } = this.#cfg;
+    if (send === 'none') return undefined;
+    return send === 'auto' ? LlmClient.#reasoningFieldOf.get(model) : send;
   }
 
   /**
@@ -263,6 +304,7 @@ export class LlmClient {
     let lengthRetries = 0;
     let repetitionRetries = 0;
     let stopDropped = false;
+    let maxTokensSwitched = false;
     let maxTokens = this.#cfg.max_tokens;
     for (;;) {
       if (req.signal?.aborted) throw new LlmError('aborted', 'aborted');
@@ -292,6 +334,7 @@ export class LlmClient {
           return { ...rest, text: cutRepetition(rest.text, repetition), finishReason: 'length', repetitionCut: true, attempts, ms: performance.now() - started };
         }
         const { repetition: _none, ...plain } = done;
+        if (plain.pastMaxTokens !== undefined) this.#stats.pastMaxTokens++;
         if (plain.finishReason === 'length' && lengthRetries < this.#cfg.length_retries) {
           lengthRetries++;
           this.#stats.lengthRetries++;
@@ -299,6 +342,13 @@ export class LlmClient {
           continue;
         }
         return { ...plain, repetitionCut: false, attempts, ms: performance.now() - started };
+      }
+      if ('maxTokensRejected' in outcome) {
+        // Concurrent requests may all learn it at once; each retries once with the other field.
+        if (maxTokensSwitched) throw new LlmError('fatal', `${this.#cfg.base_url} answered 400 with max_completion_tokens too: ${this.#lastError}`, 400);
+        maxTokensSwitched = true;
+        LlmClient.#completionTokensFor.add(this.#cfg.model);
+        continue;
       }
       if ('stopRejected' in outcome) {
         // Concurrent requests may all learn it at once; each retries once without `stop`.
@@ -351,14 +401,17 @@ export class LlmClient {
       this.#lastError = `connection error: ${err.message}`;
       return { retry: true };
     }
+    if (err instanceof ResponseTooLarge) return { retry: false, error: new LlmError('too_large', `${this.#cfg.base_url}: ${err.message}`) };
     if (err instanceof EndpointError) {
       const status = err.status;
       const serverMessage = this.#scrub(err.message);
       this.#lastError = status === undefined ? serverMessage : `${status} ${serverMessage}`;
       if (status === 400 && err.param === 'stop' && err.code === 'unsupported_parameter') return { stopRejected: true };
+      // OpenAI's GPT-5 and o-series: "Unsupported parameter: 'max_tokens' … Use 'max_completion_tokens' instead."
+      if (status === 400 && this.#cfg.completion_limit_param === 'auto' && rejectsMaxTokens(err, serverMessage)) return { maxTokensRejected: true };
       if (status === 429) return { retry: true, waitMs: retryAfterMs(err.headers), rateLimited: true };
       if (status === 408 || status === 409 || (status ?? 0) >= 500) return { retry: true, waitMs: retryAfterMs(err.headers) };
-      if (err.code === 'context_length_exceeded' || /context length|maximum context|too many tokens/i.test(serverMessage)) {
+      if (err.code === 'context_length_exceeded' || CONTEXT_OVERFLOW.test(serverMessage)) {
         return { retry: false, error: new LlmError('context_overflow', serverMessage, status) };
       }
       // An error inside a stream, without a status: the server failed mid-answer, retried like a 5xx.
@@ -376,14 +429,15 @@ export class LlmClient {
     const baseSeed = req.seed ?? cfg.seed;
     const seed = baseSeed === undefined ? undefined : baseSeed + resample;
     const sendStop = req.stop.length > 0 && !LlmClient.#stopRejected.has(cfg.model);
+    const reasoningBack = this.#reasoningBack();
     const body: Record<string, unknown> = {
       ...cfg.extra_body,
       model: cfg.model,
-      messages: req.messages.map(wireMessage),
+      messages: req.messages.map((m) => wireMessage(m, reasoningBack)),
       ...(req.tools === undefined || req.tools.length === 0 ? {} : { tools: req.tools, ...(req.toolChoice ? { tool_choice: req.toolChoice } : {}) }),
       temperature: cfg.temperature,
       top_p: cfg.top_p,
-      max_tokens: maxTokens,
+      [this.#maxTokensParam()]: maxTokens,
       ...(seed === undefined ? {} : { seed }),
       ...(sendStop ? { stop: [...req.stop] } : {}),
     };
@@ -405,14 +459,16 @@ export class LlmClient {
         finishReason = 'stop';
         if (!streamed && sendStop) this.#streamFrom('it answered past a stop string');
       }
+      if (raw.reasoningField !== undefined) LlmClient.#reasoningFieldOf.set(cfg.model, raw.reasoningField);
       let { promptTokens, completionTokens } = raw;
       const estimated = promptTokens === undefined || completionTokens === undefined;
       if (promptTokens === undefined) promptTokens = countTokens(req.messages.map((m) => m.content).join('\n'));
-      if (completionTokens === undefined) completionTokens = countTokens(raw.text);
+      if (completionTokens === undefined) completionTokens = countTokens(raw.text + raw.toolCalls.map((c) => c.function.arguments).join(''));
+      const pastMaxTokens = completionTokens > PAST_MAX_TOKENS * maxTokens ? { completionTokens, maxTokens } : undefined;
       // A turn cut at a stop string ended on its own; only a turn that ran on is checked for a loop.
       const repetition = clientStop || finishReason === 'stop' ? undefined : degenerateTail(text);
       if (repetition !== undefined && !streamed) this.#streamFrom('it looped');
-      return { text, toolCalls: raw.toolCalls, finishReason, clientStop, promptTokens, completionTokens, estimated, repetition };
+      return { text, toolCalls: raw.toolCalls, finishReason, clientStop, promptTokens, completionTokens, estimated, pastMaxTokens, repetition };
     } finally {
       clearTimeout(timer);
       req.signal?.removeEventListener('abort', onAbort);
@@ -420,20 +476,30 @@ export class LlmClient {
   }
 
   async #whole(body: Record<string, unknown>, controller: AbortController): Promise<RawCompletion> {
-    const r = (await postJson(this.#wire, JSON.stringify({ ...body, stream: false }), controller.signal)) as WholeCompletion;
-    const choice = r?.choices?.[0];
-    if (!choice?.message) throw new Error('response has no choices');
-    const reasoning = choice.message.reasoning_content;
-    const content = choice.message.content ?? '';
-    const toolCalls = (choice.message.tool_calls ?? []).flatMap((c) =>
-      c.type === 'function' && c.function ? [{ id: c.id, type: 'function' as const, function: { name: c.function.name, arguments: c.function.arguments ?? '' } }] : [],
-    );
+    const r = await postJson(this.#wire, JSON.stringify({ ...body, stream: false }), controller.signal, this.#cfg.max_response_bytes);
+    const choice = field(field(r, 'choices'), 0);
+    const message = field(choice, 'message');
+    if (message === null || typeof message !== 'object') throw new Error('response has no choices');
+    // Whatever shape each field comes in, it is read as the protocol means it or left out.
+    const parts = contentParts(field(message, 'content'));
+    const channel = reasoningOf(message);
+    const reasoning = channel.text + parts.thinking;
+    const rawCalls = field(message, 'tool_calls');
+    const toolCalls = (Array.isArray(rawCalls) ? rawCalls : []).flatMap((c: unknown, i): NativeToolCall[] => {
+      const fn = field(c, 'function');
+      const type = field(c, 'type');
+      if (fn === null || typeof fn !== 'object' || (type !== undefined && type !== 'function')) return [];
+      const id = field(c, 'id');
+      return [{ id: typeof id === 'string' && id !== '' ? id : `call_${i}`, type: 'function', function: { name: nameOf(field(fn, 'name')), arguments: argumentsOf(field(fn, 'arguments')) } }];
+    });
+    const usage = field(r, 'usage');
     return {
-      text: reasoning ? `<think>${reasoning}</think>\n${content}` : content,
+      text: reasoning ? `<think>${reasoning}</think>\n${parts.text}` : parts.text,
       toolCalls,
-      finishReason: mapFinish(choice.finish_reason),
-      promptTokens: r.usage?.prompt_tokens,
-      completionTokens: r.usage?.completion_tokens,
+      finishReason: mapFinish(field(choice, 'finish_reason')),
+      promptTokens: tokenCount(field(usage, 'prompt_tokens')),
+      completionTokens: tokenCount(field(usage, 'completion_tokens')),
+      reasoningField: channel.field,
     };
   }
 
@@ -441,33 +507,45 @@ export class LlmClient {
   async #streamed(body: Record<string, unknown>, stops: readonly string[], controller: AbortController): Promise<RawCompletion> {
     let text = '';
     let reasoning = '';
-    const calls: { id: string; name: string; arguments: string }[] = [];
+    let reasoningField: ReasoningField | undefined;
+    // Keyed by the piece's index; a Map, so that an absurd index cannot make a sparse array of that length.
+    const calls = new Map<number, { id: string; name: string; arguments: string }>();
+    let lastIndex = 0;
     let finish: string | null = null;
     let promptTokens: number | undefined;
     let completionTokens: number | undefined;
     const longestStop = Math.max(0, ...stops.map((s) => s.length));
     let checkedAt = 0;
     // Returns true to stop reading.
-    const onChunk = (data: unknown): boolean => {
-      const chunk = data as CompletionChunk;
-      if (chunk.usage) {
-        promptTokens = chunk.usage.prompt_tokens;
-        completionTokens = chunk.usage.completion_tokens;
+    const onChunk = (chunk: unknown): boolean => {
+      const usage = field(chunk, 'usage');
+      if (usage !== null && typeof usage === 'object') {
+        promptTokens = tokenCount(field(usage, 'prompt_tokens'));
+        completionTokens = tokenCount(field(usage, 'completion_tokens'));
       }
-      const choice = chunk.choices?.[0];
-      if (!choice) return false;
-      const delta = choice.delta ?? {};
-      if (delta.reasoning_content) reasoning += delta.reasoning_content;
+      const choice = field(field(chunk, 'choices'), 0);
+      if (choice === null || typeof choice !== 'object') return false;
+      const delta = field(choice, 'delta');
+      const channel = reasoningOf(delta);
+      const parts = contentParts(field(delta, 'content'));
+      if (channel.text !== '' || parts.thinking !== '') reasoning += channel.text + parts.thinking;
+      reasoningField ??= channel.field;
       // Calls arrive in pieces, keyed by index: the first piece names the call, the rest extend its arguments.
-      for (const piece of delta.tool_calls ?? []) {
-        const call = (calls[piece.index] ??= { id: '', name: '', arguments: '' });
-        if (piece.id) call.id = piece.id;
-        if (piece.function?.name) call.name += piece.function.name;
-        if (piece.function?.arguments) call.arguments += piece.function.arguments;
+      const pieces = field(delta, 'tool_calls');
+      for (const piece of Array.isArray(pieces) ? pieces : []) {
+        const index = field(piece, 'index');
+        if (Number.isSafeInteger(index)) lastIndex = index as number;
+        let call = calls.get(lastIndex);
+        if (call === undefined) calls.set(lastIndex, (call = { id: '', name: '', arguments: '' }));
+        const id = field(piece, 'id');
+        if (typeof id === 'string' && id !== '') call.id = id;
+        const fn = field(piece, 'function');
+        call.name += nameOf(field(fn, 'name'));
+        call.arguments += argumentsOf(field(fn, 'arguments'));
       }
-      if (delta.content) {
+      if (parts.text !== '') {
         const from = Math.max(0, text.length - longestStop);
-        text += delta.content;
+        text += parts.text;
         const cut = findStop(text, stops, from);
         if (cut >= 0) {
           // Keep the stop string: #once cuts at it and marks the turn as stopped by the client.
@@ -484,17 +562,21 @@ export class LlmClient {
           }
         }
       }
-      if (choice.finish_reason) finish = choice.finish_reason;
+      const reason = field(choice, 'finish_reason');
+      if (typeof reason === 'string' && reason !== '') finish = reason;
       return false;
     };
-    await postStream(this.#wire, JSON.stringify({ ...body, stream: true, stream_options: { include_usage: true } }), controller.signal, onChunk);
+    await postStream(this.#wire, JSON.stringify({ ...body, stream: true, stream_options: { include_usage: true } }), controller.signal, onChunk, this.#cfg.max_response_bytes);
     if (finish === null) throw new Error('stream ended without a finish reason');
     return {
       text: reasoning ? `<think>${reasoning}</think>\n${text}` : text,
-      toolCalls: calls.filter(Boolean).map((c, i) => ({ id: c.id || `call_${i}`, type: 'function' as const, function: { name: c.name, arguments: c.arguments } })),
+      toolCalls: [...calls.entries()]
+        .sort((a, b) => a[0] - b[0])
+        .map(([, c], i) => ({ id: c.id || `call_${i}`, type: 'function' as const, function: { name: c.name, arguments: c.arguments } })),
       finishReason: mapFinish(finish),
       promptTokens,
       completionTokens,
+      reasoningField,
     };
   }
 }
@@ -502,22 +584,78 @@ export class LlmClient {
 /** How often (in characters received) a stream is checked for degenerate repetition. */
 const REPETITION_CHECK_EVERY = 1024;
 
-/** The fields read from a whole (non-streamed) answer. */
-interface WholeCompletion {
-  choices?: {
-    message?: { content?: string | null; reasoning_content?: string; tool_calls?: { id: string; type: string; function?: { name: string; arguments?: string } }[] };
-    finish_reason?: string | null;
-  }[];
-  usage?: { prompt_tokens?: number; completion_tokens?: number };
+/** The two names endpoints give the reasoning channel: `reasoning` (vLLM >= 0.16, OpenRouter, gpt-oss) and `reasoning_content` (DeepSeek, older vLLM, SGLang). */
+export type ReasoningField = 'reasoning' | 'reasoning_content';
+
+/** `obj[key]` for any value: undefined unless `obj` is an object (or array) that has it. */
+function field(obj: unknown, key: string | number): unknown {
+  return obj !== null && typeof obj === 'object' ? (obj as Record<string | number, unknown>)[key] : undefined;
 }
 
-/** The fields read from one streamed chunk. */
-interface CompletionChunk {
-  choices?: {
-    delta?: { content?: string | null; reasoning_content?: string | null; tool_calls?: { index: number; id?: string; function?: { name?: string; arguments?: string } }[] };
-    finish_reason?: string | null;
-  }[];
-  usage?: { prompt_tokens?: number; completion_tokens?: number } | null;
+/** The reasoning channel of a message or delta, and the field it came in; `reasoning` wins when both are sent (vLLM sent both, alike, for a while). */
+function reasoningOf(message: unknown): { text: string; field: ReasoningField | undefined } {
+  const reasoning = field(message, 'reasoning');
+  if (typeof reasoning === 'string' && reasoning !== '') return { text: reasoning, field: 'reasoning' };
+  const legacy = field(message, 'reasoning_content');
+  if (typeof legacy === 'string' && legacy !== '') return { text: legacy, field: 'reasoning_content' };
+  return { text: '', field: undefined };
+}
+
+/**
+ * `content` as a string or as parts: `{type: 'text', text}` (and `refusal`) are the text;
+ * Mistral's `{type: 'thinking', thinking: string | [{type: 'text', text}]}` is reasoning; other
+ * parts (images, audio) are not text a turn can hold.
+ */
+function contentParts(content: unknown): { text: string; thinking: string } {
+  if (typeof content === 'string') return { text: content, thinking: '' };
+  if (typeof content === 'number' || typeof content === 'boolean') return { text: String(content), thinking: '' };
+  if (content === null || typeof content !== 'object') return { text: '', thinking: '' };
+  let text = '';
+  let thinking = '';
+  for (const part of Array.isArray(content) ? content : [content]) {
+    if (typeof part === 'string') {
+      text += part;
+      continue;
+    }
+    const type = field(part, 'type');
+    if (type === 'text' || type === 'output_text' || type === undefined) {
+      const t = field(part, 'text');
+      if (typeof t === 'string') text += t;
+    } else if (type === 'refusal') {
+      const t = field(part, 'refusal');
+      if (typeof t === 'string') text += t;
+    } else if (type === 'thinking' || type === 'reasoning') {
+      const t = field(part, type) ?? field(part, 'text');
+      if (typeof t === 'string') thinking += t;
+      else if (Array.isArray(t)) thinking += contentParts(t).text;
+    }
+  }
+  return { text, thinking };
+}
+
+/** A tool's name as written: a number is a name that is digits; anything else is no name (the dialect drops the call). */
+function nameOf(name: unknown): string {
+  return typeof name === 'string' ? name : typeof name === 'number' && Number.isFinite(name) ? String(name) : '';
+}
+
+/** Call arguments as the JSON text the protocol promises: an object (llama.cpp sent those) is serialised. */
+function argumentsOf(args: unknown): string {
+  if (typeof args === 'string') return args;
+  if (args === undefined || args === null) return '';
+  if (typeof args === 'object') return JSON.stringify(args);
+  return String(args);
+}
+
+/** A token count from `usage`: a number or a string of one, whole and not negative; anything else is no count (then estimated). */
+function tokenCount(v: unknown): number | undefined {
+  const n = typeof v === 'number' ? v : typeof v === 'string' && v.trim() !== '' ? Number(v) : Number.NaN;
+  return Number.isFinite(n) && n >= 0 && n <= Number.MAX_SAFE_INTEGER ? Math.round(n) : undefined;
+}
+
+/** A 400 that says the model takes `max_completion_tokens`, not `max_tokens`. */
+function rejectsMaxTokens(err: EndpointError, message: string): boolean {
+  if (err.param === 'max_tokens' && (err.code === 'unsupported_parameter' || err.code === 'unsupported_value')) return true;
+  return message.includes('max_completion_tokens') && message.includes('max_tokens');
 }
 
 type Once = Omit<Completion, 'attempts' | 'ms' | 'repetitionCut'> & { repetition?: { period: number; start: number } | undefined };
@@ -528,16 +666,32 @@ interface RawCompletion {
   finishReason: FinishReason;
   promptTokens: number | undefined;
   completionTokens: number | undefined;
+  /** The field the reasoning came in, when it came in one. */
+  reasoningField: ReasoningField | undefined;
 }
 
-/** A transcript message as the endpoint takes it: calls and call ids kept, the reasoning channel never sent back. */
-function wireMessage(m: ChatMessage): Record<string, unknown> {
-  if (m.tool_calls !== undefined && m.tool_calls.length > 0) return { role: m.role, content: m.content === '' ? null : m.content, tool_calls: m.tool_calls };
-  if (m.tool_call_id !== undefined) return { role: m.role, content: m.content, tool_call_id: m.tool_call_id };
-  return { role: m.role, content: m.content };
+/**
+ * A transcript message as the endpoint takes it: calls and call ids kept. The reasoning goes
+ * back only in `reasoningField`: the message's own channel, or (the XML dialects keep it in
+ * the text) a leading `<think>` block, which then leaves the content.
+ */
+function wireMessage(m: ChatMessage, reasoningField: ReasoningField | undefined): Record<string, unknown> {
+  let content = m.content;
+  let reasoning = m.reasoning_content;
+  if (reasoningField !== undefined && m.role === 'assistant' && reasoning === undefined && content.startsWith('<think>')) {
+    const close = content.indexOf('</think>');
+    if (close !== -1) {
+      reasoning = content.slice(7, close).trim();
+      content = content.slice(close + 8).trimStart();
+    }
+  }
+  const back = reasoningField !== undefined && reasoning ? { [reasoningField]: reasoning } : {};
+  if (m.tool_calls !== undefined && m.tool_calls.length > 0) return { role: m.role, content: content === '' ? null : content, ...back, tool_calls: m.tool_calls };
+  if (m.tool_call_id !== undefined) return { role: m.role, content, tool_call_id: m.tool_call_id };
+  return { role: m.role, content, ...back };
 }
 
-function mapFinish(reason: string | null | undefined): FinishReason {
+function mapFinish(reason: unknown): FinishReason {
   if (reason === 'stop' || reason === 'tool_calls') return 'stop';
   if (reason === 'length') return 'length';
   return 'other';

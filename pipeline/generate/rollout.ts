@@ -127,6 +127,24 @@ function callKey(call: ParsedCall): string {
   return `${call.toolName}\u0000${query.normalize('NFKC').toLowerCase().replace(/\s+/g, ' ').trim()}\u0000${attrs}`;
 }
 
+/** The failure an endpoint error makes of a sample. */
+const FAILURE_OF: Record<Exclude<LlmError['kind'], 'aborted'>, FailureReason> = {
+  fatal: 'endpoint_rejected',
+  context_overflow: 'context_overflow',
+  exhausted: 'llm_error',
+  too_large: 'response_too_large',
+};
+
+/** Failures the endpoint caused, whatever the tools did: run.ts reads them to tell a refusing or dead endpoint. */
+const ENDPOINT_FAILURES: ReadonlySet<FailureReason> = new Set(Object.values(FAILURE_OF).filter((r) => r !== 'context_overflow'));
+
+/**
+ * The validation issue (warn unless `validation.severities` says otherwise) on a trajectory
+ * one of whose completions ran far past its `max_tokens`. Added here, as the judge's is, since
+ * only the rollout saw the completions.
+ */
+export const PAST_MAX_TOKENS_RULE = 'endpoint.past_max_tokens';
+
 export function rollout(sample: Sample, attempt: number, deps: RolloutDeps, signal?: AbortSignal, experience?: Experience): Promise<Trajectory> {
   return new Session(sample, attempt, deps, signal, experience).run();
 }
@@ -174,6 +192,8 @@ class Session {
   #rollbacksHere = 0;
   readonly #inARow = new Map<RollbackCondition, number>();
   #guardTurn: number | undefined;
+  /** Completions far past their max_tokens: the endpoint ignored the limit, or miscounts. */
+  readonly #pastMaxTokens: string[] = [];
   readonly #outcome: Outcome = {};
 
   constructor(sample: Sample, attempt: number, deps: RolloutDeps, signal: AbortSignal | undefined, experience: Experience | undefined) {
@@ -202,8 +222,10 @@ class Session {
         this.#outcome.reason ??= this.#turn >= budgets.max_turns || this.#overBudget() ? 'max_turns' : this.#guardTurn !== undefined ? 'context_overflow' : 'no_answer';
       }
     } catch (err) {
-      if (!(err instanceof LlmError) || err.kind === 'fatal' || err.kind === 'aborted') throw err;
-      this.#outcome.reason = err.kind === 'context_overflow' ? 'context_overflow' : 'llm_error';
+      if (!(err instanceof LlmError) || err.kind === 'aborted') throw err;
+      // A refusal (`endpoint_rejected`) is a failure of this sample; the run decides whether it
+      // is one of a streak that means the endpoint refuses everything (run.ts, fail fast).
+      this.#outcome.reason = FAILURE_OF[err.kind];
       this.#outcome.error = err.message;
     }
     return this.#finish();
@@ -275,6 +297,7 @@ class Session {
     usage.total_tokens += raw.promptTokens + raw.completionTokens;
     usage.llm_calls++;
     usage.estimated ||= raw.estimated;
+    if (raw.pastMaxTokens !== undefined) this.#pastMaxTokens.push(`turn ${this.#turn}: ${raw.pastMaxTokens.completionTokens} completion tokens for max_tokens ${raw.pastMaxTokens.maxTokens}`);
     this.#llmMs += raw.ms;
     const { c, removed } = cleanCompletion(raw);
     const r = dialect.repairTurn(c.text, c.finishReason, c.toolCalls ?? []);
@@ -507,6 +530,11 @@ class Session {
       f1Threshold: config.validation.f1_threshold,
       severities: config.validation.severities,
     });
+    if (this.#pastMaxTokens.length > 0 && config.validation.severities[PAST_MAX_TOKENS_RULE] !== 'off') {
+      const severity = config.validation.severities[PAST_MAX_TOKENS_RULE] === 'error' ? 'error' : 'warn';
+      traj.validation.issues.push({ rule: PAST_MAX_TOKENS_RULE, severity, message: `the endpoint answered far past max_tokens (${this.#pastMaxTokens.join('; ')})` });
+      if (severity === 'error') traj.validation.passed = false;
+    }
     let { reason, error } = this.#outcome;
     if (reason === undefined && !traj.validation.passed) {
       const errors = traj.validation.issues.filter((i) => i.severity === 'error');
@@ -515,7 +543,7 @@ class Session {
     }
     // A sample whose tools never once worked failed because of them, whatever it answered.
     const ran = toolCalls.filter((t) => !t.skipped);
-    if (reason !== undefined && reason !== 'llm_error' && ran.length > 0 && ran.every((t) => t.error !== undefined)) {
+    if (reason !== undefined && !ENDPOINT_FAILURES.has(reason) && ran.length > 0 && ran.every((t) => t.error !== undefined)) {
       error = `every tool call failed; first: ${ran[0]!.error}${error ? `; ${error}` : ''}`;
       reason = 'tool_error';
     }

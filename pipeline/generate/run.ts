@@ -3,12 +3,15 @@
  * progress, fail-fast on a dead endpoint, and a clean stop on interrupt.
  *
  * Everything that can be checked before a sample runs is checked before the run directory
- * is touched: the config, every question row, the API key, the tool servers.
+ * is touched: the config, every question row, the API key, the tool servers. Every record is
+ * checked against its schema before it is written, and at the end every sample the session
+ * planned must have a record: one that has none, or a session whose every sample failed,
+ * fails the session with the main reason.
  */
 import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import PQueue from 'p-queue';
-import { SCHEMA_VERSION, type RunConfig, type RunManifest, type Sample, type Trajectory } from '../../schemas/index.js';
+import { FailureRecord, SCHEMA_VERSION, Trajectory, type RunConfig, type RunManifest, type Sample } from '../../schemas/index.js';
 import { fingerprint, fingerprintFields, redactConfig, resolveApiKey, scrubberFor } from '../config.js';
 import { getDialect } from '../dialects/index.js';
 import { summariseFailure } from './experience.js';
@@ -49,6 +52,12 @@ export interface GenerateSummary {
     readonly toolCalls: number;
     readonly tokens: number;
     readonly skippedDone: number;
+    /** Samples this session set out to roll out (not those skipped as done). */
+    readonly planned: number;
+    /** Planned samples left without a record: the count and the first few ids. */
+    readonly unaccounted: { readonly count: number; readonly first: readonly string[] };
+    /** Records that failed their schema and were written as `invalid` failures instead. */
+    readonly schemaRejected: number;
   };
   readonly executor: ReturnType<Executor['stats']>;
   readonly llm: ReturnType<LlmClient['stats']>;
@@ -59,6 +68,11 @@ export interface GenerateSummary {
    * (401, 403, 404, 400), or every request of `fail_fast_after` samples in a row failed.
    */
   readonly fatal?: string | undefined;
+  /**
+   * Set when the session ran to its end but failed as a whole: samples it planned have no
+   * record, or every sample failed. Says why, with the main reason and the server's message.
+   */
+  readonly failure?: string | undefined;
 }
 
 export interface InputReport {
@@ -85,6 +99,63 @@ export interface SessionPlan extends GenerateOptions {
 
 /** A sample to roll out; `failed`: its last failed attempt (rerun), whose summary seeds the next one. */
 export type PlannedSample = Sample & { readonly failed?: Trajectory | undefined };
+
+/** How many planned ids without a record are named in the summary and the error. */
+const UNACCOUNTED_SHOWN = 5;
+
+/** A zod issue as `path: message`. */
+function schemaProblem(issues: readonly { path: readonly PropertyKey[]; message: string }[]): string {
+  const first = issues[0];
+  if (first === undefined) return 'does not match its schema';
+  const path = first.path.map(String).join('.') || '(root)';
+  return `${path}: ${first.message}${issues.length > 1 ? ` (and ${issues.length - 1} more)` : ''}`;
+}
+
+/**
+ * The record as it may be written: one that passes its schema (Trajectory, and FailureRecord
+ * for a failure) as it is; otherwise the sample becomes a failure with reason `invalid` and
+ * the schema's message, and if even that does not pass, a failure that keeps only the fields
+ * trajforge itself sets. A record that fails its schema never reaches the run directory.
+ */
+export function schemaChecked(traj: Trajectory): { record: Trajectory; rejected: boolean } {
+  const check = (t: Trajectory) => (t.status === 'ok' ? Trajectory : FailureRecord).safeParse(t);
+  const first = check(traj);
+  if (first.success) return { record: traj, rejected: false };
+  const error = `the record failed the ${traj.status === 'ok' ? 'Trajectory' : 'FailureRecord'} schema: ${schemaProblem(first.error.issues)}`;
+  const invalid: Trajectory = { ...traj, status: 'failed', reason: 'invalid', error: traj.error === undefined ? error : `${error}; before: ${traj.error}` };
+  if (check(invalid).success) return { record: invalid, rejected: true };
+  const now = new Date().toISOString();
+  const bare: Trajectory = {
+    schema_version: SCHEMA_VERSION,
+    id: String(traj.id),
+    question_id: String(traj.question_id),
+    question: String(traj.question),
+    dialect: traj.dialect,
+    model: String(traj.model),
+    status: 'failed',
+    reason: 'invalid',
+    error,
+    final_answer: '',
+    interleaved_text: '',
+    messages: [],
+    tool_calls: [],
+    total_tool_calls: 0,
+    tools_used: [],
+    cited_ids: [],
+    unresolved_cited_ids: [],
+    turns: 0,
+    repairs: [],
+    rollbacks: [],
+    validation: { passed: false, issues: [{ rule: 'schema', severity: 'error', message: error }] },
+    usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, llm_calls: 0, estimated: true },
+    timing: { started_at: now, finished_at: now, duration_ms: 0, llm_ms: 0, tool_ms: 0 },
+    attempt: Number.isSafeInteger(traj.attempt) && traj.attempt >= 0 ? traj.attempt : 0,
+    run_id: String(traj.run_id),
+  };
+  const last = check(bare);
+  if (!last.success) throw new Error(`a failure record trajforge built fails its own schema: ${schemaProblem(last.error.issues)}`);
+  return { record: bare, rejected: true };
+}
 
 export async function generate(opts: GenerateOptions): Promise<GenerateSummary> {
   const { config } = opts;
@@ -173,27 +244,46 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
     toolCalls: 0,
     tokens: 0,
     skippedDone: 0,
+    planned: 0,
+    unaccounted: { count: 0, first: [] as string[] },
+    schemaRejected: 0,
   };
+  /** The first error message of each failure reason in this session: the main reason is reported with one. */
+  const firstError = new Map<string, string>();
+  /** Planned samples whose final record is not written yet: in flight, or refused and pending. */
+  const outstanding = new Set<string>();
   const bump = (m: Record<string, number>, k: string): void => {
     m[k] = (m[k] ?? 0) + 1;
   };
   const progress = new Progress(plan.progress, plan.total, store.accepted.size + store.failed.size);
   if (config.executor.cache) progress.showCache(() => ({ hits: executor.stats().cacheHits, misses: executor.stats().cacheMisses }));
   let fatal: string | undefined;
+  /** Refusals (`endpoint_rejected`) in a row; fail_fast_after of them stop the run. */
   let fatalStreak = 0;
+  /**
+   * The refusals of the current streak, not yet written. A success that breaks the streak, or
+   * the end of the run, writes them as failures; a streak that reaches fail_fast_after stops
+   * the run and leaves them unwritten, so the same command redoes them once the endpoint is fixed.
+   */
+  let refused: Trajectory[] = [];
   /** Samples in a row whose requests kept failing (`llm_error`): the endpoint is down. */
   let failingStreak = 0;
   let crash: unknown;
   let manifestWritten = Date.now();
 
   /** `last`: no further attempt follows in this session (progress counts samples, not attempts). */
-  const record = async (traj: Trajectory, last = true): Promise<void> => {
+  const record = async (checkedOut: Trajectory, last = true): Promise<void> => {
+    const { record: traj, rejected } = schemaChecked(checkedOut);
+    if (rejected) session.schemaRejected++;
     const written = await store.append(traj);
+    // An id the run had already accepted is accounted for by that record.
+    if (last) outstanding.delete(traj.id);
     if (!written) return;
     if (traj.status === 'ok') session.accepted++;
     else {
       session.failed++;
       bump(session.byReason, traj.reason ?? 'unknown');
+      if (last && !firstError.has(traj.reason ?? 'unknown')) firstError.set(traj.reason ?? 'unknown', traj.error ?? '');
     }
     for (const r of traj.repairs) bump(session.repairs, r.kind);
     for (const r of traj.rollbacks) bump(session.rollbacks, r.condition);
@@ -205,6 +295,12 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
       manifestWritten = Date.now();
       store.writeManifest();
     }
+  };
+
+  const flushRefused = async (): Promise<void> => {
+    const batch = refused;
+    refused = [];
+    for (const traj of batch) await record(traj);
   };
 
   const runOne = async (sample: PlannedSample): Promise<void> => {
@@ -220,7 +316,19 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
         const experience = config.retry.experience ? await summariseFailure(traj, deps, abort.signal) : undefined;
         traj = await rollout(sample, ++attempt, deps, abort.signal, experience);
       }
+      if (traj.reason === 'endpoint_rejected') {
+        // The endpoint refused this sample's request: one bad prompt, or the first of many.
+        refused.push(traj);
+        if (++fatalStreak >= config.endpoint.fail_fast_after && fatal === undefined) {
+          fatal = `the model endpoint refused the requests: ${traj.error ?? 'unknown'}`;
+          abort.abort();
+        }
+        if (fatal !== undefined) refused = [];
+        return;
+      }
       fatalStreak = 0;
+      // The endpoint served this one: the refusals before it were about their own prompts.
+      if (refused.length > 0) await flushRefused();
       if (traj.reason !== 'llm_error') failingStreak = 0;
       else if (++failingStreak >= config.endpoint.fail_fast_after && fatal === undefined) {
         // A dead endpoint would otherwise turn every remaining question into a failure record.
@@ -232,19 +340,25 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
       await record(traj);
     } catch (err) {
       if (err instanceof LlmError && err.kind === 'aborted') return;
-      if (err instanceof LlmError && err.kind === 'fatal') {
-        // The endpoint refuses the requests themselves: stop before burning the queue.
-        if (++fatalStreak >= config.endpoint.fail_fast_after && fatal === undefined) {
-          fatal = `the model endpoint refused the requests: ${err.message}`;
-          abort.abort();
-        }
-        return;
-      }
       // A failed write, or a bug: stop the run rather than lose records.
       crash ??= err;
       abort.abort();
     }
   };
+
+  /** Why a session that ran to its end failed as a whole, if it did. */
+  const accountingProblem = (): string | undefined => {
+    const { planned, accepted, failed, unaccounted } = session;
+    if (unaccounted.count > 0) {
+      const more = unaccounted.count > unaccounted.first.length ? ', …' : '';
+      return `${unaccounted.count} of the ${planned} samples this session planned have no record (${unaccounted.first.join(', ')}${more}); accepted ${accepted} + failed ${failed} ≠ planned ${planned}. Run the same command again to redo them`;
+    }
+    if (planned === 0 || accepted > 0) return undefined;
+    const [main, count] = Object.entries(session.byReason).sort((a, b) => b[1] - a[1])[0] ?? ['unknown', failed];
+    const example = firstError.get(main);
+    return `every sample of this session failed (${failed}); the main reason: ${main} (${count})${example ? `: ${example}` : ''}`;
+  };
+  let failure: string | undefined;
 
   const queue = new PQueue({ concurrency: config.concurrency });
   const { samples, skipped, input } = plan.samples(store);
@@ -256,12 +370,20 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
       // Backpressure: the sampler streams, and the queue holds a bounded number of samples.
       await queue.onSizeLessThan(config.concurrency);
       if (abort.signal.aborted) break;
+      session.planned++;
+      outstanding.add(sample.sample_id);
       void queue.add(() => runOne(sample));
     }
     await queue.onIdle();
+    // Refusals a success never broke, and that never reached fail_fast_after, are failures of
+    // their own samples. Interrupted, they stay unwritten, like the samples in flight: redone on resume.
+    if (fatal === undefined && !abort.signal.aborted && crash === undefined) await flushRefused().catch((err: unknown) => void (crash ??= err));
     session.skippedDone = skipped();
     if (crash) throw crash;
-    status = fatal !== undefined ? 'failed' : abort.signal.aborted ? 'interrupted' : 'completed';
+    session.unaccounted = { count: outstanding.size, first: [...outstanding].slice(0, UNACCOUNTED_SHOWN) };
+    const interrupted = fatal === undefined && abort.signal.aborted;
+    if (!interrupted) failure = fatal === undefined ? accountingProblem() : undefined;
+    status = fatal !== undefined || failure !== undefined ? 'failed' : interrupted ? 'interrupted' : 'completed';
   } finally {
     queue.clear();
     await queue.onIdle();
@@ -269,7 +391,7 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
     plan.signal?.removeEventListener('abort', onOuterAbort);
     await executor.close();
     // A failed close (the disk still full) must not hide the error that stopped the run.
-    await store.close(status, fatal ?? status).catch((err: unknown) => {
+    await store.close(status, fatal ?? failure ?? status).catch((err: unknown) => {
       if (crash === undefined) throw err;
     });
   }
@@ -285,5 +407,6 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
     llm: llm.stats(),
     input: input?.(),
     fatal,
+    failure,
   };
 }

@@ -87,6 +87,13 @@ describe('matchName', () => {
     expect(matchName('pubmde_serch', names)).toBeUndefined();
   });
 
+  it('corrects nothing more than two edits away, even to the only tool there is', () => {
+    // A name a server sent as a number (1013), or another tool the model made up.
+    expect(matchName('1013', ['pubmed_search'])).toBeUndefined();
+    expect(matchName('web_search', ['pubmed_search'])).toBeUndefined();
+    expect(matchName('pubmed_serch', ['pubmed_search'])).toBe('pubmed_search');
+  });
+
   it('gives up on a name several tools fit equally well', () => {
     expect(matchName('search_c', ['search_a', 'search_b'])).toBeUndefined();
     // Two candidates that fold to the same name: neither is the one.

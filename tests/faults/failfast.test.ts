@@ -45,8 +45,10 @@ describe.concurrent('an endpoint that refuses every request', () => {
         expect(server.requests()).toBeLessThan(20);
         const files = checkRunDir(join(dir, 'run'));
         expect(files.manifest?.status).toBe('failed');
-        // A refusal is the endpoint's fault, not the sample's: no failure record, nothing to rerun.
+        // Refusals that trip fail-fast are the endpoint's fault, not the samples': no failure
+        // record, nothing to rerun; the summary says they have none, and the same command redoes them.
         expect(files.ok.length + files.failed.length).toBe(0);
+        expect(res.stdout).toMatch(/no record +\d+ planned samples \(.+\); the same command redoes them/);
         expect(files.manifest?.sessions.at(-1)?.exit).toContain(r.message);
         // Closed cleanly: no lock left behind, no half-written manifest.
         expect(existsSync(join(dir, 'run', '.lock'))).toBe(false);

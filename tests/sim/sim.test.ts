@@ -421,10 +421,81 @@ describe('misbehaviours at rate 1', () => {
     expect(s.stats().misbehaviours.drop).toBe(2);
   });
 
-  it('all=RATE sets every kind except the transport faults stall, drop and malformed', () => {
+  describe('wire shapes servers really send', () => {
+    const tools = [{ type: 'function', function: { name: 'pubmed_search', description: 'Search.', parameters: { type: 'object', properties: { query: { type: 'string' } } } } }];
+    const native = { messages: [{ role: 'user', content: QUESTION }], tools };
+
+    it('object_arguments and numeric_name: a native call as an object named by a number, whole and streamed', async () => {
+      const s = await sim({ seed: 21, misbehave: { object_arguments: 1, numeric_name: 1 } });
+      const call = (await post(s, native)).body.choices[0].message.tool_calls[0];
+      expect(call.function.name).toBe(1000 + 'pubmed_search'.length);
+      expect(call.function.arguments).toEqual({ query: expect.any(String) });
+      const pieces = (await stream(s, native)).events.flatMap((e) => e.choices?.[0]?.delta?.tool_calls ?? []);
+      expect(pieces[0].function).toEqual({ name: 1013, arguments: { query: expect.any(String) } });
+    });
+
+    it('content_parts and string_usage: content as text parts and the reasoning as a thinking part; usage as strings', async () => {
+      const s = await sim({ seed: 21, misbehave: { content_parts: 1, string_usage: 1 } });
+      const r = (await post(s, { messages: opening })).body;
+      expect(r.choices[0].message.content).toEqual([{ type: 'text', text: expect.stringContaining('<call_tool') }]);
+      expect(r.usage.prompt_tokens).toEqual(expect.stringMatching(/^\d+$/));
+      const thinking = (await post(s, native)).body.choices[0].message.content;
+      expect(thinking[0]).toEqual({ type: 'thinking', thinking: [{ type: 'text', text: expect.any(String) }] });
+      const streamed = await stream(s, { messages: opening, stream_options: { include_usage: true } });
+      expect(streamed.events.find((e) => e.choices?.[0]?.delta?.content?.[0]?.type === 'text')).toBeDefined();
+      expect(streamed.events.at(-1).usage.completion_tokens).toEqual(expect.stringMatching(/^\d+$/));
+    });
+
+    it('endless: a 200 whose body never ends, until the client goes away', async () => {
+      const s = await sim({ seed: 21, misbehave: { endless: 1 } });
+      for (const streamed of [false, true]) {
+        const res = await fetch(`${s.url}/chat/completions`, { method: 'POST', body: JSON.stringify({ messages: opening, stream: streamed }) });
+        expect(res.status).toBe(200);
+        let bytes = 0;
+        for await (const piece of res.body as unknown as AsyncIterable<Uint8Array>) if ((bytes += piece.length) > 4 << 20) break;
+        expect(bytes).toBeGreaterThan(4 << 20);
+      }
+      expect(s.stats().misbehaviours.endless).toBe(2);
+    });
+
+    it('reasoningField and reasoningParser: the reasoning in `reasoning`, `reasoning_content` or both; a text dialect think leaves the content', async () => {
+      for (const field of ['reasoning', 'reasoning_content', 'both'] as const) {
+        const s = await sim({ seed: 21, reasoningField: field, reasoningParser: true });
+        const message = (await post(s, native)).body.choices[0].message;
+        const expected = field === 'both' ? ['reasoning', 'reasoning_content'] : [field];
+        for (const f of ['reasoning', 'reasoning_content']) expect(typeof message[f], `${field}: ${f}`).toBe(expected.includes(f) ? 'string' : 'undefined');
+        // A fresh server draws the same turn for the same request: this time streamed.
+        const again = await sim({ seed: 21, reasoningField: field, reasoningParser: true });
+        const deltas = (await stream(again, native)).events.map((e) => e.choices?.[0]?.delta ?? {});
+        expect(deltas.some((d) => typeof d[expected[0]!] === 'string')).toBe(true);
+      }
+      const parsed = (await post(await sim({ seed: 21, reasoningField: 'reasoning', reasoningParser: true }), { messages: opening })).body.choices[0].message;
+      const plain = (await post(await sim({ seed: 21 }), { messages: opening })).body.choices[0].message;
+      expect(plain.content.startsWith('<think>')).toBe(true);
+      expect(parsed.content).toBe(plain.content.slice(plain.content.indexOf('</think>') + 9));
+      expect(`<think>${parsed.reasoning}</think>`).toBe(plain.content.slice(0, plain.content.indexOf('</think>') + 8));
+    });
+
+    it('rejectMaxTokens and contentFilter: the 400s OpenAI and Azure send; counts of what came back', async () => {
+      const s = await sim({ seed: 21, rejectMaxTokens: true, contentFilter: 'FORBIDDEN' });
+      const no = await post(s, { messages: opening, max_tokens: 10 });
+      expect(no.status).toBe(400);
+      expect(no.body.error).toMatchObject({ param: 'max_tokens', code: 'unsupported_parameter', message: expect.stringContaining("Use 'max_completion_tokens' instead") });
+      expect((await post(s, { messages: opening, max_completion_tokens: 200 })).status).toBe(200);
+      const filtered = await post(s, { messages: [{ role: 'user', content: `${QUESTION} FORBIDDEN` }], max_completion_tokens: 10 });
+      expect(filtered.status).toBe(400);
+      expect(filtered.body.error).toMatchObject({ code: 'content_filter', param: 'prompt' });
+      await post(s, { messages: [...opening, { role: 'assistant', content: 'x', reasoning: 'why' }, { role: 'user', content: 'go on' }] });
+      expect(s.stats().requestsByMaxTokensParam).toEqual({ max_tokens: 1, max_completion_tokens: 2, none: 1 });
+      expect(s.stats().reasoningSentBack).toEqual({ reasoning: 1, reasoning_content: 0 });
+    });
+  });
+
+  it('all=RATE sets every kind except the transport faults (stall, drop, malformed) and the wire shapes', () => {
     const rates = parseMisbehave(['all=0.5', 'refusal=0']);
+    const left = ['stall', 'drop', 'malformed', 'object_arguments', 'numeric_name', 'content_parts', 'string_usage', 'endless'];
     for (const kind of MISBEHAVIOUR_KINDS) {
-      const expected = kind === 'stall' || kind === 'drop' || kind === 'malformed' ? undefined : kind === 'refusal' ? 0 : 0.5;
+      const expected = left.includes(kind) ? undefined : kind === 'refusal' ? 0 : 0.5;
       expect(rates[kind], kind).toBe(expected);
     }
   });
@@ -510,7 +581,7 @@ describe('the CLI', () => {
     const help = spawnSync(process.execPath, [entry, '--help'], { encoding: 'utf8' });
     expect(help.status).toBe(0);
     for (const kind of MISBEHAVIOUR_KINDS) expect(help.stdout).toMatch(new RegExp(`^  ${kind} +\\S`, 'm'));
-    expect(help.stdout).toMatch(/all=RATE sets every kind except stall, drop and malformed/);
+    expect(help.stdout).toMatch(/all=RATE sets every kind except the transport faults\s+stall, drop, malformed and the wire shapes object_arguments, numeric_name, content_parts, string_usage, endless/);
     const bad = spawnSync(process.execPath, [entry, '--misbehave', 'sulk=1'], { encoding: 'utf8' });
     expect(bad.status).not.toBe(0);
     expect(bad.stderr).toContain('unknown misbehaviour');
