@@ -68,6 +68,8 @@ export function matchName(name: string, candidates: readonly string[]): string |
   let bestDistance = 3;
   for (const c of candidates) {
     const d = distance(folded, fold(c), 2);
+    // Past two edits `distance` answers 3 whatever the real distance: too far, not a tie.
+    if (d > 2) continue;
     if (d < bestDistance) {
       bestDistance = d;
       best = [c];
