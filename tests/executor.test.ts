@@ -93,13 +93,13 @@ describe('executor', () => {
       expect(ex.stats().restarts).toBe(1);
       // Down now: refused at once, no process started, the wait named.
       const refused = await ex.call(call('css grid'), 'c2', new Map());
-      expect(refused.error).toMatch(/^tool server corpus is down \(it died with its restart budget spent, executor.max_restarts = 1\); it is tried again 1000 ms after its last failure, in [01]\.\d s$/);
+      expect(refused.error).toMatch(/^tool server corpus is down \(its restart budget is spent, executor.max_restarts = 1; it is tried again 1000 ms after its last failure, in [01]\.\d s\)$/);
       expect(refused.skipped).toBe(false);
       expect(ex.stats().restarts).toBe(1);
       // After the wait, one try: it dies again, and the next wait is twice as long.
       await sleep(1_100);
-      // (The call's own retry on a new process is refused too: the server is down until the next wait is over.)
-      expect((await ex.call(call('css grid'), 'c3', new Map())).error).toMatch(/is down .*; it is tried again 2000 ms after its last failure/);
+      // The call's own retry on a new process is refused: the server is down until the next wait is over. The error says both.
+      expect((await ex.call(call('css grid'), 'c3', new Map())).error).toMatch(/^tool server corpus failed: .*Connection closed; it is down now \(its restart budget is spent, .*; it is tried again 2000 ms after its last failure, in [0-2]\.\d s\)$/);
       expect(ex.stats().restarts).toBe(2);
       expect((await ex.call(call('css grid'), 'c4', new Map())).error).toMatch(/it is tried again 2000 ms after its last failure/);
       expect(ex.stats().down).toEqual([{ server: 'corpus', periods: 1, ms: expect.any(Number), downAtEnd: true }]);
@@ -125,8 +125,8 @@ describe('executor', () => {
     writeFileSync(flag, '');
     const o = options(['--crash-while', flag]);
     const ex = await Executor.start({ ...o, executor: { ...o.executor, cache: false, max_restarts: 0, restart_backoff_ms: 60_000 } });
-    // No restart allowed: the call's own retry already finds the server down.
-    expect((await ex.call(call('css grid'), 'c1', new Map())).error).toMatch(/^tool server corpus is down .*max_restarts = 0/);
+    // No restart allowed: the call's own retry already finds the server down, and the error says both.
+    expect((await ex.call(call('css grid'), 'c1', new Map())).error).toMatch(/^tool server corpus failed: .*; it is down now \(its restart budget is spent, executor.max_restarts = 0; /);
     expect((await ex.call(call('css grid'), 'c2', new Map())).error).toMatch(/is down/);
     expect(ex.stats().restarts).toBe(0);
     await ex.close();

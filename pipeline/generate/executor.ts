@@ -56,8 +56,15 @@ interface Route {
 
 const STDERR_TAIL = 4_000;
 
-/** A call refused at once because its server is down and not due for another try. */
-class ServerDown extends Error {}
+/** A call refused at once because its server is down and not due for another try. `why`: the state, without the server's name. */
+class ServerDown extends Error {
+  constructor(
+    server: string,
+    readonly why: string,
+  ) {
+    super(`tool server ${server} is down (${why})`);
+  }
+}
 
 /** A period in which a server was down: its restart budget spent, calls refused until the next try. */
 interface DownPeriod {
@@ -131,8 +138,8 @@ class ServerConnection {
             const inS = ((this.#diedAt + wait - now) / 1000).toFixed(1);
             return Promise.reject(
               new ServerDown(
-                `tool server ${this.name} is down (it died with its restart budget spent, executor.max_restarts = ${this.#execCfg.max_restarts}); ` +
-                  `it is tried again ${wait} ms after its last failure, in ${inS} s`,
+                this.name,
+                `its restart budget is spent, executor.max_restarts = ${this.#execCfg.max_restarts}; it is tried again ${wait} ms after its last failure, in ${inS} s`,
               ),
             );
           }
@@ -698,6 +705,8 @@ export class Executor {
    */
   async #run(route: Route, args: Record<string, unknown>): Promise<Outcome> {
     const server = this.#servers.get(route.server)!;
+    /** Why the server died under this call, when it did: a retry that finds it down says both. */
+    let died: string | undefined;
     for (let attempt = 0; ; attempt++) {
       let client: Client | undefined;
       try {
@@ -709,7 +718,7 @@ export class Executor {
         const message = (err as Error).message ?? String(err);
         switch (failureKind(err)) {
           case 'down':
-            return { failure: message };
+            return { failure: died === undefined ? message : `tool server ${route.server} failed: ${died}; it is down now (${(err as ServerDown).why})` };
           case 'timeout':
             // A slow call is not a dead server: other calls may be in flight on it.
             this.#stats.timeouts++;
@@ -720,6 +729,7 @@ export class Executor {
             return { failure: `${route.server}/${route.tool.name}: ${withoutCode(message)}` };
           case 'dead':
             await server.discard(client);
+            died = message;
             if (attempt >= 1) return { failure: `tool server ${route.server} failed: ${message}` };
         }
       }
