@@ -231,19 +231,41 @@ export type FailureRecord = z.infer<typeof FailureRecord>;
 // ---------------------------------------------------------------------------------------
 // Configuration
 
+/**
+ * Keys other MCP clients write into the same server object, accepted so their config files
+ * load as they are. `disabled` is honoured (the server is not started); `timeout` (seconds,
+ * as Cline and Roo Code write it) is the server's call timeout; `autoApprove` (Cline) and
+ * `alwaysAllow` (Roo Code) say which tools run without asking a person, and trajforge never
+ * asks, so they change nothing.
+ */
+const McpClientKeys = {
+  disabled: z.boolean().optional(),
+  timeout: z.number().positive().optional(),
+  autoApprove: z.array(z.string()).optional(),
+  alwaysAllow: z.array(z.string()).optional(),
+};
 const McpStdioServer = z.strictObject({
   type: z.literal('stdio').optional(),
   command: z.string().min(1),
   args: z.array(z.string()).default([]),
   env: z.record(z.string(), z.string()).default({}),
   cwd: z.string().optional(),
+  ...McpClientKeys,
 });
 const McpHttpServer = z.strictObject({
-  type: z.enum(['http', 'streamable-http']).optional(),
+  type: z.enum(['http', 'streamable-http', 'streamableHttp']).optional(),
   url: z.url(),
   headers: z.record(z.string(), z.string()).default({}),
+  ...McpClientKeys,
 });
-export const McpServerConfig = z.union([McpStdioServer, McpHttpServer]);
+/** The legacy HTTP+SSE transport (MCP 2024-11-05): a GET event stream and POSTs to the endpoint it names. */
+const McpSseServer = z.strictObject({
+  type: z.literal('sse'),
+  url: z.url(),
+  headers: z.record(z.string(), z.string()).default({}),
+  ...McpClientKeys,
+});
+export const McpServerConfig = z.union([McpStdioServer, McpSseServer, McpHttpServer]);
 export type McpServerConfig = z.infer<typeof McpServerConfig>;
 
 export const ToolAlias = z.strictObject({
@@ -336,7 +358,16 @@ export const ExecutorConfig = z.strictObject({
   max_result_chars: z.number().int().positive().default(200_000),
   /** Characters of one snippet's text shown to the model. */
   max_snippet_chars: z.number().int().positive().default(2_000),
+  /** Bytes of one message a stdio server may send; a larger tool result is the tool error `result_too_large`. */
+  max_message_bytes: z.number().int().positive().default(50 * 1024 * 1024),
+  /** Restarts of a dead server in a row; past them the server is down and retried after a backoff. */
   max_restarts: z.number().int().nonnegative().default(3),
+  /** The first wait before a server that is down is started again; doubled after each failed try. */
+  restart_backoff_ms: z.number().int().positive().default(1_000),
+  /** The longest wait between tries to start a server that is down. */
+  restart_backoff_max_ms: z.number().int().positive().default(60_000),
+  /** For a server to shut down at the end of a run (a Streamable HTTP session to be deleted). */
+  close_timeout_ms: z.number().int().positive().default(5_000),
   /** Successful results served from the tool-result cache, shared by runs and processes. */
   cache: z.boolean().default(true),
   /** Default: $TRAJFORGE_CACHE_DIR, else $XDG_CACHE_HOME/trajforge, else ~/.cache/trajforge (resolved when the run starts). */

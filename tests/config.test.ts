@@ -51,6 +51,29 @@ describe('config', () => {
     expect(err.message).toMatch(/temprature/);
   });
 
+  it('takes an mcpServers object as other MCP clients write it (disabled, timeout, autoApprove, alwaysAllow, type: sse)', () => {
+    // Keys Cline, Roo Code, Claude Desktop and Claude Code write beside command/url.
+    const file = write(
+      'clients.json',
+      JSON.stringify({
+        endpoint: { model: 'm' },
+        mcpServers: {
+          local: { command: 'node', args: ['server.js'], disabled: false, timeout: 90, autoApprove: ['search'], alwaysAllow: ['search'] },
+          legacy: { type: 'sse', url: 'http://127.0.0.1:3001/sse', headers: { 'x-k': 'v' } },
+          remote: { type: 'streamableHttp', url: 'http://127.0.0.1:3002/mcp', disabled: true },
+        },
+      }),
+    );
+    const cfg = loadConfig(file);
+    expect(cfg.mcpServers.local).toMatchObject({ timeout: 90, disabled: false });
+    expect(cfg.mcpServers.legacy).toMatchObject({ type: 'sse', url: 'http://127.0.0.1:3001/sse' });
+    expect(cfg.mcpServers.remote).toMatchObject({ disabled: true });
+    const err = errorOf(() => resolveConfig({ endpoint: { model: 'm' }, mcpServers: { s: { command: 'x', timeout: -1 } } }, 'run.yaml'));
+    expect(err.message).toContain('run.yaml: mcpServers.s');
+    // A stdio server with an SSE type is not one of the three shapes.
+    expect(() => resolveConfig({ endpoint: { model: 'm' }, mcpServers: { s: { type: 'sse', command: 'x' } } }, 'run.yaml')).toThrow(/mcpServers\.s/);
+  });
+
   it('reports a YAML syntax error with its line', () => {
     const file = write('bad.yaml', 'endpoint:\n  model: m\n   x: [\n');
     const err = errorOf(() => loadConfig(file));

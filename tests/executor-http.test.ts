@@ -1,7 +1,9 @@
 /**
- * The executor against MCP servers it did not ship: one over Streamable HTTP on loopback,
- * started here with the SDK, and one over stdio whose environment is inspected.
+ * The executor against MCP servers it did not ship: over Streamable HTTP on loopback (stateless,
+ * and with sessions), started here with the SDK; over stdio, one whose environment is
+ * inspected and one that breaks its own output schema and sends what other servers may.
  */
+import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
@@ -172,5 +174,112 @@ describe('executor: the environment of a stdio server', () => {
       delete process.env.TF_PLANTED_SECRET;
       await ex?.close();
     }
+  });
+});
+
+describe('executor: a Streamable HTTP server with sessions', () => {
+  it('deletes its session when the run ends, and counts no junk at a normal shutdown', async () => {
+    const requests: { method: string; session: string | undefined }[] = [];
+    const sessions = new Map<string, StreamableHTTPServerTransport>();
+    const http = createServer((req, res) => {
+      const session = req.headers['mcp-session-id'] as string | undefined;
+      // Recorded before the answer is sent: by the time the client has its answer, the test sees the request.
+      requests.push({ method: req.method ?? '', session });
+      const known = session === undefined ? undefined : sessions.get(session);
+      if (known) {
+        void known.handleRequest(req, res);
+        return;
+      }
+      const transport = new StreamableHTTPServerTransport({
+        sessionIdGenerator: () => randomUUID(),
+        onsessioninitialized: (id) => void sessions.set(id, transport),
+      });
+      transport.onclose = () => {
+        if (transport.sessionId) sessions.delete(transport.sessionId);
+      };
+      const server = new McpServer({ name: 'sessions', version: '1.0.0' });
+      server.registerTool('ping', { description: 'answers pong' }, async () => ({ content: [{ type: 'text', text: 'pong' }] }));
+      void server.connect(transport).then(() => transport.handleRequest(req, res));
+    });
+    await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+    try {
+      const ex = await Executor.start(options({ remote: { url: `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp` } }));
+      expect((await ex.call({ toolName: 'ping', query: '', attributes: {} }, 'p1', new Map())).view.text).toBe('pong');
+      const session = requests.find((r) => r.session !== undefined)!.session;
+      expect(requests.some((r) => r.method === 'DELETE')).toBe(false);
+      await ex.close();
+      expect(requests.filter((r) => r.method === 'DELETE')).toEqual([{ method: 'DELETE', session }]);
+      expect(sessions.size).toBe(0);
+      expect(ex.stats().protocolErrors).toBe(0);
+    } finally {
+      http.closeAllConnections();
+      await new Promise((r) => http.close(r));
+    }
+  });
+});
+
+describe('executor: errors raised inside the MCP client, and content a server may send', () => {
+  let ex: Executor;
+  beforeAll(async () => {
+    const dir = tempDir('tf-hostile-');
+    const sdk = (p: string): string => pathToFileURL(join(PACKAGE_ROOT, 'node_modules/@modelcontextprotocol/sdk/dist/esm', p)).href;
+    const file = join(dir, 'hostile-server.mjs');
+    // The low-level Server: unlike McpServer it checks nothing, so it can break the tool's own output schema.
+    writeFileSync(
+      file,
+      [
+        `import { Server } from ${JSON.stringify(sdk('server/index.js'))};`,
+        `import { StdioServerTransport } from ${JSON.stringify(sdk('server/stdio.js'))};`,
+        `import { CallToolRequestSchema, ListToolsRequestSchema, McpError } from ${JSON.stringify(sdk('types.js'))};`,
+        `const server = new Server({ name: 'hostile', version: '1.0.0' }, { capabilities: { tools: {} } });`,
+        `const input = { type: 'object', properties: { query: { type: 'string' } } };`,
+        `const output = { type: 'object', properties: { temperature: { type: 'number' } }, required: ['temperature'] };`,
+        `server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [`,
+        `  { name: 'weather', inputSchema: input, outputSchema: output },`,
+        `  { name: 'unstructured', inputSchema: input, outputSchema: output },`,
+        `  { name: 'refuse', inputSchema: input },`,
+        `  { name: 'records', inputSchema: input },`,
+        `  { name: 'audio', inputSchema: input },`,
+        `] }));`,
+        `server.setRequestHandler(CallToolRequestSchema, async (req) => {`,
+        `  switch (req.params.name) {`,
+        `    case 'weather': return req.params.arguments?.query === 'good'`,
+        `      ? { content: [{ type: 'text', text: 'warm' }], structuredContent: { temperature: 21 } }`,
+        `      : { content: [{ type: 'text', text: 'hot' }], structuredContent: { temperature: 'hot' } };`,
+        `    case 'unstructured': return { content: [{ type: 'text', text: 'no data' }] };`,
+        `    case 'refuse': throw new McpError(-32602, 'query is not allowed here');`,
+        `    case 'records': return { content: [{ type: 'text', text: JSON.stringify([{ id: 'a', value: 1 }, { id: 'b', value: 2 }]) }] };`,
+        `    case 'audio': return { content: [{ type: 'audio', data: Buffer.alloc(48000).toString('base64'), mimeType: 'audio/wav' }] };`,
+        `  }`,
+        `});`,
+        `await server.connect(new StdioServerTransport());`,
+      ].join('\n'),
+    );
+    ex = await Executor.start(options({ hostile: { command: process.execPath, args: [file] } }));
+  });
+  afterAll(() => ex?.close());
+  const q = (toolName: string, query = 'x') => ({ toolName, query, attributes: {} });
+
+  it('a result that breaks the tool output schema is a tool error, and the server is not restarted', async () => {
+    expect((await ex.call(q('weather', 'good'), 'w1', new Map())).view.text).toBe('warm');
+    const bad = await ex.call(q('weather'), 'w2', new Map());
+    expect(bad.error).toMatch(/^hostile\/weather: Structured content does not match the tool's output schema/);
+    expect(bad.skipped).toBe(false);
+    const missing = await ex.call(q('unstructured'), 'w3', new Map());
+    expect(missing.error).toMatch(/^hostile\/unstructured: .*has an output schema but did not return structured content/);
+    // An error the server answers with is the call's, not the server's.
+    expect((await ex.call(q('refuse'), 'w4', new Map())).error).toBe('hostile/refuse: query is not allowed here');
+    expect(ex.stats().restarts).toBe(0);
+    expect((await ex.call(q('weather', 'good'), 'w5', new Map())).error).toBeUndefined();
+    expect(ex.stats().restarts).toBe(0);
+  });
+
+  it('a list of records shows each as JSON; audio is a placeholder with its type and size', async () => {
+    const records = await ex.call(q('records'), 'r1', new Map());
+    expect(records.view.documents?.map((d) => [d.id, d.text])).toEqual([
+      ['a', '{"id":"a","value":1}'],
+      ['b', '{"id":"b","value":2}'],
+    ]);
+    expect((await ex.call(q('audio'), 'a1', new Map())).view.text).toBe('[audio: audio/wav, 48.0 kB]');
   });
 });

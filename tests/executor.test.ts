@@ -1,13 +1,16 @@
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RunConfig } from '../schemas/index.js';
 import { TrajforgeError } from '../pipeline/errors.js';
 import { Executor, coerceArguments, toView } from '../pipeline/generate/executor.js';
-import { CORPUS_SERVER } from './helpers.js';
+import { CORPUS_SERVER, tempDir } from './helpers.js';
 
-function options(args: string[] = [], patch: Partial<{ limits: Record<string, number>; call_timeout_ms: number }> = {}) {
+function options(args: string[] = [], patch: Partial<{ limits: Record<string, number>; call_timeout_ms: number }> = {}, env: Record<string, string> = {}) {
   const cfg = RunConfig.parse({
     endpoint: { model: 'm' },
-    mcpServers: { corpus: { command: process.execPath, args: [CORPUS_SERVER, ...args] } },
+    mcpServers: { corpus: { command: process.execPath, args: [CORPUS_SERVER, ...args], env } },
     tools: { aliases: { search: { server: 'corpus', tool: 'pubmed_search' } }, limits: patch.limits ?? {} },
     executor: { call_timeout_ms: patch.call_timeout_ms ?? 10_000 },
   });
@@ -76,18 +79,158 @@ describe('executor', () => {
     }
   });
 
-  it('stops restarting a server that dies on every call after max_restarts in a row', async () => {
-    const o = options(['--crash-every', '1']);
-    const dead = await Executor.start({ ...o, executor: { ...o.executor, max_restarts: 2 } });
+  it('a server dead past max_restarts is down: its calls fail at once, it is tried again after a doubling backoff, and it comes back', async () => {
+    const dir = tempDir('tf-down-');
+    const flag = join(dir, 'crash');
+    writeFileSync(flag, '');
+    const log = join(dir, 'calls.jsonl');
+    const o = options(['--crash-while', flag], {}, { CORPUS_CALL_LOG: log });
+    const ex = await Executor.start({ ...o, executor: { ...o.executor, cache: false, max_restarts: 1, restart_backoff_ms: 1_000, restart_backoff_max_ms: 10_000 } });
     try {
-      const results = [];
-      for (let i = 0; i < 6; i++) results.push(await dead.call(call(`query ${i}`), 'c', new Map()));
-      expect(results.every((r) => r.error !== undefined && !r.skipped)).toBe(true);
-      expect(dead.stats().restarts).toBe(2);
-      expect(results.at(-1)!.error).toMatch(/restarted 2 times in a row; not restarting it again/);
+      // Dies under the call, is restarted once (the budget), dies again: the call fails.
+      const first = await ex.call(call('css grid'), 'c1', new Map());
+      expect(first.error).toMatch(/^tool server corpus failed: /);
+      expect(ex.stats().restarts).toBe(1);
+      // Down now: refused at once, no process started, the wait named.
+      const refused = await ex.call(call('css grid'), 'c2', new Map());
+      expect(refused.error).toMatch(/^tool server corpus is down \(its restart budget is spent, executor.max_restarts = 1; it is tried again 1000 ms after its last failure, in [01]\.\d s\)$/);
+      expect(refused.skipped).toBe(false);
+      expect(ex.stats().restarts).toBe(1);
+      // After the wait, one try: it dies again, and the next wait is twice as long.
+      await sleep(1_100);
+      // The call's own retry on a new process is refused: the server is down until the next wait is over. The error says both.
+      expect((await ex.call(call('css grid'), 'c3', new Map())).error).toMatch(/^tool server corpus failed: .*Connection closed; it is down now \(its restart budget is spent, .*; it is tried again 2000 ms after its last failure, in [0-2]\.\d s\)$/);
+      expect(ex.stats().restarts).toBe(2);
+      expect((await ex.call(call('css grid'), 'c4', new Map())).error).toMatch(/it is tried again 2000 ms after its last failure/);
+      expect(ex.stats().down).toEqual([{ server: 'corpus', periods: 1, ms: expect.any(Number), downAtEnd: true }]);
+      // The fault goes away; after the wait the server is started again and the call goes through.
+      rmSync(flag);
+      await sleep(2_100);
+      const back = await ex.call(call('css grid'), 'c5', new Map());
+      expect(back.error).toBeUndefined();
+      expect(back.view.documents?.length).toBeGreaterThan(0);
+      expect(existsSync(log)).toBe(true);
+      const [down] = ex.stats().down;
+      expect(down).toMatchObject({ server: 'corpus', periods: 1, downAtEnd: false });
+      // Down from the refused call until the call that went through: at least the two waits.
+      expect(down!.ms).toBeGreaterThanOrEqual(1_000 + 2_000);
     } finally {
-      await dead.close();
+      await ex.close();
     }
+  });
+
+  it('a server still down when the run ends is reported so', async () => {
+    const dir = tempDir('tf-down-end-');
+    const flag = join(dir, 'crash');
+    writeFileSync(flag, '');
+    const o = options(['--crash-while', flag]);
+    const ex = await Executor.start({ ...o, executor: { ...o.executor, cache: false, max_restarts: 0, restart_backoff_ms: 60_000 } });
+    // No restart allowed: the call's own retry already finds the server down, and the error says both.
+    expect((await ex.call(call('css grid'), 'c1', new Map())).error).toMatch(/^tool server corpus failed: .*; it is down now \(its restart budget is spent, executor.max_restarts = 0; /);
+    expect((await ex.call(call('css grid'), 'c2', new Map())).error).toMatch(/is down/);
+    expect(ex.stats().restarts).toBe(0);
+    await ex.close();
+    expect(ex.stats().down).toEqual([{ server: 'corpus', periods: 1, ms: expect.any(Number), downAtEnd: true }]);
+  });
+
+  it('a result larger than the stdio buffer (50 MB) is the tool error result_too_large; the server lives on and the calls beside it succeed', async () => {
+    const dir = tempDir('tf-huge-');
+    const log = join(dir, 'calls.jsonl');
+    // Every result with a document carries 60 MB more; a search that finds nothing stays small.
+    const o = options(['--huge-result', String(60_000_000)], {}, { CORPUS_CALL_LOG: log });
+    const ex = await Executor.start({ ...o, executor: { ...o.executor, cache: false } });
+    try {
+      const [huge, beside] = await Promise.all([ex.call(call('css grid'), 'c1', new Map()), ex.call(call('qqxqzzwy nothingmatches'), 'c2', new Map())]);
+      expect(huge.error).toMatch(/^result_too_large: the server sent 6\d\.\d MB, more than executor.max_message_bytes \(52\.4 MB\); ask for less$/);
+      expect(huge.skipped).toBe(false);
+      expect(beside.error).toBeUndefined();
+      expect(beside.view.header).toBe('No results found.');
+      const after = await ex.call(call('zzqqxxyy nomatch'), 'c3', new Map());
+      expect(after.error).toBeUndefined();
+      const stats = ex.stats();
+      expect(stats.restarts).toBe(0);
+      expect(stats.protocolErrors).toBe(0);
+      // One process answered all three.
+      const pids = readFileSync(log, 'utf8').trim().split('\n').map((l) => (JSON.parse(l) as { pid: number }).pid);
+      expect(pids).toHaveLength(3);
+      expect(new Set(pids).size).toBe(1);
+    } finally {
+      await ex.close();
+    }
+  });
+
+  it('tools.expose is enforced: a tool left out is unknown to the model and its call never reaches the server', async () => {
+    const dir = tempDir('tf-expose-');
+    const log = join(dir, 'calls.jsonl');
+    const o = options([], {}, { CORPUS_CALL_LOG: log });
+    const ex = await Executor.start({ ...o, tools: { ...o.tools, expose: ['search'] }, executor: { ...o.executor, cache: false } });
+    try {
+      expect(ex.tools().map((t) => t.name)).toEqual(['search']);
+      expect(ex.hasTool('pubmed_search')).toBe(false);
+      const hidden = await ex.call(call('css grid', {}, 'pubmed_search'), 'c1', new Map());
+      expect(hidden.skipped).toBe(true);
+      expect(hidden.error).toBe('unknown tool "pubmed_search"; available tools: search');
+      expect(existsSync(log)).toBe(false);
+      const shown = await ex.call(call('css grid'), 'c2', new Map());
+      expect(shown.error).toBeUndefined();
+      expect(readFileSync(log, 'utf8').trim().split('\n')).toHaveLength(1);
+    } finally {
+      await ex.close();
+    }
+  });
+
+  it('two servers offering one tool name is an error at start naming both; an alias resolves it', async () => {
+    const twoServers = (tools: Record<string, unknown>) => {
+      const cfg = RunConfig.parse({
+        endpoint: { model: 'm' },
+        mcpServers: { a: { command: process.execPath, args: [CORPUS_SERVER] }, b: { command: process.execPath, args: [CORPUS_SERVER] } },
+        tools,
+      });
+      return { servers: cfg.mcpServers, tools: cfg.tools, executor: cfg.executor };
+    };
+    const err = await Executor.start(twoServers({})).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TrajforgeError);
+    expect((err as TrajforgeError).code).toBe('BAD_CONFIG');
+    expect((err as Error).message).toBe(
+      'tools: servers a and b both offer a tool named pubmed_search; choose one with an alias (tools.aliases.pubmed_search: {server: a, tool: pubmed_search})',
+    );
+    await expect(Executor.start(twoServers({ expose: ['pubmed_search'] }))).rejects.toThrow(/servers a and b both offer .* or leave pubmed_search out of tools.expose$/);
+    const resolved = await Executor.start(twoServers({ aliases: { pubmed_search: { server: 'b', tool: 'pubmed_search' } } }));
+    try {
+      expect(resolved.tools().map((t) => [t.name, t.server])).toEqual([['pubmed_search', 'b']]);
+    } finally {
+      await resolved.close();
+    }
+  });
+
+  it('keys other MCP clients write: disabled servers are not started, timeout (seconds) is the call timeout, autoApprove and alwaysAllow are accepted', async () => {
+    const cfg = RunConfig.parse({
+      endpoint: { model: 'm' },
+      mcpServers: {
+        corpus: { command: process.execPath, args: [CORPUS_SERVER, '--hang-every', '1'], timeout: 0.3, autoApprove: ['pubmed_search'], alwaysAllow: [] },
+        // Would fail to start, and name itself, were it started.
+        off: { command: process.execPath, args: [CORPUS_SERVER, '--fail-start'], disabled: true },
+      },
+      executor: { call_timeout_ms: 60_000 },
+    });
+    const ex = await Executor.start({ servers: cfg.mcpServers, tools: cfg.tools, executor: cfg.executor });
+    try {
+      expect(ex.tools().map((t) => [t.name, t.server])).toEqual([['pubmed_search', 'corpus']]);
+      const started = performance.now();
+      const r = await ex.call(call('css grid', {}, 'pubmed_search'), 'c', new Map());
+      expect(r.error).toBe('tool call timed out after 300 ms');
+      expect(performance.now() - started).toBeLessThan(10_000);
+    } finally {
+      await ex.close();
+    }
+    const aliased = RunConfig.parse({
+      endpoint: { model: 'm' },
+      mcpServers: { off: { command: process.execPath, args: [CORPUS_SERVER], disabled: true } },
+      tools: { aliases: { search: { server: 'off', tool: 'pubmed_search' } } },
+    });
+    await expect(Executor.start({ servers: aliased.mcpServers, tools: aliased.tools, executor: aliased.executor })).rejects.toThrow(
+      'tools.aliases.search.server: server off is disabled (mcpServers.off.disabled: true)',
+    );
   });
 
   it('records a hung call as a timeout, not a crash', async () => {

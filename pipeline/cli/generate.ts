@@ -44,6 +44,11 @@ export function printSummary(s: GenerateSummary): void {
     const first = s.input.firstBadRows.map((b) => `line ${b.line}: ${b.message}`).join('; ');
     out(`input      ${s.input.rows} rows read; ${s.input.badRows} bad rows skipped${first ? ` (${first}${s.input.badRows > s.input.firstBadRows.length ? '; …' : ''})` : ''}; ${s.input.duplicates} duplicate ids skipped`);
   }
+  if (s.executor.down.length) {
+    const periods = (n: number): string => (n === 1 ? 'once' : `${n} times`);
+    const each = s.executor.down.map((d) => `${d.server} ${(d.ms / 1000).toFixed(1)} s (down ${periods(d.periods)}${d.downAtEnd ? ', still down at the end' : ''})`);
+    out(`tools down ${each.join('; ')}; their calls failed at once while down (executor.max_restarts, restart_backoff_ms)`);
+  }
   if (s.executor.protocolErrors) out(`tool junk  ${s.executor.protocolErrors} messages from tool servers that were not JSON-RPC (ignored; last: ${s.executor.lastProtocolError ?? 'unknown'})`);
   if (s.fatal) out(`stopped    ${s.fatal}`);
   else if (s.failure) out(`failed     ${s.failure}`);

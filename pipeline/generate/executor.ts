@@ -1,20 +1,28 @@
 /**
- * The only module that talks MCP. Starts the servers of a `mcpServers` object, lists their
- * tools, maps a model's call onto a tool's input schema, runs it with a timeout, restarts
- * a server that died, caches successful results across runs and processes (cache.ts), and turns
- * what came back into documents with ids.
+ * The only module that talks MCP. Starts the servers of a `mcpServers` object (stdio,
+ * Streamable HTTP, legacy SSE), lists their tools, maps a model's call onto a tool's input
+ * schema, runs it with a timeout, restarts a server that died (and, past its restart budget,
+ * tries it again with a backoff), caches successful results across runs and processes
+ * (cache.ts), and hands what came back to tool-result.ts, which makes it the model's view.
  */
 import { createHash } from 'node:crypto';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { SSEClientTransport, SseError } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { deserializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { ErrorCode, McpError, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { McpServerConfig, RunConfig } from '../../schemas/index.js';
 import { cacheKey, defaultCacheDir, DirStore, MemoryStore, serverIdentity, type CacheKey, type ResultStore } from './cache.js';
-import type { ParsedCall, ToolDocument, ToolResultView, ToolSpec } from '../dialects/types.js';
+import type { ParsedCall, ToolResultView, ToolSpec } from '../dialects/types.js';
 import { TrajforgeError } from '../errors.js';
 import { PACKAGE_VERSION } from '../paths.js';
+import { BoundedLineReader, RESULT_TOO_LARGE_CODE } from './stdio-lines.js';
+import { formatBytes, renderResult } from './tool-result.js';
 import { Scrubber } from '../secrets.js';
+
+export { toView } from './tool-result.js';
 
 type ExecutorConfig = RunConfig['executor'];
 
@@ -49,13 +57,33 @@ interface Route {
 
 const STDERR_TAIL = 4_000;
 
+/** A call refused at once because its server is down and not due for another try. `why`: the state, without the server's name. */
+class ServerDown extends Error {
+  constructor(
+    server: string,
+    readonly why: string,
+  ) {
+    super(`tool server ${server} is down (${why})`);
+  }
+}
+
+/** A period in which a server was down: its restart budget spent, calls refused until the next try. */
+interface DownPeriod {
+  readonly from: number;
+  readonly to: number;
+}
+
 /** One MCP server: its connection, restarted on demand after it dies. */
 class ServerConnection {
   readonly name: string;
   readonly #cfg: McpServerConfig;
   readonly #execCfg: ExecutorConfig;
+  /** The server's `timeout` (seconds, as Cline and Roo Code write it), else executor.call_timeout_ms. */
+  readonly callTimeoutMs: number;
   #client: Client | undefined;
+  #transportOf = new WeakMap<Client, Transport>();
   #connecting: Promise<Client> | undefined;
+  #closing = false;
   #stderr = '';
   /** Restarts since the last successful call. */
   restarts = 0;
@@ -63,12 +91,24 @@ class ServerConnection {
   /** Messages the server sent that were not JSON-RPC (junk on stdout), and other transport errors. */
   protocolErrors = 0;
   lastProtocolError: string | undefined;
+  /** The tools of the latest listing (each connection lists them, so the client can check results against their output schemas). */
+  tools: ServerTool[] = [];
   #everConnected = false;
+  /** When the server last died or failed to start; a server that is down waits from here. */
+  #diedAt = 0;
+  /** Set while the server is down. */
+  #downSince: number | undefined;
+  /** Tries to start it since it went down. */
+  #tries = 0;
+  readonly #down: DownPeriod[] = [];
+  /** It was down when it was closed, at the end of the run. */
+  #closedDown = false;
 
   constructor(name: string, cfg: McpServerConfig, execCfg: ExecutorConfig) {
     this.name = name;
     this.#cfg = cfg;
     this.#execCfg = execCfg;
+    this.callTimeoutMs = cfg.timeout !== undefined ? Math.round(cfg.timeout * 1000) : execCfg.call_timeout_ms;
   }
 
   get stderrTail(): string {
@@ -77,43 +117,82 @@ class ServerConnection {
     return text.trim();
   }
 
+  /** How long to wait after a failure before the next try, `tries` tries after the server went down. */
+  #backoff(tries: number): number {
+    return Math.min(this.#execCfg.restart_backoff_max_ms, this.#execCfg.restart_backoff_ms * 2 ** Math.min(tries, 30));
+  }
+
   /**
-   * The live client, connecting (once, however many callers wait) when there is none. A
-   * server that died is restarted at most `max_restarts` times in a row; after that it
-   * stays down for the run and its calls fail at once.
+   * The live client, connecting (once, however many callers wait) when there is none. A server
+   * that died is restarted at most `max_restarts` times in a row; after that it is down: its
+   * calls fail at once, and it is tried again `restart_backoff_ms` after its last failure, the
+   * wait doubling with each failed try up to `restart_backoff_max_ms`. A call that goes through
+   * ends the down period.
    */
   client(): Promise<Client> {
     if (this.#client) return Promise.resolve(this.#client);
     if (!this.#connecting) {
       if (this.#everConnected) {
         if (this.restarts >= this.#execCfg.max_restarts) {
-          return Promise.reject(new Error(`it died and was restarted ${this.restarts} times in a row; not restarting it again`));
+          const now = Date.now();
+          this.#downSince ??= now;
+          const wait = this.#backoff(this.#tries);
+          if (now < this.#diedAt + wait) {
+            const inS = ((this.#diedAt + wait - now) / 1000).toFixed(1);
+            return Promise.reject(
+              new ServerDown(
+                this.name,
+                `its restart budget is spent, executor.max_restarts = ${this.#execCfg.max_restarts}; it is tried again ${wait} ms after its last failure, in ${inS} s`,
+              ),
+            );
+          }
+          this.#tries++;
         }
         this.restarts++;
         this.totalRestarts++;
       }
-      this.#connecting = this.#connect().finally(() => {
-        this.#connecting = undefined;
-      });
+      this.#connecting = this.#connect()
+        .catch((err: unknown) => {
+          this.#diedAt = Date.now();
+          throw err;
+        })
+        .finally(() => {
+          this.#connecting = undefined;
+        });
     }
     return this.#connecting;
   }
 
-  /** A call went through: the restart budget is full again. */
+  /** A call went through: the restart budget is full again, and a down period ends. */
   healthy(): void {
     this.restarts = 0;
+    if (this.#downSince !== undefined) {
+      this.#down.push({ from: this.#downSince, to: Date.now() });
+      this.#downSince = undefined;
+      this.#tries = 0;
+    }
+  }
+
+  /** The periods the server was down, the current one (if any) counted up to `now`. */
+  downPeriods(now = Date.now()): DownPeriod[] {
+    return this.#downSince === undefined ? [...this.#down] : [...this.#down, { from: this.#downSince, to: now }];
   }
 
   async #connect(): Promise<Client> {
     const transport = this.#transport();
     const client = new Client({ name: 'trajforge', version: PACKAGE_VERSION });
     client.onclose = () => {
-      if (this.#client === client) this.#client = undefined;
+      if (this.#client === client) {
+        this.#client = undefined;
+        this.#diedAt = Date.now();
+      }
     };
     // Without a handler the SDK drops these silently: count them so the run summary shows them.
     client.onerror = (err: Error) => {
-      this.protocolErrors++;
-      this.lastProtocolError = `${this.name}: ${(err.message ?? String(err)).split('\n')[0]!.slice(0, 200)}`;
+      if (this.#closing) return;
+      // The legacy SSE stream broke: the server's session is gone with it, so the connection is dead.
+      if (err instanceof SseError && this.#client === client) void this.discard(client);
+      this.#protocolError(err.message ?? String(err));
     };
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
@@ -121,6 +200,7 @@ class ServerConnection {
     });
     try {
       await Promise.race([client.connect(transport), timeout]);
+      this.tools = await Promise.race([listAllTools(client), timeout]);
     } catch (err) {
       await client.close().catch(() => {});
       // Give the stderr of a process that just died a moment to arrive.
@@ -130,34 +210,107 @@ class ServerConnection {
       clearTimeout(timer);
     }
     if (transport instanceof StdioClientTransport) allowManyDrainWaiters(transport);
+    this.#transportOf.set(client, transport);
     this.#client = client;
     this.#everConnected = true;
     return client;
   }
 
+  #protocolError(message: string): void {
+    this.protocolErrors++;
+    this.lastProtocolError = `${this.name}: ${message.split('\n')[0]!.slice(0, 200)}`;
+  }
+
   #transport(): Transport {
     const cfg = this.#cfg;
     if ('url' in cfg) {
-      return new StreamableHTTPClientTransport(new URL(cfg.url), { requestInit: { headers: cfg.headers } });
+      const url = new URL(cfg.url);
+      const requestInit = { headers: cfg.headers };
+      return cfg.type === 'sse' ? new SSEClientTransport(url, { requestInit }) : new StreamableHTTPClientTransport(url, { requestInit });
     }
+    const max = this.#execCfg.max_message_bytes;
     // The SDK merges a safe default environment (PATH, HOME…) with this; nothing else of ours leaks.
-    const t = new StdioClientTransport({ command: cfg.command, args: cfg.args, env: cfg.env, cwd: cfg.cwd, stderr: 'pipe' });
+    const t = new StdioClientTransport({ command: cfg.command, args: cfg.args, env: cfg.env, cwd: cfg.cwd, stderr: 'pipe', maxBufferSize: max });
     t.stderr?.on('data', (d: Buffer) => {
       this.#stderr = (this.#stderr + d.toString('utf8')).slice(-STDERR_TAIL);
     });
+    useBoundedReader(
+      t,
+      new BoundedLineReader<JSONRPCMessage>(max, deserializeMessage, ({ bytes, id }) => {
+        const message = `result_too_large: the server sent ${formatBytes(bytes)}, more than executor.max_message_bytes (${formatBytes(max)}); ask for less`;
+        if (id === undefined) {
+          this.#protocolError(`a message of ${bytes} bytes (past executor.max_message_bytes) was skipped`);
+          return undefined;
+        }
+        return { jsonrpc: '2.0', id, error: { code: RESULT_TOO_LARGE_CODE, message } };
+      }),
+    );
     return t;
   }
 
-  /** Drops a connection that failed a call, so the next call starts a fresh process. */
-  async discard(): Promise<void> {
-    const c = this.#client;
+  /** Drops a connection that failed a call, so the next call starts a fresh process. A newer connection is left alone. */
+  async discard(failed: Client | undefined): Promise<void> {
+    if (failed === undefined || this.#client !== failed) return;
     this.#client = undefined;
-    await c?.close().catch(() => {});
+    this.#diedAt = Date.now();
+    await failed.close().catch(() => {});
   }
 
+  /**
+   * Ends the connection for good: a Streamable HTTP session is deleted (as the spec asks of a
+   * client that is done with it), then the transport is closed; bounded by close_timeout_ms.
+   */
   async close(): Promise<void> {
-    await this.discard();
+    this.#closing = true;
+    await this.#connecting?.catch(() => {});
+    const c = this.#client;
+    this.#client = undefined;
+    if (this.#downSince !== undefined) {
+      this.#down.push({ from: this.#downSince, to: Date.now() });
+      this.#downSince = undefined;
+      this.#closedDown = true;
+    }
+    if (!c) return;
+    const t = this.#transportOf.get(c);
+    let timer: NodeJS.Timeout | undefined;
+    const bounded = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, this.#execCfg.close_timeout_ms);
+    });
+    const shutdown = (async () => {
+      if (t instanceof StreamableHTTPClientTransport && t.sessionId !== undefined) await t.terminateSession().catch(() => {});
+      await c.close().catch(() => {});
+    })();
+    await Promise.race([shutdown, bounded]);
+    clearTimeout(timer);
   }
+
+  /** Down now, or (after close) when the run ended. */
+  get downAtEnd(): boolean {
+    return this.#closedDown || this.#downSince !== undefined;
+  }
+}
+
+/** Every tool a server lists, page after page. */
+async function listAllTools(client: Client): Promise<ServerTool[]> {
+  const out: ServerTool[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await client.listTools(cursor === undefined ? undefined : { cursor });
+    for (const t of page.tools) out.push({ name: t.name, description: t.description ?? '', inputSchema: t.inputSchema as Record<string, unknown> });
+    cursor = page.nextCursor;
+  } while (cursor !== undefined);
+  return out;
+}
+
+/**
+ * The SDK's stdio transport reads through a buffer that throws past its size and then kills
+ * the server; ours skips an oversized message and fails only its call (stdio-lines.ts). The
+ * SDK keeps the buffer to itself: if a later SDK moves it, this does nothing, and the SDK's
+ * own bound (`maxBufferSize`, set to the same size) applies, with the old cost of a restart.
+ */
+function useBoundedReader(transport: StdioClientTransport, reader: BoundedLineReader<JSONRPCMessage>): void {
+  const internals = transport as unknown as { _readBuffer?: unknown };
+  if (internals._readBuffer !== undefined) internals._readBuffer = reader;
 }
 
 /**
@@ -241,64 +394,15 @@ function coerce(raw: string, type: unknown, key: string): unknown {
   }
 }
 
-const DOC_ID_FIELDS = ['paperId', 'pmid', 'PMID', 'doi', 'DOI', 'id', 'docid', 'url', 'link'] as const;
-const DOC_TEXT_FIELDS = ['abstract', 'snippet', 'text', 'content', 'body', 'summary', 'description'] as const;
-
-function firstString(o: Record<string, unknown>, keys: readonly string[]): string | undefined {
-  for (const k of keys) {
-    const v = o[k];
-    if (typeof v === 'string' && v.trim() !== '') return v;
-    if (typeof v === 'number') return String(v);
-  }
-  return undefined;
-}
-
-function cutText(s: string, max: number): string {
-  return s.length <= max ? s : `${s.slice(0, max)} [...]`;
-}
-
-/**
- * MCP content → documents (search results: the document's own id, else `{call_id}-{i}`)
- * or plain text shown as one snippet `{call_id}-0`.
- */
-export function toView(text: string, callId: string, maxSnippetChars: number): ToolResultView {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    parsed = undefined;
-  }
-  const list = Array.isArray(parsed)
-    ? parsed
-    : parsed && typeof parsed === 'object'
-      ? (['data', 'results', 'documents', 'organic', 'items'].map((k) => (parsed as Record<string, unknown>)[k]).find(Array.isArray) as unknown[] | undefined)
-      : undefined;
-  if (list && list.every((d) => d !== null && typeof d === 'object' && !Array.isArray(d))) {
-    const seen = new Set<string>();
-    const documents: ToolDocument[] = (list as Record<string, unknown>[]).map((d, i) => {
-      let id = firstString(d, DOC_ID_FIELDS) ?? `${callId}-${i}`;
-      // Ids the model writes in attributes: no whitespace, no quotes, unique within the call.
-      id = id.replace(/[\s"'<>,;]+/g, '_');
-      if (seen.has(id)) id = `${callId}-${i}`;
-      seen.add(id);
-      const authors = Array.isArray(d.authors) ? d.authors.map((a) => (typeof a === 'string' ? a : (a as { name?: string })?.name ?? '')).filter(Boolean) : [];
-      const metaParts = [
-        authors.length ? `Authors: ${authors.slice(0, 3).join(', ')}${authors.length > 3 ? ' et al.' : ''}` : '',
-        d.year !== undefined ? `Year: ${String(d.year)}` : '',
-        typeof d.venue === 'string' ? `Journal: ${d.venue}` : typeof d.journal === 'string' ? `Journal: ${d.journal}` : '',
-      ].filter(Boolean);
-      return {
-        id,
-        title: typeof d.title === 'string' ? d.title : undefined,
-        meta: metaParts.length ? metaParts.join(' | ') : undefined,
-        text: cutText(firstString(d, DOC_TEXT_FIELDS) ?? '', maxSnippetChars),
-      };
-    });
-    const total = parsed && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as { total?: unknown }).total : undefined;
-    const header = documents.length === 0 ? 'No results found.' : typeof total === 'number' ? `Found ${total} results. Showing top ${documents.length}:` : undefined;
-    return { documents, header };
-  }
-  return { text: cutText(text, maxSnippetChars * 4), textId: `${callId}-0` };
+/** A server that was down during the run (its restart budget spent), and for how long. */
+export interface ServerDownTime {
+  readonly server: string;
+  /** How many times it went down. */
+  readonly periods: number;
+  /** Time down, summed over its periods. */
+  readonly ms: number;
+  /** It was still down when the run ended. */
+  readonly downAtEnd: boolean;
 }
 
 export interface ExecutorStats {
@@ -315,6 +419,8 @@ export interface ExecutorStats {
   /** Messages from servers that were not JSON-RPC (a server printing to stdout), ignored. */
   protocolErrors: number;
   lastProtocolError?: string | undefined;
+  /** Servers that were down at some point, in config order. */
+  down: ServerDownTime[];
 }
 
 export interface ExecutorOptions {
@@ -333,22 +439,31 @@ export interface ExecutorOptions {
   readonly scrubber?: Scrubber | undefined;
 }
 
-/** The text the model sees of an MCP result: its text parts, else its structured content. */
-function resultText(res: unknown): string {
-  const r = (res ?? {}) as { content?: unknown; structuredContent?: unknown };
-  const content = (Array.isArray(r.content) ? r.content : []) as { type?: string; text?: unknown }[];
-  const text = content
-    .filter((c) => c?.type === 'text' && typeof c.text === 'string')
-    .map((c) => c.text as string)
-    .join('\n');
-  return text || (r.structuredContent ? JSON.stringify(r.structuredContent) : '');
-}
+/** What a call came to: the server's result, or why there is none. */
+type Outcome = { raw: unknown } | { failure: string };
 
-type Outcome = { text: string; isError: boolean; raw: unknown } | { failure: string };
+/** How a failed call is handled: by what its error says about the server. */
+type FailureKind = 'down' | 'timeout' | 'too_large' | 'tool' | 'dead';
+
+function failureKind(err: unknown): FailureKind {
+  if (err instanceof ServerDown) return 'down';
+  if (err instanceof McpError) {
+    if (err.code === ErrorCode.RequestTimeout) return 'timeout';
+    if (err.code === RESULT_TOO_LARGE_CODE) return 'too_large';
+    if (err.code === ErrorCode.ConnectionClosed) return 'dead';
+    // An error response from the server, or one the client raised itself (a tool that requires
+    // MCP tasks, a result that breaks the tool's output schema): the call failed, not the server.
+    return 'tool';
+  }
+  // The transport failed: the process is gone, the HTTP session expired, the connection was refused.
+  return 'dead';
+}
 
 export class Executor {
   readonly #servers: Map<string, ServerConnection>;
   readonly #routes = new Map<string, Route>();
+  /** The tools shown to the model, and the only ones a call may reach. */
+  #exposed: string[] = [];
   readonly #limits: Record<string, number>;
   readonly #cfg: ExecutorConfig;
   readonly #cache: ResultStore | undefined;
@@ -358,7 +473,7 @@ export class Executor {
   readonly #warn: (message: string) => void;
   readonly #warned = new Set<string>();
   readonly #scrubber: Scrubber;
-  #stats: ExecutorStats = { calls: 0, cacheHits: 0, cacheMisses: 0, cacheErrors: 0, errors: 0, restarts: 0, timeouts: 0, protocolErrors: 0 };
+  #stats = { calls: 0, cacheHits: 0, cacheMisses: 0, cacheErrors: 0, errors: 0, timeouts: 0 };
 
   private constructor(opts: ExecutorOptions, servers: Map<string, ServerConnection>) {
     this.#servers = servers;
@@ -385,35 +500,32 @@ export class Executor {
     this.#warn(message);
   }
 
-  /** Connects every server and lists its tools. A server that will not start is a clear error, before any sample runs. */
+  /**
+   * Connects every server that is not `disabled` and lists its tools. A server that will not
+   * start, an alias or exposed name that leads nowhere, and one tool name offered by two
+   * servers are clear errors, before any sample runs.
+   */
   static async start(opts: ExecutorOptions): Promise<Executor> {
-    const servers = new Map(Object.entries(opts.servers).map(([name, cfg]) => [name, new ServerConnection(name, cfg, opts.executor)]));
+    const enabled = Object.entries(opts.servers).filter(([, cfg]) => cfg.disabled !== true);
+    const servers = new Map(enabled.map(([name, cfg]) => [name, new ServerConnection(name, cfg, opts.executor)]));
     const ex = new Executor(opts, servers);
-    const listed = new Map<string, ServerTool[]>();
     try {
       await Promise.all(
         [...servers.values()].map(async (s) => {
-          let client: Client;
           try {
-            client = await s.client();
+            await s.client();
           } catch (err) {
             const tail = s.stderrTail ? `\n--- stderr of ${s.name} ---\n${s.stderrTail}` : '';
             const message = ex.#scrubber.text(`mcpServers.${s.name}: the server did not start: ${(err as Error).message}${tail}`);
             throw new TrajforgeError('TOOL_SERVER_FAILED', message, { field: `mcpServers.${s.name}` });
           }
-          const { tools } = await client.listTools();
-          // Descriptions and schemas go into the system prompt.
-          listed.set(
-            s.name,
-            tools.map((t) => ({
-              name: t.name,
-              description: ex.#scrubber.text(t.description ?? ''),
-              inputSchema: ex.#scrubber.value(t.inputSchema as Record<string, unknown>),
-            })),
-          );
         }),
       );
-      ex.#buildRoutes(opts.tools, listed);
+      // In config order, so that messages list servers the way the user wrote them.
+      // Descriptions and schemas go into the system prompt.
+      const clean = (t: ServerTool): ServerTool => ({ ...t, description: ex.#scrubber.text(t.description), inputSchema: ex.#scrubber.value(t.inputSchema) });
+      const listed = new Map([...servers.values()].map((s) => [s.name, s.tools.map(clean)]));
+      ex.#buildRoutes(opts.tools, listed, opts.servers);
     } catch (err) {
       await ex.close();
       throw err;
@@ -421,7 +533,7 @@ export class Executor {
     return ex;
   }
 
-  #buildRoutes(tools: RunConfig['tools'], listed: Map<string, ServerTool[]>): void {
+  #buildRoutes(tools: RunConfig['tools'], listed: Map<string, ServerTool[]>, configured: Record<string, McpServerConfig>): void {
     const add = (name: string, server: string, tool: ServerTool, bodyParamPref?: string, description?: string): void => {
       const bodyParam = pickBodyParam(tool.inputSchema, bodyParamPref);
       this.#routes.set(name, {
@@ -432,10 +544,12 @@ export class Executor {
       });
     };
     for (const [alias, a] of Object.entries(tools.aliases)) {
-      const tool = listed.get(a.server)?.find((t) => t.name === a.tool);
-      if (!listed.has(a.server)) {
-        throw new TrajforgeError('BAD_CONFIG', `tools.aliases.${alias}.server: no server named ${a.server} in mcpServers`, { field: `tools.aliases.${alias}.server` });
+      const field = `tools.aliases.${alias}.server`;
+      if (configured[a.server]?.disabled === true) {
+        throw new TrajforgeError('BAD_CONFIG', `${field}: server ${a.server} is disabled (mcpServers.${a.server}.disabled: true)`, { field });
       }
+      if (!listed.has(a.server)) throw new TrajforgeError('BAD_CONFIG', `${field}: no server named ${a.server} in mcpServers`, { field });
+      const tool = listed.get(a.server)!.find((t) => t.name === a.tool);
       if (!tool) {
         const names = listed.get(a.server)!.map((t) => t.name).join(', ');
         throw new TrajforgeError('BAD_CONFIG', `tools.aliases.${alias}.tool: server ${a.server} has no tool ${a.tool} (it has: ${names})`, {
@@ -445,7 +559,13 @@ export class Executor {
       add(alias, a.server, tool, a.body_param, a.description);
     }
     // Server tools are callable by their own names too, unless an alias took the name.
-    for (const [server, ts] of listed) for (const t of ts) if (!this.#routes.has(t.name)) add(t.name, server, t);
+    const offeredBy = new Map<string, string[]>();
+    for (const [server, ts] of listed) {
+      for (const t of ts) {
+        offeredBy.set(t.name, [...(offeredBy.get(t.name) ?? []), server]);
+        if (!this.#routes.has(t.name)) add(t.name, server, t);
+      }
+    }
     this.#exposed = tools.expose ?? (Object.keys(tools.aliases).length ? Object.keys(tools.aliases) : [...this.#routes.keys()]);
     for (const name of this.#exposed) {
       if (!this.#routes.has(name)) {
@@ -453,31 +573,44 @@ export class Executor {
           field: 'tools.expose',
         });
       }
+      const owners = offeredBy.get(name) ?? [];
+      if (owners.length > 1 && !(name in tools.aliases)) {
+        // Whichever server listed first would win, silently: the user has to say which one is meant.
+        throw new TrajforgeError(
+          'BAD_CONFIG',
+          `tools: servers ${owners.slice(0, -1).join(', ')} and ${owners.at(-1)} both offer a tool named ${name}; ` +
+            `choose one with an alias (tools.aliases.${name}: {server: ${owners[0]}, tool: ${name}})${tools.expose ? ` or leave ${name} out of tools.expose` : ''}`,
+          { field: tools.expose ? 'tools.expose' : 'tools.aliases' },
+        );
+      }
     }
   }
-
-  #exposed: string[] = [];
 
   /** The tools shown to the model. */
   tools(): ToolSpec[] {
     return this.#exposed.map((n) => this.#routes.get(n)!.spec);
   }
 
+  /** Whether the model may call this name: only exposed tools can be reached. */
   hasTool(name: string): boolean {
-    return this.#routes.has(name);
+    return this.#exposed.includes(name);
   }
 
   stats(): ExecutorStats {
     let restarts = 0;
     let protocolErrors = 0;
     let lastProtocolError: string | undefined;
+    const down: ServerDownTime[] = [];
+    const now = Date.now();
     for (const s of this.#servers.values()) {
       restarts += s.totalRestarts;
       protocolErrors += s.protocolErrors;
       lastProtocolError = s.lastProtocolError ?? lastProtocolError;
+      const periods = s.downPeriods(now);
+      if (periods.length) down.push({ server: s.name, periods: periods.length, ms: periods.reduce((n, p) => n + (p.to - p.from), 0), downAtEnd: s.downAtEnd });
     }
     lastProtocolError = lastProtocolError === undefined ? undefined : this.#scrubber.text(lastProtocolError);
-    return { ...this.#stats, restarts, protocolErrors, lastProtocolError };
+    return { ...this.#stats, restarts, protocolErrors, lastProtocolError, down };
   }
 
   /**
@@ -492,7 +625,8 @@ export class Executor {
       mcpTool: route?.tool.name ?? null,
       durationMs: performance.now() - started,
     });
-    const route = this.#routes.get(call.toolName);
+    // A tool left out of tools.expose is unknown to the model, whatever a server offers.
+    const route = this.hasTool(call.toolName) ? this.#routes.get(call.toolName) : undefined;
     if (!route) return refuse(`unknown tool "${call.toolName}"; available tools: ${this.#exposed.join(', ')}`);
     const limit = this.#limits[call.toolName];
     if (limit !== undefined && (used.get(call.toolName) ?? 0) >= limit) {
@@ -519,14 +653,9 @@ export class Executor {
       this.#stats.errors++;
       return { ...base, result: { error: outcome.failure }, truncated: false, view: { error: outcome.failure }, error: outcome.failure };
     }
-    const truncated = outcome.text.length > this.#cfg.max_result_chars;
-    const result = truncated ? outcome.text.slice(0, this.#cfg.max_result_chars) : outcome.raw;
-    if (outcome.isError) {
-      this.#stats.errors++;
-      const msg = cutText(outcome.text.trim() || 'the tool reported an error', 2_000);
-      return { ...base, result, truncated, view: { error: msg }, error: msg };
-    }
-    return { ...base, result, truncated, view: toView(outcome.text, callId, this.#cfg.max_snippet_chars) };
+    const shown = renderResult(outcome.raw, callId, { maxResultChars: this.#cfg.max_result_chars, maxSnippetChars: this.#cfg.max_snippet_chars });
+    if (shown.isError) this.#stats.errors++;
+    return { ...base, result: shown.result, truncated: shown.truncated, view: shown.view, ...(shown.isError ? { error: shown.view.error } : {}) };
   }
 
   /**
@@ -542,7 +671,7 @@ export class Executor {
     const waiting = this.#inflight.get(key.id);
     if (waiting) {
       const outcome = await waiting;
-      const ok = 'text' in outcome && !outcome.isError;
+      const ok = succeeded(outcome);
       if (ok) this.#stats.cacheHits++;
       return { outcome, cached: ok };
     }
@@ -567,13 +696,12 @@ export class Executor {
     if (raw !== undefined) {
       this.#stats.cacheHits++;
       // An entry stored before secrets were scrubbed may hold one.
-      const clean = this.#scrubber.value(raw);
-      return { outcome: { text: resultText(clean), isError: false, raw: clean }, cached: true };
+      return { outcome: { raw: this.#scrubber.value(raw) }, cached: true };
     }
     this.#stats.cacheMisses++;
     this.#stats.calls++;
     const outcome = this.#scrubbed(await this.#run(route, args));
-    if ('text' in outcome && !outcome.isError) {
+    if (succeeded(outcome)) {
       try {
         await store.set(key, outcome.raw);
       } catch (err) {
@@ -588,28 +716,43 @@ export class Executor {
   #scrubbed(outcome: Outcome): Outcome {
     if ('failure' in outcome) return { failure: this.#scrubber.text(outcome.failure) };
     const raw = this.#scrubber.value(outcome.raw);
-    return raw === outcome.raw ? outcome : { text: resultText(raw), isError: outcome.isError, raw };
+    return raw === outcome.raw ? outcome : { raw };
   }
 
-  /** Calls the server, restarting it once if it died under the call. */
+  /**
+   * Calls the server. A server that died under the call is replaced (within its restart
+   * budget) and the call retried once; a timeout, an error the tool or the client reported, or
+   * an oversized result fails this call alone and leaves the server as it is.
+   */
   async #run(route: Route, args: Record<string, unknown>): Promise<Outcome> {
     const server = this.#servers.get(route.server)!;
+    /** Why the server died under this call, when it did: a retry that finds it down says both. */
+    let died: string | undefined;
     for (let attempt = 0; ; attempt++) {
+      let client: Client | undefined;
       try {
-        const client = await server.client();
-        const res = await client.callTool({ name: route.tool.name, arguments: args }, undefined, { timeout: this.#cfg.call_timeout_ms });
+        client = await server.client();
+        const res = await client.callTool({ name: route.tool.name, arguments: args }, undefined, { timeout: server.callTimeoutMs });
         server.healthy();
-        return { text: resultText(res), isError: res.isError === true, raw: res };
+        return { raw: res };
       } catch (err) {
         const message = (err as Error).message ?? String(err);
-        if (/timed out|timeout/i.test(message)) {
-          // A slow call is not a dead server: other calls may be in flight on it.
-          this.#stats.timeouts++;
-          return { failure: `tool call timed out after ${this.#cfg.call_timeout_ms} ms` };
+        switch (failureKind(err)) {
+          case 'down':
+            return { failure: died === undefined ? message : `tool server ${route.server} failed: ${died}; it is down now (${(err as ServerDown).why})` };
+          case 'timeout':
+            // A slow call is not a dead server: other calls may be in flight on it.
+            this.#stats.timeouts++;
+            return { failure: `tool call timed out after ${server.callTimeoutMs} ms` };
+          case 'too_large':
+            return { failure: withoutCode(message) };
+          case 'tool':
+            return { failure: `${route.server}/${route.tool.name}: ${withoutCode(message)}` };
+          case 'dead':
+            await server.discard(client);
+            died = message;
+            if (attempt >= 1) return { failure: `tool server ${route.server} failed: ${message}` };
         }
-        // A dead server is replaced (by client(), within its restart budget) and the call retried once.
-        await server.discard();
-        if (attempt >= 1) return { failure: `tool server ${route.server} failed: ${message}` };
       }
     }
   }
@@ -618,6 +761,15 @@ export class Executor {
     await Promise.all([...this.#servers.values()].map((s) => s.close()));
     await this.#cache?.close();
   }
+}
+
+/** The SDK prefixes `MCP error CODE: ` on each side of the wire; the model needs the message. */
+function withoutCode(message: string): string {
+  return message.replace(/^(MCP error -?\d+: )+/, '');
+}
+
+function succeeded(outcome: Outcome): outcome is { raw: unknown } {
+  return 'raw' in outcome && (outcome.raw as { isError?: unknown } | null)?.isError !== true;
 }
 
 /** Short, stable call ids: DR Tulu's snippet ids look like `7552a5aa-0`. */

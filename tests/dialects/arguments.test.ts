@@ -105,6 +105,9 @@ describe('matchName', () => {
     expect(matchName('abc', ['abcd'])).toBeUndefined();
     expect(matchName('fetch_weather', names)).toBeUndefined();
     expect(matchName('pubmed', names)).toBeUndefined();
+    // A lone candidate is no closer for being alone: a tool the model was not shown is not the one it was.
+    expect(matchName('pubmed_search', ['search'])).toBeUndefined();
+    expect(matchName('get-env', ['echo'])).toBeUndefined();
     expect(matchName('anything', [])).toBeUndefined();
   });
 });

@@ -9,14 +9,14 @@
  * the ToolCallRecord and shown to the model, the sample fails as tool_error.
  * tests/generate.test.ts — a server that does not start stops the CLI before any sample (exit 2).
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../pipeline/config.js';
 import { tulu } from '../../pipeline/dialects/tulu.js';
 import { generate } from '../../pipeline/generate/run.js';
 import { startSim, type Sim } from '../../sim/server.js';
-import { CORPUS_SERVER, runCli, tempDir, writeConfig } from '../helpers.js';
+import { CORPUS_SERVER, readJsonl, runCli, tempDir, writeConfig } from '../helpers.js';
 import { accountedIds, checkRunDir } from './util.js';
 
 let sim: Sim;
@@ -127,6 +127,27 @@ describe('a tool server that prints junk on stdout (the JSON-RPC channel)', () =
   });
 });
 
+describe('a tool server that stays dead', () => {
+  it('is down after max_restarts, not for good: the run completes and the CLI summary names it and how long it was down', async () => {
+    const dir = tempDir('tf-down-cli-');
+    const flag = join(dir, 'crash');
+    writeFileSync(flag, '');
+    const config = writeConfig(dir, sim.url, {
+      mcpServers: { corpus: { command: process.execPath, args: [CORPUS_SERVER, '--crash-while', flag] } },
+      executor: { max_restarts: 1, restart_backoff_ms: 100, restart_backoff_max_ms: 200, cache: false },
+      concurrency: 1,
+    });
+    const res = await runCli(['generate', '--config', config, '--limit', '3']);
+    // Every sample failed (its only tool was down throughout): the run completes, and its exit says so.
+    expect(res.code, res.stderr).toBe(1);
+    expect(res.stderr).toMatch(/every sample of this session failed \(3\); the main reason: tool_error/);
+    expect(res.stdout).toMatch(/^tools down corpus \d+\.\d s \(down (once|\d+ times), still down at the end\); their calls failed at once while down/m);
+    const failed = readJsonl(join(dir, 'run', 'failures.jsonl'));
+    expect(failed).toHaveLength(3);
+    expect(failed.every((t) => t.reason === 'tool_error')).toBe(true);
+  });
+});
+
 describe('a tool result over executor.max_result_chars', () => {
   it('is cut to the limit and recorded truncated: true; the model sees bounded snippets; the record stays small', async () => {
     const max = 20_000;
@@ -135,8 +156,12 @@ describe('a tool result over executor.max_result_chars', () => {
     expect(ran.length).toBeGreaterThan(0);
     for (const c of ran) {
       expect(c.truncated).toBe(true);
-      expect(typeof c.result).toBe('string');
-      expect((c.result as string).length).toBe(max);
+      // The record keeps the result's shape, cut so that its JSON (every part counted) fits the limit.
+      const kept = JSON.stringify(c.result);
+      expect(kept.length).toBeLessThanOrEqual(max);
+      expect(kept.length).toBeGreaterThan(max - 200);
+      expect((c.result as { truncated_from_chars: number }).truncated_from_chars).toBeGreaterThan(150_000);
+      expect((c.result as { content: { type: string; text: string }[] }).content[0]!.text).toMatch(/^\{"total":/);
       // Five snippets of at most 1,000 characters each, plus titles and the header.
       expect(c.output_text.length).toBeLessThan(5 * 1_000 + 2_000);
       expect(c.output_text).toContain(' [...]');

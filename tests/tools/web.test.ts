@@ -82,6 +82,20 @@ describe('address policy', () => {
     expect(new HostPolicy().checkAddresses('mixed.example', [{ address: '93.184.216.34', family: 4 }, { address: '127.0.0.1', family: 4 }])).toMatch(/127.0.0.1/);
     expect(() => new HostPolicy('10.0.0.0/99')).toThrow(/not a CIDR range/);
   });
+
+  it('refuses metadata in every IPv6 spelling, even for an allowlisted name or range', () => {
+    const p = new HostPolicy('allowed.test, ::ffff:0:0/96, fd00::/8');
+    const v6 = (address: string) => [{ address, family: 6 as const }];
+    for (const address of ['::ffff:169.254.169.254', '::ffff:a9fe:a9fe', '::FFFF:A9FE:A9FE', '::ffff:100.100.100.200', 'fd00:ec2:0::254', 'fd00:ec2:0:0:0:0:0:254']) {
+      expect(p.checkAddresses('allowed.test', v6(address)), address).toMatch(/a cloud metadata address$/);
+      expect(p.checkAddresses('other.test', v6(address)), address).toMatch(/a cloud metadata address$/);
+      expect(blockedReason(address), address).toMatch(/metadata/);
+    }
+    expect(p.checkAddresses('allowed.test', v6('::ffff:169.254.169.254'))).toBe('allowed.test resolves to ::ffff:169.254.169.254 (169.254.169.254), a cloud metadata address');
+    // What the allowlist is for still passes.
+    expect(p.checkAddresses('allowed.test', v6('::ffff:127.0.0.1'))).toBeUndefined();
+    expect(p.checkAddresses('other.test', v6('fd00::5'))).toBeUndefined();
+  });
 });
 
 describe('htmlToText', () => {
@@ -164,6 +178,15 @@ describe('fetchPage', () => {
     const err = await fetchError(fetchPage(`${r.url}/slow`, { policy: new HostPolicy('127.0.0.1'), timeoutMs: 300 }));
     expect(err.message).toMatch(/timed out after 300 ms/);
     expect(performance.now() - started).toBeLessThan(3000);
+  });
+
+  it('a name whose every address fails at once (EINVAL, ENETUNREACH) is a fetch error, not an unhandled socket error', async () => {
+    // fe80::1 without a zone and multicast addresses fail in connect() itself: nothing leaves the machine.
+    const dns = fakeDns({ 'zoneless.test': ['fe80::1'], 'multicast.test': ['ff02::1', 'ff02::2'], 'mixed.test': ['ff02::1', 'fe80::1'] });
+    const policy = new HostPolicy('zoneless.test, multicast.test, mixed.test');
+    expect((await fetchError(fetchPage('http://zoneless.test:9/', { resolve: dns, policy }))).message).toBe('cannot fetch http://zoneless.test:9/: EINVAL');
+    expect((await fetchError(fetchPage('http://multicast.test:9/', { resolve: dns, policy }))).message).toBe('cannot fetch http://multicast.test:9/: ENETUNREACH');
+    expect((await fetchError(fetchPage('http://mixed.test:9/', { resolve: dns, policy }))).message).toMatch(/^cannot fetch http:\/\/mixed.test:9\/: (EINVAL|ENETUNREACH)$/);
   });
 
   it('takes a URL without a scheme as https', async () => {
@@ -282,6 +305,26 @@ describe('web server', () => {
     expect(served.isError).toBe(false);
     expect(served.text).toContain('local page');
     expect(r.requests).toHaveLength(1);
+  });
+
+  it('browse_webpage survives a name whose every address is unreachable, and goes on serving', async () => {
+    const r = await replay({ '/p': html('<title>P</title><p>still here</p>') });
+    const client = await server({}, ['--allow-hosts', 'dead.test,deader.test,127.0.0.1', '--resolve', 'dead.test=fe80::1', '--resolve', 'deader.test=ff02::1,ff02::2']);
+    expect(await call(client, 'browse_webpage', { url: 'http://dead.test:9/' })).toEqual({ isError: true, text: 'browse_webpage failed: cannot fetch http://dead.test:9/: EINVAL' });
+    expect(await call(client, 'browse_webpage', { url: 'http://deader.test:9/' })).toEqual({ isError: true, text: 'browse_webpage failed: cannot fetch http://deader.test:9/: ENETUNREACH' });
+    const alive = await call(client, 'browse_webpage', { url: `${r.url}/p` });
+    expect(alive.isError).toBe(false);
+    expect(alive.text).toContain('still here');
+  });
+
+  it('--resolve pins a name for the policy to judge, and refuses a malformed pin at start', async () => {
+    const r = await replay({ '/': html('<p>pinned</p>') });
+    const pinned = await server({}, ['--resolve', 'pinned.test=127.0.0.1']);
+    expect((await call(pinned, 'browse_webpage', { url: `http://pinned.test:${r.port}/` })).text).toBe('browse_webpage failed: refused: pinned.test resolves to 127.0.0.1: a loopback, private, link-local or reserved address');
+    const allowed = await server({}, ['--resolve', 'pinned.test=127.0.0.1', '--allow-hosts', 'pinned.test']);
+    expect((await call(allowed, 'browse_webpage', { url: `http://pinned.test:${r.port}/` })).text).toContain('pinned');
+    expect(r.requests[0]!.headers.host).toBe(`pinned.test:${r.port}`);
+    await expect(server({}, ['--resolve', 'pinned.test=not-an-address'])).rejects.toThrow();
   });
 
   it('browse_webpage refuses what is not a page and reports HTTP errors', async () => {

@@ -9,10 +9,12 @@
  * real process: --fail-start, --crash-every N, --hang-every N, --junk-stdout, --delay-ms N,
  * --junk-every N (a line that is not JSON-RPC on stdout before every Nth answer),
  * --corrupt-every N (junk with no newline, so it fuses with the Nth answer and breaks it),
- * --huge-result N (the first document of every result carries N more characters).
+ * --huge-result N (the first document of every result carries N more characters),
+ * --crash-while FILE (every call kills the process while FILE exists: a server that is down
+ * for a while, across restarts, and comes back when the file is removed).
  * $CORPUS_CALL_LOG names a file that gets one JSON line per answered call.
  */
-import { appendFileSync } from 'node:fs';
+import { appendFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
@@ -34,6 +36,7 @@ const FLAGS = {
   'junk-every': { kind: 'int', min: 1 },
   'corrupt-every': { kind: 'int', min: 1 },
   'huge-result': { kind: 'int', min: 1 },
+  'crash-while': { kind: 'string' },
 } as const;
 
 function resolveCorpusPath(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
@@ -54,6 +57,7 @@ async function main(): Promise<void> {
     junkEvery: f['junk-every'] ?? 0,
     corruptEvery: f['corrupt-every'] ?? 0,
     hugeResult: f['huge-result'] ?? 0,
+    crashWhile: f['crash-while'],
   };
   if (flags.failStart) fatal('failing at start as asked (--fail-start)');
 
@@ -96,6 +100,7 @@ async function main(): Promise<void> {
       // Counts calls that passed argument validation: those are the ones a fault can hit.
       const n = ++calls;
       if (flags.crashEvery > 0 && n % flags.crashEvery === 0) process.exit(1);
+      if (flags.crashWhile !== undefined && existsSync(flags.crashWhile)) process.exit(1);
       if (flags.hangEvery > 0 && n % flags.hangEvery === 0) return new Promise<never>(() => {});
       if (flags.delayMs > 0) await sleep(flags.delayMs);
       let page = index.search(query, limit, offset);

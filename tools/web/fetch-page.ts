@@ -38,7 +38,7 @@ export class FetchError extends Error {
 
 export type Resolver = (hostname: string) => Promise<ResolvedAddress[]>;
 
-const systemResolver: Resolver = async (hostname) => {
+export const systemResolver: Resolver = async (hostname) => {
   const found = await dnsLookup(hostname, { all: true, verbatim: true });
   return found.map((a) => ({ address: a.address, family: a.family === 6 ? 6 : 4 }));
 };
@@ -86,9 +86,15 @@ export async function resolveChecked(url: URL, policy: HostPolicy, resolve: Reso
   return addresses;
 }
 
-/** A `lookup` that answers with addresses checked beforehand and never asks DNS. */
+/**
+ * A `lookup` that answers with addresses checked beforehand and never asks DNS. It answers on a
+ * later tick, as DNS does: answered at once, a connect that fails at once (EINVAL for a
+ * link-local address without a zone, ENETUNREACH) raises its error on the socket before the
+ * HTTP request has put its listener there, and the unhandled 'error' kills the process.
+ */
 function pinnedLookup(addresses: readonly ResolvedAddress[]): LookupFunction {
-  return ((_host: string, opts: { all?: boolean; family?: number | string }, cb: (...args: unknown[]) => void) => {
+  return ((_host: string, opts: { all?: boolean; family?: number | string }, done: (...args: unknown[]) => void) => {
+    const cb = (...args: unknown[]): void => void setImmediate(() => done(...args));
     const fam = opts?.family === 6 || opts?.family === 'IPv6' ? 6 : opts?.family === 4 || opts?.family === 'IPv4' ? 4 : 0;
     const usable = fam ? addresses.filter((a) => a.family === fam) : addresses;
     if (usable.length === 0) {

@@ -9,7 +9,7 @@ import { isIP } from 'node:net';
 /** Names that reach a metadata service or this machine without DNS saying so. Always refused. */
 const METADATA_NAMES = new Set(['metadata.google.internal', 'metadata.goog', 'metadata', 'instance-data', 'instance-data.ec2.internal', 'metadata.azure.internal']);
 /** Metadata services on addresses a CIDR allowlist might otherwise let through. Always refused. */
-const METADATA_ADDRESSES = new Set(['169.254.169.254', '169.254.170.2', '100.100.100.200', 'fd00:ec2::254']);
+const METADATA_ADDRESSES = ['169.254.169.254', '169.254.170.2', '100.100.100.200', 'fd00:ec2::254'].map((text) => ({ text, bytes: (v4Bytes(text) ?? v6Bytes(text))! }));
 
 type Bytes = number[];
 
@@ -57,6 +57,10 @@ function parseCidr(s: string): Cidr | undefined {
   const bits = len === undefined ? bytes.length * 8 : Number(len);
   if (!Number.isInteger(bits) || bits < 0 || bits > bytes.length * 8) return undefined;
   return { bytes, bits };
+}
+
+function sameBytes(a: Bytes, b: Bytes): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
 }
 
 function inCidr(bytes: Bytes, c: Cidr): boolean {
@@ -111,12 +115,27 @@ function embeddedV4(b: Bytes): Bytes | undefined {
 /** Teredo (2001::/32) hides an IPv4 address XOR-ed; refused outright rather than decoded. */
 const TEREDO = parseCidr('2001::/32')!;
 
+/**
+ * The metadata address an address reaches, or undefined. Compared as bytes, so every spelling
+ * counts (`fd00:ec2:0::254`, `::ffff:169.254.169.254`, `::ffff:a9fe:a9fe`), and an IPv4 address
+ * carried in an IPv6 one counts as that IPv4 address. No allowlist lifts this.
+ */
+function metadataTarget(bare: string): string | undefined {
+  const bytes = v4Bytes(bare) ?? v6Bytes(bare);
+  if (!bytes) return undefined;
+  const found = METADATA_ADDRESSES.find((m) => sameBytes(m.bytes, bytes));
+  if (found) return found.text;
+  const v4 = bytes.length === 16 ? embeddedV4(bytes) : undefined;
+  return v4 ? METADATA_ADDRESSES.find((m) => sameBytes(m.bytes, v4))?.text : undefined;
+}
+
 /** Why an address may not be reached, or undefined when it may. */
 export function blockedReason(address: string): string | undefined {
   const bare = address.replace(/^\[|\]$/g, '').split('%')[0]!;
   const family = isIP(bare);
   if (family === 0) return `${address} is not an IP address`;
-  if (METADATA_ADDRESSES.has(bare.toLowerCase())) return `${bare} is a cloud metadata address`;
+  const metadata = metadataTarget(bare);
+  if (metadata) return metadata === bare.toLowerCase() ? `${bare} is a cloud metadata address` : `${bare} carries ${metadata}, a cloud metadata address`;
   let bytes = family === 4 ? v4Bytes(bare)! : v6Bytes(bare);
   if (!bytes) return `${address} is not an IP address`;
   if (bytes.length === 16) {
@@ -125,7 +144,6 @@ export function blockedReason(address: string): string | undefined {
     const v4 = embeddedV4(bytes);
     if (!v4) return undefined;
     bytes = v4;
-    if (METADATA_ADDRESSES.has(v4.join('.'))) return `${bare} carries ${v4.join('.')}, a cloud metadata address`;
   }
   if (BLOCKED_V4.some((c) => inCidr(bytes!, c))) return `${bare} is a loopback, private, link-local or reserved address`;
   return undefined;
@@ -174,7 +192,8 @@ export class HostPolicy {
     const nameAllowed = this.#names.has(h);
     for (const a of addresses) {
       const bare = a.address.split('%')[0]!;
-      if (METADATA_ADDRESSES.has(bare.toLowerCase())) return `${hostname} resolves to ${bare}, a cloud metadata address`;
+      const metadata = metadataTarget(bare);
+      if (metadata) return `${hostname} resolves to ${bare}${metadata === bare.toLowerCase() ? '' : ` (${metadata})`}, a cloud metadata address`;
       const reason = blockedReason(bare);
       if (!reason) continue;
       const bytes = v4Bytes(bare) ?? v6Bytes(bare);

@@ -1,31 +1,51 @@
 /**
  * MCP server over stdio: `google_search` (Serper) and `browse_webpage` (fetch and read a page).
  *
- *   node dist/tools/web/server.js [--allow-hosts LIST] [--timeout-ms N] [--max-bytes N] [--max-chars N]
+ *   node dist/tools/web/server.js [--allow-hosts LIST] [--resolve NAME=ADDR[,ADDR…]] [--timeout-ms N] [--max-bytes N] [--max-chars N]
  *
  * Environment: SERPER_API_KEY (google_search only), SERPER_BASE (default
  * https://google.serper.dev), WEB_ALLOW_HOSTS (what --allow-hosts sets; the two are joined).
  * browse_webpage refuses loopback, private, link-local and cloud-metadata targets, also behind
- * redirects and DNS names, unless the allowlist names them (see policy.ts).
+ * redirects and DNS names, unless the allowlist names them (see policy.ts). `--resolve` pins a
+ * name to addresses without asking DNS (as curl's `--resolve` does); the policy judges them
+ * like any others.
  */
+import { isIP } from 'node:net';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { z } from 'zod';
 import { PACKAGE_VERSION } from '../../pipeline/paths.js';
 import { browse, DEFAULT_MAX_CHARS, formatBrowse } from './browse.js';
-import { DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_MS, FetchError } from './fetch-page.js';
-import { HostPolicy } from './policy.js';
+import { DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_MS, FetchError, systemResolver, type Resolver } from './fetch-page.js';
+import { HostPolicy, type ResolvedAddress } from './policy.js';
 import { DEFAULT_SERPER_BASE, SerperError, serperSearch } from './serper.js';
 import { exitWith, serverFlags } from '../shared/flags.js';
 
 const FLAGS = {
   'allow-hosts': { kind: 'string', multiple: true },
+  resolve: { kind: 'string', multiple: true },
   'timeout-ms': { kind: 'int', min: 1 },
   'max-bytes': { kind: 'int', min: 1 },
   'max-chars': { kind: 'int', min: 1 },
 } as const;
 
 const fatal = (message: string): never => exitWith('web', message);
+
+/** `--resolve NAME=ADDR[,ADDR…]` (repeatable): those names answer with those addresses, the rest ask DNS. */
+function pinnedResolver(items: readonly string[]): Resolver {
+  const table = new Map<string, ResolvedAddress[]>();
+  for (const item of items) {
+    const eq = item.indexOf('=');
+    const name = item.slice(0, eq).trim().toLowerCase().replace(/\.$/, '');
+    const addresses = item
+      .slice(eq + 1)
+      .split(',')
+      .map((a) => a.trim().replace(/^\[|\]$/g, ''));
+    if (eq <= 0 || name === '' || addresses.some((a) => isIP(a) === 0)) fatal(`--resolve needs NAME=ADDR[,ADDR…] with IP addresses, got ${JSON.stringify(item)}`);
+    table.set(name, addresses.map((address) => ({ address, family: isIP(address) === 6 ? 6 : 4 })));
+  }
+  return async (hostname) => table.get(hostname.toLowerCase().replace(/\.$/, '')) ?? systemResolver(hostname);
+}
 
 const failed = (text: string) => ({ isError: true, content: [{ type: 'text' as const, text }] });
 
@@ -39,6 +59,7 @@ async function main(): Promise<void> {
   } catch (err) {
     fatal((err as Error).message);
   }
+  const resolve = pinnedResolver(f.resolve ?? []);
   const serperBase = env.SERPER_BASE || DEFAULT_SERPER_BASE;
   if (!/^https?:\/\//i.test(serperBase)) fatal(`SERPER_BASE is not an http(s) URL: ${JSON.stringify(serperBase)}`);
   if (!env.SERPER_API_KEY) process.stderr.write('web server: SERPER_API_KEY is not set; google_search will fail, browse_webpage works\n');
@@ -77,7 +98,7 @@ async function main(): Promise<void> {
     },
     async ({ url }) => {
       try {
-        const r = await browse(url, { policy, timeoutMs: flags.timeoutMs, maxBytes: flags.maxBytes, maxChars: flags.maxChars });
+        const r = await browse(url, { policy, resolve, timeoutMs: flags.timeoutMs, maxBytes: flags.maxBytes, maxChars: flags.maxChars });
         return { content: [{ type: 'text', text: formatBrowse(r) }] };
       } catch (err) {
         return failed(`browse_webpage failed: ${err instanceof FetchError ? err.message : `unexpected failure: ${(err as Error).message}`}`);
