@@ -1,4 +1,4 @@
-import { appendFileSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -82,7 +82,8 @@ describe('run store', () => {
     await s.append(traj('c', 'failed'));
     // Simulate SIGKILL: no close, and half a record at the end of the file.
     appendFileSync(join(dir, TRAJECTORIES), JSON.stringify(traj('b', 'ok')).slice(0, 50));
-    writeFileSync(join(dir, '.lock'), '999999999');
+    // …and its lock entry names a process that is gone.
+    writeFileSync(join(dir, '.lock', '1'), JSON.stringify({ pid: 999999999, host: 'h', token: 't' }));
     const again = await open(dir);
     expect(again.resumed).toBe(true);
     expect([...again.accepted]).toEqual(['a']);
@@ -111,14 +112,33 @@ describe('run store', () => {
     await expect(open(dir, { ...fields, 'endpoint.model': 'other' })).rejects.toThrow(/endpoint\.model/);
   });
 
-  it('refuses a second live writer', async () => {
+  it('refuses a second live writer: another process, or another store of this one', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'tf-store-'));
     const s = await open(dir);
+    const second = await open(dir).catch((e: unknown) => e);
+    expect(second).toBeInstanceOf(TrajforgeError);
+    expect((second as TrajforgeError).code).toBe('RUN_LOCKED');
+    // The entry rewritten to name a live process (vitest's parent) on another machine.
+    const entry = join(dir, '.lock', '1');
+    const mine = readFileSync(entry, 'utf8');
+    writeFileSync(entry, JSON.stringify({ pid: process.ppid, host: 'elsewhere', token: 'x' }));
+    const other = await open(dir).catch((e: unknown) => e);
+    expect((other as TrajforgeError).code).toBe('RUN_LOCKED');
+    expect((other as Error).message).toBe(`${dir}: another trajforge process (pid ${process.ppid} on elsewhere) is writing this run`);
+    writeFileSync(entry, mine);
+    await s.close('completed', 'completed');
+    // A clean close leaves no lock behind.
+    expect(existsSync(join(dir, '.lock'))).toBe(false);
+  });
+
+  it('honours the lock file of earlier versions while its pid lives, and replaces it when it does not', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tf-store-'));
     writeFileSync(join(dir, '.lock'), String(process.ppid));
     const err = await open(dir).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(TrajforgeError);
     expect((err as TrajforgeError).code).toBe('RUN_LOCKED');
-    writeFileSync(join(dir, '.lock'), String(process.pid));
+    writeFileSync(join(dir, '.lock'), '999999999');
+    const s = await open(dir);
+    expect(statSync(join(dir, '.lock')).isDirectory()).toBe(true);
     await s.close('completed', 'completed');
   });
 });

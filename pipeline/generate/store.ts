@@ -6,7 +6,7 @@
  *   trajectories.jsonl    accepted trajectories, one per sample id
  *   failures.jsonl        every failed attempt
  */
-import { closeSync, createReadStream, existsSync, fstatSync, ftruncateSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { closeSync, createReadStream, existsSync, fstatSync, ftruncateSync, openSync, readSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { mkdir, open, readFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -15,11 +15,11 @@ import { fingerprintDiff } from '../config.js';
 import { TrajforgeError } from '../errors.js';
 import { IdSet } from '../id-set.js';
 import { appendWhole } from '../jsonl.js';
+import { releaseLock, takeLock } from './lock.js';
 
 export const TRAJECTORIES = 'trajectories.jsonl';
 export const FAILURES = 'failures.jsonl';
 export const MANIFEST = 'manifest.json';
-const LOCK = '.lock';
 
 /** Cuts a partial last line (a crash mid-append) so the file ends at a newline. Returns the bytes cut. */
 export function repairTail(file: string): number {
@@ -68,15 +68,6 @@ async function scanIds(file: string, visit: (id: string, attempt: number, reason
   }
 }
 
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 export interface OpenRunOptions {
   readonly dir: string;
   /** The manifest to write when the directory holds no run yet. */
@@ -101,8 +92,12 @@ export class RunStore {
   #chain: Promise<void> = Promise.resolve();
   #writeError: Error | undefined;
 
-  private constructor(dir: string, manifest: RunManifest, resumed: boolean) {
+  /** Our entry in `.lock/`, released at close. */
+  readonly #lock: string;
+
+  private constructor(dir: string, manifest: RunManifest, resumed: boolean, lock: string) {
     this.dir = dir;
+    this.#lock = lock;
     this.#manifest = manifest;
     this.resumed = resumed;
   }
@@ -114,7 +109,8 @@ export class RunStore {
   static async open(opts: OpenRunOptions): Promise<RunStore> {
     const { dir } = opts;
     await mkdir(dir, { recursive: true });
-    RunStore.#lock(dir);
+    // One process per run directory: two writers would break "accepted at most once".
+    const lock = takeLock(dir);
     try {
       const manifestPath = join(dir, MANIFEST);
       let manifest: RunManifest;
@@ -142,7 +138,7 @@ export class RunStore {
       } else {
         manifest = opts.fresh();
       }
-      const store = new RunStore(dir, manifest, resumed);
+      const store = new RunStore(dir, manifest, resumed, lock);
       repairTail(join(dir, TRAJECTORIES));
       repairTail(join(dir, FAILURES));
       await scanIds(join(dir, TRAJECTORIES), (id) => store.accepted.add(id));
@@ -156,35 +152,8 @@ export class RunStore {
       store.writeManifest();
       return store;
     } catch (err) {
-      RunStore.#unlock(dir);
+      releaseLock(lock);
       throw err;
-    }
-  }
-
-  /** One process per run directory: two writers would break "accepted at most once". */
-  static #lock(dir: string): void {
-    const file = join(dir, LOCK);
-    try {
-      writeFileSync(file, String(process.pid), { flag: 'wx' });
-      return;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-    }
-    const holder = Number.parseInt(existsSync(file) ? String(readFileSyncSafe(file)) : '', 10);
-    if (Number.isInteger(holder) && holder !== process.pid && pidAlive(holder)) {
-      throw new TrajforgeError('RUN_LOCKED', `${dir}: another trajforge process (pid ${holder}) is writing this run`, { file });
-    }
-    // The holder died (SIGKILL): take the lock over.
-    writeFileSync(file, String(process.pid));
-  }
-
-  static #unlock(dir: string): void {
-    try {
-      const file = join(dir, LOCK);
-      // Synchronous: the CLI exits right after closing the run, and a lock left behind names a pid that may be reused.
-      if (String(readFileSyncSafe(file)) === String(process.pid)) rmSync(file, { force: true });
-    } catch {
-      // nothing to release
     }
   }
 
@@ -276,15 +245,7 @@ export class RunStore {
     try {
       this.writeManifest({ status, sessions });
     } finally {
-      RunStore.#unlock(this.dir);
+      releaseLock(this.#lock);
     }
-  }
-}
-
-function readFileSyncSafe(file: string): string {
-  try {
-    return readFileSync(file, 'utf8').trim();
-  } catch {
-    return '';
   }
 }
