@@ -408,6 +408,16 @@ export const RunCounts = z.object({
   by_reason: z.record(z.string(), z.number().int().nonnegative()),
 });
 
+/** What opening a run did to a file that did not end at a newline (a crash in the middle of a write, or a hand). */
+export const TailRepair = z.object({
+  file: z.string(),
+  /** `newline_added`: the last line was a whole record; `moved_aside`: a cut one, saved to `saved_to`. */
+  action: z.enum(['newline_added', 'moved_aside']),
+  bytes: z.number().int().nonnegative(),
+  saved_to: z.string().optional(),
+});
+export type TailRepair = z.infer<typeof TailRepair>;
+
 export const RunManifest = z.object({
   schema_version: schemaVersion,
   run_id: z.string(),
@@ -426,7 +436,13 @@ export const RunManifest = z.object({
   questions: z.object({ path: z.string().nullable(), total: z.number().int().nonnegative().nullable() }),
   counts: RunCounts,
   sessions: z.array(
-    z.object({ started_at: z.string(), finished_at: z.string().optional(), exit: z.string().optional() }),
+    z.object({
+      started_at: z.string(),
+      finished_at: z.string().optional(),
+      exit: z.string().optional(),
+      /** Files this session found not ending at a newline when it opened the run, and what it did. */
+      tail_repairs: z.array(TailRepair).optional(),
+    }),
   ),
   /** Set on a run made by `merge`: the runs it came from. */
   merged_from: z.array(z.object({ dir: z.string(), run_id: z.string(), counts: RunCounts })).optional(),

@@ -96,14 +96,29 @@ describe('run store', () => {
     expect(lines.map((l) => JSON.parse(l).id)).toEqual(['a', 'b']);
   });
 
-  it('repairTail handles a file that is all partial line, and one that is whole', () => {
+  it('repairTail keeps a whole last record, moves a cut one aside, and never truncates a file to zero', () => {
     const dir = mkdtempSync(join(tmpdir(), 'tf-store-'));
     const f = join(dir, 'x.jsonl');
-    writeFileSync(f, '{"id":"a"');
-    expect(repairTail(f)).toBe(9);
-    expect(readFileSync(f, 'utf8')).toBe('');
     writeFileSync(f, '{"id":"a"}\n');
-    expect(repairTail(f)).toBe(0);
+    expect(repairTail(f)).toBeUndefined();
+    // A whole record without its newline: the newline is added, nothing is cut.
+    writeFileSync(f, '{"id":"a"}\n{"id":"b"}');
+    expect(repairTail(f)).toEqual({ file: f, action: 'newline_added', bytes: 10 });
+    expect(readFileSync(f, 'utf8')).toBe('{"id":"a"}\n{"id":"b"}\n');
+    // A cut one: its bytes go to a file beside it, then the file is cut back to its last newline.
+    const partial = '{"id":"b", "text": "\u00e9t';
+    writeFileSync(f, `{"id":"a"}\n${partial}`);
+    const cut = repairTail(f);
+    expect(cut).toMatchObject({ file: f, action: 'moved_aside', bytes: Buffer.byteLength(partial) });
+    expect(readFileSync(f, 'utf8')).toBe('{"id":"a"}\n');
+    expect(readFileSync(cut!.saved_to!, 'utf8')).toBe(partial);
+    // Nothing but a cut line: the file is moved aside whole, not truncated to zero.
+    writeFileSync(f, '{"id":"a"');
+    const whole = repairTail(f);
+    expect(whole).toMatchObject({ action: 'moved_aside', bytes: 9 });
+    expect(existsSync(f)).toBe(false);
+    expect(readFileSync(whole!.saved_to!, 'utf8')).toBe('{"id":"a"');
+    expect(whole!.saved_to).not.toBe(cut!.saved_to);
   });
 
   it('refuses a resume with another config, naming the fields', async () => {

@@ -25,6 +25,7 @@ export function printSummary(s: GenerateSummary): void {
   out();
   out(`run        ${s.dir}${s.resumed ? ' (resumed)' : ''}  [${s.status}]`);
   out(`files      ${s.dir}/trajectories.jsonl, ${s.dir}/failures.jsonl, ${s.dir}/manifest.json`);
+  for (const n of s.notices) out(`note       ${n}`);
   out(`samples    ${s.total ?? 'unknown (stdin)'} in the question set; ${s.counts.accepted} accepted, ${s.counts.failed} failed in the run`);
   out(`session    ${done} rolled out: ${x.accepted} accepted, ${x.failed} failed${x.skippedDone ? `; ${x.skippedDone} already done, skipped` : ''}`);
   out(`failed by  ${kv(x.byReason)}`);

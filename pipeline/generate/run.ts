@@ -58,6 +58,8 @@ export interface GenerateSummary {
    * (401, 403, 404, 400), or every request of `fail_fast_after` samples in a row failed.
    */
   readonly fatal?: string | undefined;
+  /** What opening the run repaired or found (a cut last line moved aside, a config change…). */
+  readonly notices: readonly string[];
 }
 
 export interface InputReport {
@@ -150,6 +152,8 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
     throw err;
   }
 
+  // Said at once, before the progress line, and again in the summary.
+  for (const n of store.notices) plan.progress?.write(`note: ${n}\n`);
   const runId = store.manifest.run_id;
   const llm = new LlmClient(config.endpoint, { apiKey, maxConcurrency: config.concurrency });
   const tools = executor.tools();
@@ -282,5 +286,6 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
     llm: llm.stats(),
     input: input?.(),
     fatal,
+    notices: store.notices,
   };
 }

@@ -4,11 +4,11 @@
  * behind, every command's answer to a bad path or a bad line, and a resume that would mix
  * samples made under different settings.
  */
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSim, type Sim } from '../../sim/server.js';
-import { tempDir, writeConfig } from '../helpers.js';
+import { runCli, tempDir, writeConfig } from '../helpers.js';
 import { accountedIds, checkRunDir, completeLines, spawnCli, waitFor } from './util.js';
 
 let sim: Sim;
@@ -19,6 +19,7 @@ beforeAll(async () => {
 afterAll(() => sim.close());
 
 const TRAJ = 'trajectories.jsonl';
+const FAIL = 'failures.jsonl';
 
 describe('the lock', () => {
   it('two processes that find the same dead holder race for its lock: one takes it, the other is refused, no id is accepted twice', async () => {
@@ -52,5 +53,41 @@ describe('the lock', () => {
     expect(accountedIds(files).size).toBe(40);
     expect(files.ok.length + files.failed.length).toBe(40);
     expect(files.manifest?.status).toBe('completed');
+  });
+});
+
+describe('the tail of a file', () => {
+  it('a whole last record without its newline is kept; a cut one is moved aside and reported, and a file that is only a cut line is never truncated to zero', async () => {
+    const dir = tempDir('tf-tail-');
+    const out = join(dir, 'run');
+    const config = writeConfig(dir, sim.url, { concurrency: 4 });
+    const first = await runCli(['generate', '--config', config, '--limit', '8']);
+    expect(first.code, first.stderr).toBe(0);
+    const traj = readFileSync(join(out, TRAJ), 'utf8');
+    const lines = completeLines(join(out, TRAJ));
+    expect(lines.length).toBeGreaterThan(1);
+    // A hand (or a copy tool) dropped the last newline: the record itself is whole.
+    writeFileSync(join(out, TRAJ), traj.slice(0, -1));
+    // A crash cut the first record of failures.jsonl: the file is that part and nothing else.
+    const cut = lines[0]!.slice(0, 300);
+    writeFileSync(join(out, FAIL), cut);
+
+    const again = await runCli(['generate', '--config', config, '--limit', '10']);
+    expect(again.code, again.stderr).toBe(0);
+    // Every record is still there, byte for byte, the last one included: nothing was redone.
+    expect(completeLines(join(out, TRAJ)).slice(0, lines.length)).toEqual(lines);
+    const files = checkRunDir(out);
+    expect(accountedIds(files).size).toBe(10);
+    // The cut part is saved beside the file, byte for byte, and said.
+    const aside = readdirSync(out).filter((f) => f.startsWith(`${FAIL}.damaged-`));
+    expect(aside).toHaveLength(1);
+    expect(readFileSync(join(out, aside[0]!), 'utf8')).toBe(cut);
+    expect(again.stderr).toContain(`note: ${TRAJ}: its last line was a whole record without a newline; the newline was added`);
+    expect(again.stderr).toContain(`note: ${FAIL}: ${Buffer.byteLength(cut)} bytes of a last line cut short (a crash in the middle of a write) were moved to ${aside[0]}`);
+    expect(again.stdout).toContain(`note       ${FAIL}: ${Buffer.byteLength(cut)} bytes`);
+    expect(files.manifest?.sessions.at(-1)?.tail_repairs).toEqual([
+      { file: join(out, TRAJ), action: 'newline_added', bytes: Buffer.byteLength(lines.at(-1)!) },
+      { file: join(out, FAIL), action: 'moved_aside', bytes: Buffer.byteLength(cut), saved_to: join(out, aside[0]!) },
+    ]);
   });
 });
