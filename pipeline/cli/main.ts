@@ -4,6 +4,7 @@
  */
 import { parseArgs } from 'node:util';
 import { TrajforgeError } from '../errors.js';
+import { fsError, isFsError } from '../files.js';
 import { PACKAGE_VERSION } from '../paths.js';
 
 const HELP = `trajforge ${PACKAGE_VERSION}: agentic SFT trajectories over MCP tools
@@ -93,6 +94,13 @@ export async function main(argv: string[]): Promise<number> {
     if ((err as NodeJS.ErrnoException).code?.startsWith('ERR_PARSE_ARGS')) {
       process.stderr.write(`error: ${(err as Error).message}\n`);
       return 2;
+    }
+    // A path the user named that a call could not use, where no command said so itself: the
+    // path and the reason still beat a stack trace.
+    if (isFsError(err) && err.path !== undefined) {
+      const e = fsError(err.path, err, `cannot ${err.syscall}`);
+      process.stderr.write(`error: ${e.message}\n`);
+      return e.code === 'WRITE_FAILED' ? 1 : 2;
     }
     throw err;
   }

@@ -5,6 +5,7 @@ import { parseArgs } from 'node:util';
 import { FailureReason, type RunConfig } from '../../schemas/index.js';
 import { loadConfig, resolveConfig, type ConfigOverrides } from '../config.js';
 import { TrajforgeError } from '../errors.js';
+import { fsReason } from '../files.js';
 import { stderrSink } from '../generate/progress.js';
 import { DEFAULT_MAX_ATTEMPTS, rerun } from '../dataset/rerun.js';
 import { MANIFEST } from '../generate/store.js';
@@ -29,7 +30,8 @@ function configFromManifest(dir: string): RunConfig {
   try {
     manifest = JSON.parse(readFileSync(file, 'utf8'));
   } catch (err) {
-    throw new TrajforgeError('BAD_INPUT', `${dir}: not a run directory (${(err as Error).message})`, { file });
+    const why = (err as NodeJS.ErrnoException).code === 'ENOENT' ? `no ${MANIFEST}` : err instanceof SyntaxError ? `${MANIFEST} is not valid JSON` : fsReason(err);
+    throw new TrajforgeError('BAD_INPUT', `${dir}: not a run directory (${why})`, { file });
   }
   if (JSON.stringify(manifest.config ?? {}).includes('[redacted]')) {
     throw new TrajforgeError('BAD_USAGE', `${file}: the recorded config had secrets, which were redacted; pass the original with --config`, { file });

@@ -24,6 +24,7 @@ import { existsSync, linkSync, lstatSync, mkdirSync, readdirSync, readFileSync, 
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { TrajforgeError } from '../errors.js';
+import { pidAlive, removeDeadTemps } from '../files.js';
 
 export const LOCK = '.lock';
 
@@ -45,15 +46,6 @@ interface Entry {
 
 /** Entries this process holds (path → token), so a same-pid entry can be told from a restarted container's. */
 const held = new Map<string, string>();
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 function readEntry(file: string): Entry | undefined {
   let text: string;
@@ -94,14 +86,6 @@ function clearLegacy(dir: string, path: string): void {
   rmSync(path, { force: true });
 }
 
-/** Temporary names (`<pid>-<token>.tmp`) left in `.lock/` by a process killed while taking the lock. */
-function clearDeadTemps(lockDir: string): void {
-  for (const name of readdirSync(lockDir)) {
-    const m = /^(\d+)-[0-9a-f]+\.tmp$/.exec(name);
-    if (m && Number(m[1]) !== process.pid && !pidAlive(Number(m[1]))) rmSync(join(lockDir, name), { force: true });
-  }
-}
-
 function pauseForTest(): void {
   const go = process.env[PAUSE_ENV];
   if (!go) return;
@@ -139,7 +123,8 @@ export function takeLock(dir: string): string {
   const mine: Entry = { pid: process.pid, host: hostname(), token: randomBytes(8).toString('hex') };
   const temp = writeTemp(lockDir, mine);
   try {
-    clearDeadTemps(lockDir);
+    // Temporary names left by a process killed while it took the lock.
+    removeDeadTemps(lockDir, /^(\d+)-[0-9a-f]+\.tmp$/);
     for (let round = 0; round < MAX_ROUNDS; round++) {
       const top = highest(lockDir);
       if (top > 0) {
@@ -186,5 +171,24 @@ export function releaseLock(entry: string): void {
     rmdirSync(join(entry, '..'));
   } catch {
     // already gone, or other entries remain
+  }
+}
+
+/** Who holds a run's lock now, if anyone: for a reader (merge) that says a run is still being written. */
+export function lockHolder(dir: string): { readonly pid: number; readonly host: string } | undefined {
+  const lockDir = join(dir, LOCK);
+  try {
+    if (!lstatSync(lockDir).isDirectory()) {
+      const pid = Number.parseInt(readFileSync(lockDir, 'utf8').trim(), 10);
+      return Number.isInteger(pid) && pid !== process.pid && pidAlive(pid) ? { pid, host: '' } : undefined;
+    }
+    const top = highest(lockDir);
+    if (top === 0) return undefined;
+    const file = join(lockDir, String(top));
+    const holder = readEntry(file);
+    return holder && alive(file, holder) ? holder : undefined;
+  } catch {
+    // no lock, or one we cannot read: nothing to say
+    return undefined;
   }
 }

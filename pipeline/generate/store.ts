@@ -6,114 +6,22 @@
  *   trajectories.jsonl    accepted trajectories, one per sample id
  *   failures.jsonl        every failed attempt
  */
-import { closeSync, createReadStream, existsSync, fstatSync, fsyncSync, ftruncateSync, openSync, readSync, renameSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
+import { createReadStream, existsSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { mkdir, open, readFile, type FileHandle } from 'node:fs/promises';
-import { basename, join } from 'node:path';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { RunManifest, type TailRepair, type Trajectory } from '../../schemas/index.js';
+import { RunManifest, type Trajectory } from '../../schemas/index.js';
 import { fingerprintDiff } from '../config.js';
 import { TrajforgeError } from '../errors.js';
 import { IdSet } from '../id-set.js';
 import { appendWhole } from '../jsonl.js';
+import { fsError } from '../files.js';
 import { releaseLock, takeLock } from './lock.js';
+import { describeTailRepair, parseRunLine, repairTail } from './run-lines.js';
 
 export const TRAJECTORIES = 'trajectories.jsonl';
 export const FAILURES = 'failures.jsonl';
 export const MANIFEST = 'manifest.json';
-
-/** The bytes of `fd` from `start` to `end`. */
-function readRange(fd: number, start: number, end: number): Buffer {
-  const buf = Buffer.alloc(end - start);
-  for (let at = 0; at < buf.length; ) {
-    const n = readSync(fd, buf, at, buf.length - at, start + at);
-    if (n === 0) break;
-    at += n;
-  }
-  return buf;
-}
-
-/** A name beside `file` that nothing holds yet, for the bytes moved off its end. */
-function sidecarName(file: string): string {
-  const stamp = new Date().toISOString().replace(/[:.]/g, '-');
-  for (let i = 0; ; i++) {
-    const name = `${file}.damaged-${stamp}${i ? `-${i}` : ''}`;
-    if (!existsSync(name)) return name;
-  }
-}
-
-/**
- * Makes `file` end at a newline, losing nothing. A last line without its newline is either
- * a whole record (the newline is added) or the part of one that a crash cut (those bytes are
- * moved to `FILE.damaged-TIME` beside it, and the sample is redone). A file that is nothing
- * but such a part is renamed aside whole, never truncated to zero. Undefined when the file
- * already ends at a newline.
- */
-export function repairTail(file: string): TailRepair | undefined {
-  if (!existsSync(file)) return undefined;
-  const fd = openSync(file, 'r+');
-  let aside: string | undefined;
-  try {
-    const size = fstatSync(fd).size;
-    if (size === 0) return undefined;
-    const chunk = Buffer.alloc(Math.min(size, 1 << 16));
-    let keep = 0;
-    // Walk back to the last newline; a last line longer than one chunk takes several reads.
-    for (let end = size; end > 0; ) {
-      const start = Math.max(0, end - chunk.length);
-      const n = readSync(fd, chunk, 0, end - start, start);
-      const nl = chunk.subarray(0, n).lastIndexOf(0x0a);
-      if (nl >= 0) {
-        keep = start + nl + 1;
-        break;
-      }
-      end = start;
-    }
-    if (keep === size) return undefined;
-    const tail = readRange(fd, keep, size);
-    if (isWholeLine(tail)) {
-      writeSync(fd, '\n', size);
-      return { file, action: 'newline_added', bytes: tail.length };
-    }
-    const saved = sidecarName(file);
-    if (keep === 0) {
-      aside = saved;
-    } else {
-      // Saved (and synced) before the cut: a crash in between leaves the bytes twice, not nowhere.
-      const out = openSync(saved, 'wx');
-      try {
-        appendWhole(out, tail);
-        fsyncSync(out);
-      } finally {
-        closeSync(out);
-      }
-      ftruncateSync(fd, keep);
-    }
-    return { file, action: 'moved_aside', bytes: tail.length, saved_to: saved };
-  } finally {
-    closeSync(fd);
-    if (aside) renameSync(file, aside);
-  }
-}
-
-/** A last line that a crash did not cut: JSON that parses (the records check it later), or blanks. */
-function isWholeLine(tail: Buffer): boolean {
-  const text = tail.toString('utf8');
-  if (text.trim() === '') return true;
-  try {
-    JSON.parse(text);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** What `repairTail` did, for the person who resumes the run. */
-export function describeTailRepair(r: TailRepair): string {
-  const name = basename(r.file);
-  return r.action === 'newline_added'
-    ? `${name}: its last line was a whole record without a newline; the newline was added`
-    : `${name}: ${r.bytes} bytes of a last line cut short (a crash in the middle of a write) were moved to ${basename(r.saved_to ?? '')}; that sample is redone`;
-}
 
 /** Each line's `id`, `attempt` and `reason`, without keeping the records. */
 async function scanIds(file: string, visit: (id: string, attempt: number, reason: string) => void): Promise<void> {
@@ -123,13 +31,7 @@ async function scanIds(file: string, visit: (id: string, attempt: number, reason
   for await (const text of rl) {
     line++;
     if (text.trim() === '') continue;
-    let rec: { id?: unknown; attempt?: unknown; reason?: unknown };
-    try {
-      rec = JSON.parse(text);
-    } catch {
-      throw new TrajforgeError('BAD_INPUT', `${file}:${line}: not valid JSON; the run directory was changed by hand?`, { file, line });
-    }
-    if (typeof rec.id !== 'string') throw new TrajforgeError('BAD_INPUT', `${file}:${line}: id: missing`, { file, line, field: 'id' });
+    const rec = parseRunLine(text, file, line);
     visit(rec.id, typeof rec.attempt === 'number' ? rec.attempt : 0, typeof rec.reason === 'string' ? rec.reason : 'unknown');
   }
 }
@@ -176,7 +78,11 @@ export class RunStore {
 
   static async open(opts: OpenRunOptions): Promise<RunStore> {
     const { dir } = opts;
-    await mkdir(dir, { recursive: true });
+    try {
+      await mkdir(dir, { recursive: true });
+    } catch (err) {
+      throw fsError(dir, err, 'cannot make the run directory');
+    }
     // One process per run directory: two writers would break "accepted at most once".
     const lock = takeLock(dir);
     try {

@@ -4,11 +4,11 @@
  * behind, every command's answer to a bad path or a bad line, and a resume that would mix
  * samples made under different settings.
  */
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSim, type Sim } from '../../sim/server.js';
-import { runCli, tempDir, writeConfig } from '../helpers.js';
+import { CLI, runCli, tempDir, writeConfig } from '../helpers.js';
 import { accountedIds, checkRunDir, completeLines, spawnCli, waitFor } from './util.js';
 
 let sim: Sim;
@@ -89,5 +89,182 @@ describe('the tail of a file', () => {
       { file: join(out, TRAJ), action: 'newline_added', bytes: Buffer.byteLength(lines.at(-1)!) },
       { file: join(out, FAIL), action: 'moved_aside', bytes: Buffer.byteLength(cut), saved_to: join(out, aside[0]!) },
     ]);
+  });
+});
+
+/** `error: …` naming the place, exit 2, and no stack trace. */
+function expectUserError(res: { code: number | null; stderr: string }, message: RegExp, what: string): void {
+  expect(res.stderr, what).not.toMatch(/internal error|\n\s+at /);
+  expect(res.stderr, what).toMatch(message);
+  expect(res.code, `${what}\n${res.stderr}`).toBe(2);
+}
+
+describe('every command fails cleanly', () => {
+  it('a file, a symbolic link loop or a directory where a path belongs, and a null line where a record belongs: a message naming the path, exit 2', async () => {
+    const dir = tempDir('tf-paths-');
+    const config = writeConfig(dir, sim.url, { concurrency: 4 });
+    const run = join(dir, 'run');
+    expect((await runCli(['generate', '--config', config, '--limit', '3'])).code).toBe(0);
+    const file = join(dir, 'a-file');
+    writeFileSync(file, 'not a directory\n');
+    symlinkSync(join(dir, 'loop-b'), join(dir, 'loop-a'));
+    symlinkSync(join(dir, 'loop-a'), join(dir, 'loop-b'));
+    const loop = join(dir, 'loop-a');
+    const aDir = join(dir, 'a-dir');
+    mkdirSync(aDir);
+    // A run whose files hold a null line where a record belongs.
+    const nullRun = join(dir, 'null-run');
+    cpSync(run, nullRun, { recursive: true });
+    appendFileSync(join(nullRun, TRAJ), 'null\n');
+    const nullRows = join(dir, 'null.jsonl');
+    writeFileSync(nullRows, `${completeLines(join(run, TRAJ))[0]}\nnull\n`);
+    const lines = completeLines(join(run, TRAJ)).length;
+
+    const gen = ['generate', '--config', config, '--limit', '3'];
+    const cases: [string[], RegExp][] = [
+      [[...gen, '--out', file], /^error: .*a-file: cannot make the run directory: a file is in the way \(EEXIST\)$/m],
+      [[...gen, '--out', join(file, 'run')], /^error: .*a-file\/run: cannot make the run directory: a part of the path is a file, not a directory \(ENOTDIR\)$/m],
+      [[...gen, '--out', loop], /^error: .*loop-a: cannot make the run directory: a loop of symbolic links \(ELOOP\)$/m],
+      [[...gen, '--out', nullRun], new RegExp(`^error: .*null-run/${TRAJ}:${lines + 1}: expected a record \\(a JSON object\\), got null$`, 'm')],
+      [['rerun', nullRun], new RegExp(`^error: .*null-run/${TRAJ}:${lines + 1}: expected a record \\(a JSON object\\), got null$`, 'm')],
+      [['rerun', loop], /^error: .*loop-a: not a run directory \(a loop of symbolic links \(ELOOP\)\)$/m],
+      [['merge', run, '--out', file], /^error: .*a-file: exists and is a file; merge writes a new run directory$/m],
+      [['merge', run, '--out', join(file, 'merged')], /^error: merge: --out .*a-file\/merged: a part of the path is a file, not a directory \(ENOTDIR\)$/m],
+      [['merge', run, '--out', loop], /^error: merge: --out .*loop-a: a loop of symbolic links \(ELOOP\)$/m],
+      [['merge', loop, '--out', join(dir, 'm1')], /^error: .*loop-a: not a run directory: a loop of symbolic links \(ELOOP\)$/m],
+      [['merge', nullRun, '--out', join(dir, 'm2')], new RegExp(`^error: .*null-run/${TRAJ}:${lines + 1}: expected a record \\(a JSON object\\), got null$`, 'm')],
+    ];
+    for (const [cmd, extra] of [['validate', []], ['stats', []], ['filter', ['--out', join(dir, 'f.jsonl')]], ['export', ['--format', 'text', '--all', '--out', join(dir, 'e.jsonl')]], ['report', ['--out', join(dir, 'r.html')]]] as const) {
+      cases.push([[cmd, loop, ...extra], /^error: .*loop-a: cannot read: a loop of symbolic links \(ELOOP\)$/m]);
+      cases.push([[cmd, join(file, 'x.jsonl'), ...extra], /^error: .*a-file\/x\.jsonl: cannot read: a part of the path is a file, not a directory \(ENOTDIR\)$/m]);
+      cases.push([[cmd, nullRows, ...extra], /^error: .*null\.jsonl:2: .*got null$/m]);
+      cases.push([[cmd, nullRun, ...extra], new RegExp(`^error: .*null-run/${TRAJ}:${lines + 1}: .*got null$`, 'm')]);
+    }
+    for (const [cmd, flag, extra] of [['filter', '--out', []], ['filter', '--rejects', ['--out', join(dir, 'kept.jsonl')]], ['export', '--out', ['--format', 'text']], ['report', '--out', []]] as const) {
+      cases.push([[cmd, run, ...extra, flag, loop], new RegExp(`^error: ${cmd}: ${flag} .*loop-a: a loop of symbolic links \\(ELOOP\\)$`, 'm')]);
+      cases.push([[cmd, run, ...extra, flag, join(file, 'x')], new RegExp(`^error: ${cmd}: ${flag} .*a-file/x: a part of the path is a file, not a directory \\(ENOTDIR\\)$`, 'm')]);
+      cases.push([[cmd, run, ...extra, flag, aDir], new RegExp(`^error: ${cmd}: ${flag} .*a-dir is a directory; name a file$`, 'm')]);
+    }
+    // Four at a time: each is a process of its own.
+    for (let i = 0; i < cases.length; i += 4) {
+      const batch = cases.slice(i, i + 4);
+      const results = await Promise.all(batch.map(([args]) => runCli(args)));
+      results.forEach((res, j) => expectUserError(res, batch[j]![1], batch[j]![0].join(' ')));
+    }
+    // Nothing was written where a path was refused.
+    expect(readdirSync(aDir)).toEqual([]);
+    expect(readFileSync(file, 'utf8')).toBe('not a directory\n');
+  });
+});
+
+/**
+ * A run directory of `n` accepted records made from one real record, slimmed (no messages, no
+ * calls) and given ids of their own: big enough in lines for a kill to land mid-write.
+ */
+function bigRun(from: string, to: string, n: number): void {
+  const real = JSON.parse(completeLines(join(from, TRAJ))[0]!) as Record<string, unknown>;
+  const slim = { ...real, messages: [], tool_calls: [], total_tool_calls: 0, tools_used: [], interleaved_text: '<answer>x</answer>' };
+  const rows: string[] = [];
+  for (let i = 0; i < n; i++) rows.push(JSON.stringify({ ...slim, id: `big-${i}`, question_id: `big-${i}` }));
+  mkdirSync(to, { recursive: true });
+  writeFileSync(join(to, TRAJ), `${rows.join('\n')}\n`);
+  writeFileSync(join(to, FAIL), '');
+  cpSync(join(from, 'manifest.json'), join(to, 'manifest.json'));
+}
+
+describe('merge', () => {
+  it('over a run still being written: merges the records complete when it started, says so, and leaves out a line under way', async () => {
+    const dir = tempDir('tf-merge-live-');
+    const out = join(dir, 'run');
+    const args = ['generate', '--config', writeConfig(dir, sim.url, { concurrency: 4 }), '--limit', '30'];
+    const writer = spawnCli(args);
+    try {
+      expect(await waitFor(() => completeLines(join(out, TRAJ)).length >= 3, 30_000), writer.stderr()).toBe(true);
+      // Stopped in the middle of an append: half a record at the end of the file, the lock held.
+      writer.child.kill('SIGSTOP');
+      const before = completeLines(join(out, TRAJ));
+      const half = before[0]!.slice(0, 500);
+      appendFileSync(join(out, TRAJ), half);
+      const merged = await runCli(['merge', out, '--out', join(dir, 'merged')]);
+      expect(merged.code, merged.stderr).toBe(0);
+      expect(merged.stderr).toContain(`note: ${out} is still being written (pid ${writer.child.pid}): merged the records it held when merge started`);
+      expect(merged.stderr).toContain(`note: ${join(out, TRAJ)}: left out its last ${Buffer.byteLength(half)} bytes, a line that is not whole`);
+      checkRunDir(join(dir, 'merged'));
+      expect(completeLines(join(dir, 'merged', TRAJ)).sort()).toEqual([...before].sort());
+      // Let the writer go on (its half line is ours, not its: cut it off first) and merge while it writes.
+      writeFileSync(join(out, TRAJ), `${before.join('\n')}\n`);
+      writer.child.kill('SIGCONT');
+      for (let i = 0; i < 5; i++) {
+        const at = completeLines(join(out, TRAJ));
+        const again = await runCli(['merge', out, '--out', join(dir, `merged-${i}`)]);
+        expect(again.code, again.stderr).toBe(0);
+        const m = checkRunDir(join(dir, `merged-${i}`));
+        expect(m.ok.length).toBeGreaterThanOrEqual(at.length);
+        expect(m.manifest?.counts.accepted).toBe(m.ok.length);
+      }
+    } finally {
+      writer.child.kill('SIGCONT');
+      await writer.exited;
+    }
+    // Every record merged was one the run holds, whole.
+    const final = new Set(completeLines(join(out, TRAJ)));
+    for (let i = 0; i < 5; i++) for (const l of completeLines(join(dir, `merged-${i}`, TRAJ))) expect(final.has(l)).toBe(true);
+  });
+
+  it('on a disk that fails mid-merge (EFBIG): exit 1 naming the file, and no run directory, half-written or temporary, is left', async () => {
+    const dir = tempDir('tf-merge-efbig-');
+    const config = writeConfig(dir, sim.url, { concurrency: 4 });
+    expect((await runCli(['generate', '--config', config, '--limit', '2'])).code).toBe(0);
+    bigRun(join(dir, 'run'), join(dir, 'big'), 2000);
+    const merged = join(dir, 'merged');
+    // ulimit -f counts 1 KiB blocks: the merged trajectories outgrow it part of the way through.
+    const res = spawnCli([], {}, { file: 'bash', args: ['-c', 'ulimit -f 200 && exec "$0" "$@"', process.execPath, CLI, 'merge', join(dir, 'big'), '--out', merged] });
+    const { code } = await res.exited;
+    expect(res.stderr()).not.toMatch(/internal error|\n\s+at /);
+    expect(res.stderr()).toMatch(/^error: .*trajectories\.jsonl: merge: cannot write: the file is too large \(a file-size limit\) \(EFBIG\)$/m);
+    expect(code, res.stderr()).toBe(1);
+    expect(existsSync(merged)).toBe(false);
+    expect(readdirSync(dir).filter((f) => f.includes('.merge-'))).toEqual([]);
+  });
+
+  it('killed in the middle: its temporary directory does not block the next merge, which removes it', async () => {
+    const dir = tempDir('tf-merge-kill-');
+    const config = writeConfig(dir, sim.url, { concurrency: 4 });
+    expect((await runCli(['generate', '--config', config, '--limit', '2'])).code).toBe(0);
+    bigRun(join(dir, 'run'), join(dir, 'big'), 20_000);
+    const merged = join(dir, 'merged');
+    const partial = (): string[] => [...readdirSync(dir).filter((f) => f.includes('.merge-')), ...(existsSync(merged) ? readdirSync(merged) : [])];
+    const first = spawnCli(['merge', join(dir, 'big'), '--out', merged]);
+    // The moment the merge has something on disk, it is killed.
+    expect(await waitFor(() => partial().length > 0, 30_000, 2), first.stderr()).toBe(true);
+    first.child.kill('SIGKILL');
+    expect((await first.exited).signal).toBe('SIGKILL');
+    expect(existsSync(join(merged, 'manifest.json'))).toBe(false);
+
+    const again = await runCli(['merge', join(dir, 'big'), '--out', merged]);
+    expect(again.code, again.stderr).toBe(0);
+    expect(readdirSync(dir).filter((f) => f.includes('.merge-'))).toEqual([]);
+    const files = checkRunDir(merged);
+    expect(files.ok.length).toBe(20_000);
+  });
+});
+
+describe('leftover temporary files', () => {
+  it('a filter killed while writing leaves a temporary file that the next filter to the same place removes', async () => {
+    const dir = tempDir('tf-filter-kill-');
+    const config = writeConfig(dir, sim.url, { concurrency: 4 });
+    expect((await runCli(['generate', '--config', config, '--limit', '2'])).code).toBe(0);
+    bigRun(join(dir, 'run'), join(dir, 'big'), 20_000);
+    const kept = join(dir, 'kept.jsonl');
+    const temps = (): string[] => readdirSync(dir).filter((f) => f.startsWith('.kept.jsonl.') && f.endsWith('.tmp'));
+    const first = spawnCli(['filter', join(dir, 'big'), '--keep', 'status == ok', '--out', kept]);
+    expect(await waitFor(() => temps().length > 0, 30_000, 2), first.stderr()).toBe(true);
+    first.child.kill('SIGKILL');
+    await first.exited;
+    expect(temps()).toHaveLength(1);
+    const again = await runCli(['filter', join(dir, 'big'), '--keep', 'status == ok', '--out', kept]);
+    expect(again.code, again.stderr).toBe(0);
+    expect(temps()).toEqual([]);
+    expect(completeLines(kept)).toHaveLength(20_000);
   });
 });
