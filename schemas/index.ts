@@ -440,8 +440,14 @@ export const RunManifest = z.object({
       started_at: z.string(),
       finished_at: z.string().optional(),
       exit: z.string().optional(),
+      /** The trajforge that ran this session. */
+      trajforge_version: z.string().optional(),
       /** Files this session found not ending at a newline when it opened the run, and what it did. */
       tail_repairs: z.array(TailRepair).optional(),
+      /** Fingerprint fields this session changed on purpose (`--allow-config-change`), with the values before and after. */
+      config_changes: z.array(z.object({ field: z.string(), before: z.unknown(), after: z.unknown() })).optional(),
+      /** Fingerprint fields the manifest did not record before this session (written by an earlier trajforge). */
+      fingerprint_fields_added: z.array(z.string()).optional(),
     }),
   ),
   /** Set on a run made by `merge`: the runs it came from. */

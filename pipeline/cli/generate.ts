@@ -64,6 +64,7 @@ export async function run(argv: string[]): Promise<number> {
       'no-cache': { type: 'boolean' },
       'cache-dir': { type: 'string' },
       'on-bad-row': { type: 'string' },
+      'allow-config-change': { type: 'boolean' },
       help: { type: 'boolean' },
     },
     strict: true,
@@ -96,7 +97,7 @@ export async function run(argv: string[]): Promise<number> {
   }
   const config = loadConfig(values.config, overrides);
   if (onBadRow !== undefined) config.questions.on_bad_row = onBadRow;
-  return runInterruptibly((signal) => generate({ config, signal, progress: stderrSink() }));
+  return runInterruptibly((signal) => generate({ config, signal, progress: stderrSink(), allowConfigChange: values['allow-config-change'] }));
 }
 
 /**

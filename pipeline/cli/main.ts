@@ -43,6 +43,8 @@ trajforge generate options (each overrides the config file):
   --on-bad-row M    error (default: a bad question row stops the run) or skip (counted, reported)
   --no-cache        neither read nor write the tool-result cache
   --cache-dir DIR   where the tool-result cache lives (default ~/.cache/trajforge)
+  --allow-config-change   resume a run although the config now changes what a sample is
+                    (model, sampling, tools, servers, prompts…); the change is recorded
 
 Exit codes: 0 run completed, 1 run failed, 2 bad input or usage, 130 interrupted (resumable).
 `;

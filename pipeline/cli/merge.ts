@@ -25,6 +25,7 @@ export async function run(argv: string[]): Promise<number> {
   if (!values.out || positionals.length === 0) throw new TrajforgeError('BAD_USAGE', `merge: runs and --out DIR are required\n\n${USAGE}`);
   const r = await merge({ runs: positionals, out: values.out, allowMismatch: values['allow-mismatch'] });
   for (const l of r.live) process.stderr.write(`note: ${l.dir} is still being written (pid ${l.pid}): merged the records it held when merge started\n`);
+  if (r.unrecorded.length) process.stderr.write(`note: some runs do not record ${r.unrecorded.join(', ')} (an earlier trajforge wrote them), so those could not be compared\n`);
   for (const c of r.cut) process.stderr.write(`note: ${c.file}: left out its last ${c.bytes} bytes, a line that is not whole (a write under way, or cut by a crash)\n`);
   process.stdout.write(`merged ${positionals.length} runs into ${r.out}: ${r.accepted} accepted, ${r.failed} failed, ${r.superseded} superseded records left out\n`);
   if (r.conflicts.length) {

@@ -21,6 +21,7 @@ appends the results to the run. The questions come from the failure records.
   --config F          the run config (default: the one recorded in the run's manifest)
   --base-url URL      the endpoint, when it moved since the run began
   --concurrency N     samples in flight
+  --allow-config-change   go on although the config changes what a sample is (recorded in the manifest)
 `;
 
 /** The config recorded in the manifest; secrets were redacted there, so a run that had some needs --config. */
@@ -49,6 +50,7 @@ export async function run(argv: string[]): Promise<number> {
       config: { type: 'string' },
       'base-url': { type: 'string' },
       concurrency: { type: 'string' },
+      'allow-config-change': { type: 'boolean' },
       help: { type: 'boolean' },
     },
   });
@@ -67,5 +69,5 @@ export async function run(argv: string[]): Promise<number> {
   if (maxAttempts === 0) throw new TrajforgeError('BAD_USAGE', '--max-attempts: at least 1');
   const overrides: ConfigOverrides = { baseUrl: values['base-url'], concurrency: int('concurrency', values.concurrency) };
   const base = values.config ? loadConfig(values.config, overrides) : resolveConfig(configFromManifest(dir), join(dir, MANIFEST), overrides);
-  return runInterruptibly((signal) => rerun({ dir, config: base, reasons, maxAttempts, signal, progress: stderrSink() }));
+  return runInterruptibly((signal) => rerun({ dir, config: base, reasons, maxAttempts, signal, progress: stderrSink(), allowConfigChange: values['allow-config-change'] }));
 }

@@ -9,7 +9,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { basename, dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { RunManifest, SCHEMA_VERSION } from '../../schemas/index.js';
-import { fingerprint, fingerprintDiff } from '../config.js';
+import { compareFingerprints, fingerprint } from '../config.js';
 import { TrajforgeError } from '../errors.js';
 import { fsError, removeDeadTemps, statPath } from '../files.js';
 import { PACKAGE_VERSION } from '../paths.js';
@@ -42,6 +42,8 @@ export interface MergeReport {
   readonly live: readonly { readonly dir: string; readonly pid: number }[];
   /** Last lines left out because they were not whole (a write cut, or under way). */
   readonly cut: readonly { readonly file: string; readonly bytes: number }[];
+  /** Fingerprint fields that some runs do not record (written by an earlier trajforge), so could not be compared. */
+  readonly unrecorded: readonly string[];
 }
 
 interface Pick {
@@ -157,10 +159,13 @@ export async function merge(opts: MergeOptions): Promise<MergeReport> {
   removeDeadTemps(dirname(temp.path), temp.pattern);
   const manifests = runs.map(readManifest);
   const base = comparable(manifests[0]!.fingerprint_fields);
-  for (let r = 1; r < runs.length && !opts.allowMismatch; r++) {
-    const diff = fingerprintDiff(base, comparable(manifests[r]!.fingerprint_fields));
-    if (diff.length) {
-      throw new TrajforgeError('RUN_MISMATCH', `${runs[r]}: made with another config than ${runs[0]} (${diff.join(', ')} differ); pass --allow-mismatch to merge anyway`, {
+  const unrecorded = new Set<string>();
+  for (let r = 1; r < runs.length; r++) {
+    // A field one run does not record (an earlier trajforge wrote it) cannot be compared: said, not refused.
+    const { changed, unknown } = compareFingerprints(base, comparable(manifests[r]!.fingerprint_fields));
+    for (const k of unknown) unrecorded.add(k);
+    if (changed.length && !opts.allowMismatch) {
+      throw new TrajforgeError('RUN_MISMATCH', `${runs[r]}: made with another config than ${runs[0]} (${changed.join(', ')} differ); pass --allow-mismatch to merge anyway`, {
         file: runs[r],
       });
     }
@@ -267,5 +272,5 @@ export async function merge(opts: MergeOptions): Promise<MergeReport> {
     if (err instanceof TrajforgeError) throw err;
     throw fsError(writing, err, 'merge: cannot write');
   }
-  return { out, accepted, failed, superseded: read - accepted - failed, conflicts, live, cut };
+  return { out, accepted, failed, superseded: read - accepted - failed, conflicts, live, cut, unrecorded: [...unrecorded].sort() };
 }

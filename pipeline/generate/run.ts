@@ -27,6 +27,8 @@ export interface GenerateOptions {
   /** Aborting stops scheduling, cancels the rollouts in flight (they are redone on resume) and closes the run. */
   readonly signal?: AbortSignal | undefined;
   readonly progress?: ProgressSink | undefined;
+  /** Resume a run whose fingerprint fields differ from this config's, recording the change. Default false. */
+  readonly allowConfigChange?: boolean | undefined;
 }
 
 /** What this session did, for the summary. */
@@ -97,7 +99,7 @@ export async function generate(opts: GenerateOptions): Promise<GenerateSummary> 
   // Reads the rows the run will use once: a broken one stops the run here, before anything
   // is written. Stdin can be read only once, so it goes uncounted.
   const total = questionsPath === '-' ? null : await countSamples({ path: questionsPath, config: config.questions });
-  const fields = fingerprintFields(config);
+  const fields = fingerprintFields(config, env);
   return runSession({
     ...opts,
     total,
@@ -105,6 +107,8 @@ export async function generate(opts: GenerateOptions): Promise<GenerateSummary> 
       RunStore.open({
         dir: config.output.dir,
         fingerprintFields: fields,
+        allowConfigChange: opts.allowConfigChange,
+        config: redactConfig(config, env),
         fresh: (): RunManifest => {
           const now = new Date().toISOString();
           return {

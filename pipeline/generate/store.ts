@@ -11,9 +11,10 @@ import { mkdir, open, readFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { RunManifest, type Trajectory } from '../../schemas/index.js';
-import { fingerprintDiff } from '../config.js';
+import { compareFingerprints, fingerprint } from '../config.js';
 import { TrajforgeError } from '../errors.js';
 import { IdSet } from '../id-set.js';
+import { PACKAGE_VERSION } from '../paths.js';
 import { appendWhole } from '../jsonl.js';
 import { fsError } from '../files.js';
 import { releaseLock, takeLock } from './lock.js';
@@ -42,6 +43,52 @@ export interface OpenRunOptions {
   readonly fresh: () => RunManifest;
   /** Resuming requires the same fingerprint; the message names the fields that differ. */
   readonly fingerprintFields: Record<string, unknown>;
+  /** Resume even when fingerprint fields differ; the change is recorded in the new session. */
+  readonly allowConfigChange?: boolean | undefined;
+  /** The config as it may be written (redacted): replaces the manifest's when a change is allowed. */
+  readonly config?: Record<string, unknown> | undefined;
+}
+
+type Session = RunManifest['sessions'][number];
+
+/**
+ * Whether a resume may go on, and with what: the same fingerprint, or a changed one on
+ * purpose (`allowConfigChange`). Returns the manifest to go on with, what the new session
+ * records, and what to tell the person running it.
+ */
+function resumeWith(manifest: RunManifest, opts: OpenRunOptions, file: string): { manifest: RunManifest; session: Partial<Session>; notices: string[] } {
+  const before = manifest.fingerprint_fields;
+  const now = opts.fingerprintFields;
+  const { changed, unknown } = compareFingerprints(before, now);
+  // Fields the manifest lacks were added to the fingerprint after the run began. (A field it has
+  // that this version no longer records cannot be compared either; it is dropped.)
+  const added = unknown.filter((k) => Object.hasOwn(now, k));
+  if (changed.length && !opts.allowConfigChange) {
+    throw new TrajforgeError(
+      'RUN_MISMATCH',
+      `${opts.dir}: this run was made with another config; these fields differ: ${changed.join(', ')}. Use another --out, restore the original values, or pass --allow-config-change to go on with the new ones (the change is recorded in the manifest).`,
+      { file, field: changed[0] },
+    );
+  }
+  const notices: string[] = [];
+  const previous = manifest.sessions.at(-1)?.trajforge_version ?? manifest.trajforge_version;
+  if (previous !== PACKAGE_VERSION) notices.push(`this run was last written by trajforge ${previous}; this is ${PACKAGE_VERSION}: its prompts, repairs and checks may differ, so samples made by the two may too`);
+  if (added.length) notices.push(`this run's manifest does not record ${added.join(', ')} (an earlier trajforge wrote it): a change there since the run began cannot be told; recorded from now on`);
+  if (changed.length) notices.push(`going on with a changed config (--allow-config-change): ${changed.join(', ')} differ from the run's; recorded in the manifest (sessions[].config_changes)`);
+  const session: Partial<Session> = {
+    ...(changed.length ? { config_changes: changed.map((field) => ({ field, before: before[field], after: now[field] })) } : {}),
+    ...(added.length ? { fingerprint_fields_added: added } : {}),
+  };
+  return {
+    manifest: {
+      ...manifest,
+      fingerprint_fields: now,
+      config_fingerprint: fingerprint(now),
+      ...(changed.length && opts.config ? { config: opts.config } : {}),
+    },
+    session,
+    notices,
+  };
 }
 
 export class RunStore {
@@ -89,6 +136,8 @@ export class RunStore {
       const manifestPath = join(dir, MANIFEST);
       let manifest: RunManifest;
       let resumed = false;
+      let session: Partial<Session> = {};
+      const notices: string[] = [];
       if (existsSync(manifestPath)) {
         const text = await readFile(manifestPath, 'utf8');
         let parsed: unknown;
@@ -99,20 +148,16 @@ export class RunStore {
         }
         const m = RunManifest.safeParse(parsed);
         if (!m.success) throw new TrajforgeError('BAD_INPUT', `${manifestPath}: not a trajforge run manifest (${m.error.issues[0]?.message})`, { file: manifestPath });
-        manifest = m.data;
-        const diff = fingerprintDiff(manifest.fingerprint_fields, opts.fingerprintFields);
-        if (diff.length) {
-          throw new TrajforgeError(
-            'RUN_MISMATCH',
-            `${dir}: this run was made with another config; these fields differ: ${diff.join(', ')}. Use another --out, or restore the original values.`,
-            { file: manifestPath, field: diff[0] },
-          );
-        }
+        const resume = resumeWith(m.data, opts, manifestPath);
+        manifest = resume.manifest;
+        session = resume.session;
+        notices.push(...resume.notices);
         resumed = true;
       } else {
         manifest = opts.fresh();
       }
       const store = new RunStore(dir, manifest, resumed, lock);
+      store.notices.push(...notices);
       const repairs = [repairTail(join(dir, TRAJECTORIES)), repairTail(join(dir, FAILURES))].filter((r) => r !== undefined);
       store.notices.push(...repairs.map(describeTailRepair));
       await scanIds(join(dir, TRAJECTORIES), (id) => store.accepted.add(id));
@@ -122,7 +167,12 @@ export class RunStore {
       store.#trajBytes = statSync(join(dir, TRAJECTORIES)).size;
       store.#failBytes = statSync(join(dir, FAILURES)).size;
       const now = new Date().toISOString();
-      store.#manifest = { ...manifest, status: 'running', updated_at: now, sessions: [...manifest.sessions, { started_at: now, ...(repairs.length ? { tail_repairs: repairs } : {}) }] };
+      store.#manifest = {
+        ...manifest,
+        status: 'running',
+        updated_at: now,
+        sessions: [...manifest.sessions, { started_at: now, trajforge_version: PACKAGE_VERSION, ...session, ...(repairs.length ? { tail_repairs: repairs } : {}) }],
+      };
       store.writeManifest();
       return store;
     } catch (err) {

@@ -8,7 +8,8 @@ import { appendFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSyn
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSim, type Sim } from '../../sim/server.js';
-import { CLI, runCli, tempDir, writeConfig } from '../helpers.js';
+import { PACKAGE_ROOT, PACKAGE_VERSION } from '../../pipeline/paths.js';
+import { CLI, CORPUS_SERVER, runCli, tempDir, writeConfig } from '../helpers.js';
 import { accountedIds, checkRunDir, completeLines, spawnCli, waitFor } from './util.js';
 
 let sim: Sim;
@@ -266,5 +267,83 @@ describe('leftover temporary files', () => {
     expect(again.code, again.stderr).toBe(0);
     expect(temps()).toEqual([]);
     expect(completeLines(kept)).toHaveLength(20_000);
+  });
+});
+
+describe('a resume that would mix samples made under different settings', () => {
+  /** Reads, changes and writes back the run's manifest, as an earlier trajforge or another template would have left it. */
+  function editManifest(run: string, edit: (m: Record<string, any>) => void): void {
+    const file = join(run, 'manifest.json');
+    const m = JSON.parse(readFileSync(file, 'utf8')) as Record<string, any>;
+    edit(m);
+    writeFileSync(file, JSON.stringify(m, null, 2));
+  }
+
+  it('notices a change to the servers\' commands, args or env names, the executor\'s cuts or a prompt template, and goes on with --allow-config-change, recording what changed', async () => {
+    const dir = tempDir('tf-fingerprint-');
+    const run = join(dir, 'run');
+    const corpus = { command: process.execPath, args: [CORPUS_SERVER] };
+    const config = (patch: Record<string, unknown> = {}) => writeConfig(dir, sim.url, { concurrency: 4, ...patch });
+    const first = await runCli(['generate', '--config', config(), '--limit', '3']);
+    expect(first.code, first.stderr).toBe(0);
+
+    const refused = async (patch: Record<string, unknown>, field: string): Promise<void> => {
+      const res = await runCli(['generate', '--config', config(patch), '--limit', '5']);
+      expectUserError(res, new RegExp(`^error: .*run: this run was made with another config; these fields differ: ${field}\\. .*--allow-config-change`, 'm'), field);
+      expect(checkRunDir(run).ok.length + checkRunDir(run).failed.length).toBe(3);
+    };
+    await refused({ mcpServers: { corpus: { ...corpus, args: [CORPUS_SERVER, '--corpus', join(PACKAGE_ROOT, 'data', 'corpus.jsonl')] } } }, 'mcpServers\\.launch');
+    await refused({ mcpServers: { corpus: { ...corpus, env: { CORPUS_TOKEN: 'never-written-9f8e7d' } } } }, 'mcpServers\\.launch');
+    await refused({ executor: { max_snippet_chars: 300 } }, 'executor');
+    // A template that changed since the run began (a trajforge upgrade): the run recorded another text.
+    editManifest(run, (m) => (m.fingerprint_fields.prompts['tulu-system.txt'] = '0000000000000000'));
+    await refused({}, 'prompts');
+    // Timeouts and restarts may change: they decide whether a call succeeds, not what it yields.
+    const ops = await runCli(['generate', '--config', config({ executor: { call_timeout_ms: 20_000, max_restarts: 1 } }), '--limit', '3']);
+    expect(ops.stderr).toMatch(/this run was made with another config; these fields differ: prompts\./);
+
+    // On purpose: it goes on, says so, and the manifest records the change and the new values.
+    const changed = config({ mcpServers: { corpus: { ...corpus, env: { CORPUS_TOKEN: 'never-written-9f8e7d' } } } });
+    const allowed = await runCli(['generate', '--config', changed, '--limit', '5', '--allow-config-change']);
+    expect(allowed.code, allowed.stderr).toBe(0);
+    expect(allowed.stderr).toContain('note: going on with a changed config (--allow-config-change): mcpServers.launch, prompts differ from the run\'s');
+    const files = checkRunDir(run);
+    expect(accountedIds(files).size).toBe(5);
+    const session = files.manifest!.sessions.at(-1)!;
+    expect(session.config_changes?.map((c) => c.field)).toEqual(['mcpServers.launch', 'prompts']);
+    const launch = session.config_changes![0]!;
+    expect((launch.before as any).corpus.env).toEqual([]);
+    expect((launch.after as any).corpus.env).toEqual(['CORPUS_TOKEN']);
+    expect((session.config_changes![1]!.before as any)['tulu-system.txt']).toBe('0000000000000000');
+    // Env names only: the value never reaches the manifest.
+    expect(readFileSync(join(run, 'manifest.json'), 'utf8')).not.toContain('never-written-9f8e7d');
+    // The run now stands on the new config: the same command resumes without the flag.
+    const again = await runCli(['generate', '--config', changed, '--limit', '6']);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stderr).not.toContain('note:');
+  });
+
+  it('a manifest written before these fields were recorded resumes, saying once what it cannot compare; another trajforge version is a warning', async () => {
+    const dir = tempDir('tf-fingerprint-old-');
+    const run = join(dir, 'run');
+    const config = writeConfig(dir, sim.url, { concurrency: 4 });
+    expect((await runCli(['generate', '--config', config, '--limit', '3'])).code).toBe(0);
+    editManifest(run, (m) => {
+      for (const k of ['mcpServers.launch', 'executor', 'retry.experience', 'prompts']) delete m.fingerprint_fields[k];
+      m.trajforge_version = '0.0.9';
+      for (const s of m.sessions) delete s.trajforge_version;
+    });
+    const res = await runCli(['generate', '--config', config, '--limit', '4']);
+    expect(res.code, res.stderr).toBe(0);
+    expect(res.stderr).toContain(`note: this run was last written by trajforge 0.0.9; this is ${PACKAGE_VERSION}`);
+    expect(res.stderr).toContain("note: this run's manifest does not record executor, mcpServers.launch, prompts, retry.experience (an earlier trajforge wrote it): a change there since the run began cannot be told; recorded from now on");
+    const m = checkRunDir(run).manifest!;
+    expect(m.sessions.at(-1)?.fingerprint_fields_added).toEqual(['executor', 'mcpServers.launch', 'prompts', 'retry.experience']);
+    expect(m.sessions.at(-1)?.trajforge_version).toBe(PACKAGE_VERSION);
+    expect(Object.keys(m.fingerprint_fields)).toContain('prompts');
+    // Said once: the next resume compares them, and says nothing.
+    const again = await runCli(['generate', '--config', config, '--limit', '5']);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stderr).not.toContain('note:');
   });
 });
