@@ -213,6 +213,7 @@ export async function merge(opts: MergeOptions): Promise<MergeReport> {
   const handles: FileHandle[] = [];
   let writing = temp.path;
   try {
+    await mkdir(dirname(temp.path), { recursive: true });
     await mkdir(temp.path);
     for (const f of FILES) {
       writing = join(temp.path, f);

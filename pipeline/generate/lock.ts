@@ -79,7 +79,13 @@ function clearLegacy(dir: string, path: string): void {
     return;
   }
   if (st.isDirectory()) return;
-  const pid = Number.parseInt(readFileSync(path, 'utf8').trim(), 10);
+  let pid: number;
+  try {
+    pid = Number.parseInt(readFileSync(path, 'utf8').trim(), 10);
+  } catch {
+    // Another process cleared it (and maybe made `.lock/`) since we looked.
+    return;
+  }
   if (Number.isInteger(pid) && pid !== process.pid && pidAlive(pid)) {
     throw new TrajforgeError('RUN_LOCKED', `${dir}: another trajforge process (pid ${pid}) is writing this run`, { file: path });
   }
