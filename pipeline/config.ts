@@ -3,11 +3,11 @@
  * the bad field, CLI overrides, and the fingerprint that guards resuming a run.
  */
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import type { z } from 'zod';
-import { RunConfig } from '../schemas/index.js';
+import { DialectName, RunConfig } from '../schemas/index.js';
 import { canonicalJson } from './canonical.js';
 import { TrajforgeError } from './errors.js';
 import { PACKAGE_ROOT } from './paths.js';
@@ -154,9 +154,19 @@ export function scrubberFor(cfg: RunConfig, env: NodeJS.ProcessEnv): Scrubber {
 
 /**
  * The fields that change what a trajectory is. Resuming a run with different values is
- * refused; the rest (endpoint URL, concurrency, timeouts, limit, output dir) may change.
+ * refused (unless on purpose, `--allow-config-change`); the rest (endpoint URL, concurrency,
+ * timeouts, restarts, the cache, limit, output dir) may change, since they decide whether a
+ * request or a call succeeds, not what a successful one yields.
+ *
+ * Besides the config's own sampling, dialect, tools, budgets and selection: how each MCP
+ * server is started (command, args, cwd, and the *names* of its env and headers, never their
+ * values; a secret in an arg appears as `${VAR}`, as in the manifest's config; an HTTP
+ * server's URL may move, like the endpoint's), the executor's cuts of what a tool returned
+ * (`max_result_chars` is what the record keeps, `max_snippet_chars` what the model sees),
+ * whether a retry is seeded with the failure's summary, and a hash of every prompt template a
+ * run of this dialect can send. `env` is the one whose secrets are hidden as `${VAR}`.
  */
-export function fingerprintFields(cfg: RunConfig): Record<string, unknown> {
+export function fingerprintFields(cfg: RunConfig, env: NodeJS.ProcessEnv = process.env): Record<string, unknown> {
   const { path, format, fields, shuffle, seed, samples, shard } = cfg.questions;
   return {
     'endpoint.model': cfg.endpoint.model,
@@ -168,24 +178,74 @@ export function fingerprintFields(cfg: RunConfig): Record<string, unknown> {
     dialect: cfg.dialect,
     tools: cfg.tools,
     mcpServers: Object.keys(cfg.mcpServers).sort(),
+    'mcpServers.launch': serverLaunch(cfg, env),
     'questions.path': path === undefined || path === '-' ? path ?? null : resolve(path),
     'questions.selection': { format, fields, shuffle, seed, samples, shard: shard ?? null },
     budgets: cfg.budgets,
     rollback: cfg.rollback,
     context: cfg.context,
     validation: cfg.validation,
+    executor: { max_result_chars: cfg.executor.max_result_chars, max_snippet_chars: cfg.executor.max_snippet_chars },
+    'retry.experience': cfg.retry.experience,
     instructions: cfg.instructions ?? null,
+    prompts: promptHashes(cfg.dialect),
   };
+}
+
+/** Each server as it is started, from the redacted config, so a secret never reaches the fingerprint. */
+function serverLaunch(cfg: RunConfig, env: NodeJS.ProcessEnv): Record<string, unknown> {
+  const servers = (redactConfig(cfg, env).mcpServers ?? {}) as Record<string, Record<string, unknown>>;
+  const names = (v: unknown): string[] => Object.keys((v ?? {}) as object).sort();
+  const out: Record<string, unknown> = {};
+  for (const name of Object.keys(servers).sort()) {
+    const s = servers[name]!;
+    out[name] =
+      'command' in s
+        ? { command: s.command, args: s.args ?? [], cwd: s.cwd ?? null, env: names(s.env) }
+        : { type: s.type ?? null, headers: names(s.headers) };
+  }
+  return out;
+}
+
+/**
+ * The prompt templates a run of `dialect` can send, by a hash of their text: the shared ones and
+ * the dialect's own (`<dialect>-*.txt`), not the other dialects'. A template that trajforge adds
+ * later is counted from the start, so a shared template is never missed.
+ */
+export function promptHashes(dialect: string): Record<string, string> {
+  const dir = join(PACKAGE_ROOT, 'prompts');
+  const others = DialectName.options.filter((d) => d !== dialect);
+  const out: Record<string, string> = {};
+  for (const file of readdirSync(dir).sort()) {
+    if (!file.endsWith('.txt') || others.some((d) => file.startsWith(`${d}-`))) continue;
+    out[file] = createHash('sha256').update(readFileSync(join(dir, file))).digest('hex').slice(0, 16);
+  }
+  return out;
 }
 
 export function fingerprint(fields: Record<string, unknown>): string {
   return createHash('sha256').update(canonicalJson(fields)).digest('hex').slice(0, 16);
 }
 
-/** Names of the fingerprint fields that differ between two runs. */
-export function fingerprintDiff(a: Record<string, unknown>, b: Record<string, unknown>): string[] {
-  const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
-  return [...keys].filter((k) => canonicalJson(a[k]) !== canonicalJson(b[k])).sort();
+export interface FingerprintComparison {
+  /** Fields both record, with different values. */
+  readonly changed: string[];
+  /**
+   * Fields only one of them records: a manifest written before trajforge recorded them. A
+   * change there cannot be told, so it is said rather than refused.
+   */
+  readonly unknown: string[];
+}
+
+/** Compares a run's recorded fingerprint fields with another's (the config now, or another shard's). */
+export function compareFingerprints(before: Record<string, unknown>, now: Record<string, unknown>): FingerprintComparison {
+  const changed: string[] = [];
+  const unknown: string[] = [];
+  for (const k of [...new Set([...Object.keys(before), ...Object.keys(now)])].sort()) {
+    if (!Object.hasOwn(before, k) || !Object.hasOwn(now, k)) unknown.push(k);
+    else if (canonicalJson(before[k]) !== canonicalJson(now[k])) changed.push(k);
+  }
+  return { changed, unknown };
 }
 
 /**

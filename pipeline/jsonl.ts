@@ -5,7 +5,8 @@
  *   `OutputClosedError`, which commands treat as a quiet end, not an error.
  * - Anything else is written to a temp file beside the target and renamed over it by
  *   `commit()`, after an fsync, so a command that fails or is interrupted leaves the old
- *   file (or none), never half of one.
+ *   file (or none), never half of one. A killed writer's temp file is removed by the next
+ *   writer of the same target.
  * - `write()` returns a promise only when the stream asked us to wait, so the caller pays
  *   for backpressure only when there is some: `const p = w.write(row); if (p) await p;`.
  *
@@ -16,6 +17,7 @@ import { closeSync, createWriteStream, fsyncSync, openSync, renameSync, unlinkSy
 import { randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
 import { TrajforgeError } from './errors.js';
+import { fsReason, removeDeadTemps } from './files.js';
 
 /** Bytes gathered before one `write` to the stream; rows are usually tens of KB, so this mostly batches small ones. */
 const BATCH_BYTES = 1 << 16;
@@ -53,13 +55,16 @@ export class JsonlWriter {
     if (this.#toStdout) {
       this.#stream = opts.stdout ?? process.stdout;
     } else {
-      this.#tmp = join(dirname(path), `.${basename(path)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
+      const name = basename(path);
+      this.#tmp = join(dirname(path), `.${name}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
+      // The temp files of writers that were killed (SIGKILL gives no chance to remove them).
+      removeDeadTemps(dirname(path), new RegExp(`^\\.${name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\.(\\d+)\\.[0-9a-f]+\\.tmp$`));
       // Opened here, synchronously, so a bad path is reported before any row is read.
       try {
         this.#fd = openSync(this.#tmp, 'wx');
       } catch (err) {
         const e = err as NodeJS.ErrnoException;
-        const why = e.code === 'ENOENT' ? `no such directory: ${dirname(path)}` : e.code === 'EACCES' ? `permission denied in ${dirname(path)}` : e.message;
+        const why = e.code === 'ENOENT' ? `no such directory: ${dirname(path)}` : e.code === 'EACCES' ? `permission denied in ${dirname(path)}` : fsReason(err);
         throw new TrajforgeError('WRITE_FAILED', `${path}: cannot write (${why})`, { file: path, cause: err });
       }
       this.#stream = createWriteStream('', { fd: this.#fd, autoClose: false }) as WriteStream;

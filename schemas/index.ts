@@ -458,6 +458,16 @@ export const RunCounts = z.object({
   by_reason: z.record(z.string(), z.number().int().nonnegative()),
 });
 
+/** What opening a run did to a file that did not end at a newline (a crash in the middle of a write, or a hand). */
+export const TailRepair = z.object({
+  file: z.string(),
+  /** `newline_added`: the last line was a whole record; `moved_aside`: a cut one, saved to `saved_to`. */
+  action: z.enum(['newline_added', 'moved_aside']),
+  bytes: z.number().int().nonnegative(),
+  saved_to: z.string().optional(),
+});
+export type TailRepair = z.infer<typeof TailRepair>;
+
 export const RunManifest = z.object({
   schema_version: schemaVersion,
   run_id: z.string(),
@@ -476,7 +486,19 @@ export const RunManifest = z.object({
   questions: z.object({ path: z.string().nullable(), total: z.number().int().nonnegative().nullable() }),
   counts: RunCounts,
   sessions: z.array(
-    z.object({ started_at: z.string(), finished_at: z.string().optional(), exit: z.string().optional() }),
+    z.object({
+      started_at: z.string(),
+      finished_at: z.string().optional(),
+      exit: z.string().optional(),
+      /** The trajforge that ran this session. */
+      trajforge_version: z.string().optional(),
+      /** Files this session found not ending at a newline when it opened the run, and what it did. */
+      tail_repairs: z.array(TailRepair).optional(),
+      /** Fingerprint fields this session changed on purpose (`--allow-config-change`), with the values before and after. */
+      config_changes: z.array(z.object({ field: z.string(), before: z.unknown(), after: z.unknown() })).optional(),
+      /** Fingerprint fields the manifest did not record before this session (written by an earlier trajforge). */
+      fingerprint_fields_added: z.array(z.string()).optional(),
+    }),
   ),
   /** Set on a run made by `merge`: the runs it came from. */
   merged_from: z.array(z.object({ dir: z.string(), run_id: z.string(), counts: RunCounts })).optional(),

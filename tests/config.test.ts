@@ -1,8 +1,9 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { expandVars, fingerprint, fingerprintDiff, fingerprintFields, loadConfig, redactConfig, resolveConfig } from '../pipeline/config.js';
+import { compareFingerprints, expandVars, fingerprint, fingerprintFields, loadConfig, redactConfig, resolveConfig } from '../pipeline/config.js';
 import { TrajforgeError } from '../pipeline/errors.js';
 import { PACKAGE_ROOT } from '../pipeline/paths.js';
 
@@ -127,6 +128,40 @@ describe('config', () => {
     const b = resolveConfig({ endpoint: { model: 'm', base_url: 'http://127.0.0.1:2/v1' }, concurrency: 3, questions: { limit: 5 } }, 'x');
     const c = resolveConfig({ endpoint: { model: 'm', temperature: 0.1 } }, 'x');
     expect(fingerprint(fingerprintFields(a))).toBe(fingerprint(fingerprintFields(b)));
-    expect(fingerprintDiff(fingerprintFields(a), fingerprintFields(c))).toEqual(['endpoint.temperature']);
+    expect(compareFingerprints(fingerprintFields(a), fingerprintFields(c))).toEqual({ changed: ['endpoint.temperature'], unknown: [] });
+  });
+
+  it('fingerprints how the servers start (env and header names, not values; secrets as [redacted:VAR]), the executor\'s cuts and the prompt templates, not timeouts', () => {
+    const env = { CORPUS_API_KEY: 'sk-corpus-0123456789', DATA: '/data/v1' };
+    const server = (patch: Record<string, unknown> = {}) => ({
+      command: 'node',
+      args: ['server.js', '--key', env.CORPUS_API_KEY, '--data', env.DATA],
+      env: { CORPUS_API_KEY: env.CORPUS_API_KEY, LOG: 'debug' },
+      ...patch,
+    });
+    const cfg = (servers: Record<string, unknown>, executor: Record<string, unknown> = {}) =>
+      resolveConfig({ endpoint: { model: 'm' }, mcpServers: servers, executor }, 'x');
+    const base = fingerprintFields(cfg({ corpus: server(), web: { url: 'https://mcp.example/x', headers: { Authorization: 'Bearer sk-web-0123456789' } } }), env);
+    expect(base['mcpServers.launch']).toEqual({
+      corpus: { command: 'node', args: ['server.js', '--key', '[redacted:CORPUS_API_KEY]', '--data', '/data/v1'], cwd: null, env: ['CORPUS_API_KEY', 'LOG'] },
+      web: { type: null, headers: ['Authorization'] },
+    });
+    const text = JSON.stringify(base);
+    expect(text).not.toContain('sk-corpus');
+    expect(text).not.toContain('sk-web');
+    expect(text).not.toContain('debug');
+    const diff = (servers: Record<string, unknown>, executor: Record<string, unknown> = {}) =>
+      compareFingerprints(fingerprintFields(cfg({ corpus: server() }), env), fingerprintFields(cfg(servers, executor), env)).changed;
+    expect(diff({ corpus: server({ args: ['server.js', '--data', '/data/v2'] }) })).toEqual(['mcpServers.launch']);
+    expect(diff({ corpus: server({ env: { CORPUS_API_KEY: 'another-key-value', LOG: 'info' } }) })).toEqual([]);
+    expect(diff({ corpus: server({ env: { CORPUS_API_KEY: 'x', LOG: 'debug', EXTRA: '1' } }) })).toEqual(['mcpServers.launch']);
+    expect(diff({ corpus: server() }, { max_snippet_chars: 500 })).toEqual(['executor']);
+    expect(diff({ corpus: server() }, { call_timeout_ms: 5, max_restarts: 0, cache: false })).toEqual([]);
+    // Each dialect's prompts and the shared ones, by the hash of their text; not the other dialects'.
+    const prompts = base.prompts as Record<string, string>;
+    expect(Object.keys(prompts)).toContain('tulu-system.txt');
+    expect(Object.keys(prompts)).toContain('force-answer.txt');
+    expect(Object.keys(prompts).filter((f) => f.startsWith('mcp-xml-') || f.startsWith('native-'))).toEqual([]);
+    expect(prompts['tulu-system.txt']).toBe(createHash('sha256').update(readFileSync(join(PACKAGE_ROOT, 'prompts', 'tulu-system.txt'))).digest('hex').slice(0, 16));
   });
 });

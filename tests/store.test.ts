@@ -1,10 +1,11 @@
-import { appendFileSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SCHEMA_VERSION, type RunManifest, type Trajectory } from '../schemas/index.js';
 import { TrajforgeError } from '../pipeline/errors.js';
-import { FAILURES, MANIFEST, RunStore, TRAJECTORIES, repairTail } from '../pipeline/generate/store.js';
+import { FAILURES, MANIFEST, RunStore, TRAJECTORIES } from '../pipeline/generate/store.js';
+import { repairTail } from '../pipeline/generate/run-lines.js';
 
 const fields = { 'endpoint.model': 'm', dialect: 'tulu' };
 function manifest(): RunManifest {
@@ -82,7 +83,8 @@ describe('run store', () => {
     await s.append(traj('c', 'failed'));
     // Simulate SIGKILL: no close, and half a record at the end of the file.
     appendFileSync(join(dir, TRAJECTORIES), JSON.stringify(traj('b', 'ok')).slice(0, 50));
-    writeFileSync(join(dir, '.lock'), '999999999');
+    // …and its lock entry names a process that is gone.
+    writeFileSync(join(dir, '.lock', '1'), JSON.stringify({ pid: 999999999, host: 'h', token: 't' }));
     const again = await open(dir);
     expect(again.resumed).toBe(true);
     expect([...again.accepted]).toEqual(['a']);
@@ -95,14 +97,29 @@ describe('run store', () => {
     expect(lines.map((l) => JSON.parse(l).id)).toEqual(['a', 'b']);
   });
 
-  it('repairTail handles a file that is all partial line, and one that is whole', () => {
+  it('repairTail keeps a whole last record, moves a cut one aside, and never truncates a file to zero', () => {
     const dir = mkdtempSync(join(tmpdir(), 'tf-store-'));
     const f = join(dir, 'x.jsonl');
-    writeFileSync(f, '{"id":"a"');
-    expect(repairTail(f)).toBe(9);
-    expect(readFileSync(f, 'utf8')).toBe('');
     writeFileSync(f, '{"id":"a"}\n');
-    expect(repairTail(f)).toBe(0);
+    expect(repairTail(f)).toBeUndefined();
+    // A whole record without its newline: the newline is added, nothing is cut.
+    writeFileSync(f, '{"id":"a"}\n{"id":"b"}');
+    expect(repairTail(f)).toEqual({ file: f, action: 'newline_added', bytes: 10 });
+    expect(readFileSync(f, 'utf8')).toBe('{"id":"a"}\n{"id":"b"}\n');
+    // A cut one: its bytes go to a file beside it, then the file is cut back to its last newline.
+    const partial = '{"id":"b", "text": "\u00e9t';
+    writeFileSync(f, `{"id":"a"}\n${partial}`);
+    const cut = repairTail(f);
+    expect(cut).toMatchObject({ file: f, action: 'moved_aside', bytes: Buffer.byteLength(partial) });
+    expect(readFileSync(f, 'utf8')).toBe('{"id":"a"}\n');
+    expect(readFileSync(cut!.saved_to!, 'utf8')).toBe(partial);
+    // Nothing but a cut line: the file is moved aside whole, not truncated to zero.
+    writeFileSync(f, '{"id":"a"');
+    const whole = repairTail(f);
+    expect(whole).toMatchObject({ action: 'moved_aside', bytes: 9 });
+    expect(existsSync(f)).toBe(false);
+    expect(readFileSync(whole!.saved_to!, 'utf8')).toBe('{"id":"a"');
+    expect(whole!.saved_to).not.toBe(cut!.saved_to);
   });
 
   it('refuses a resume with another config, naming the fields', async () => {
@@ -111,14 +128,33 @@ describe('run store', () => {
     await expect(open(dir, { ...fields, 'endpoint.model': 'other' })).rejects.toThrow(/endpoint\.model/);
   });
 
-  it('refuses a second live writer', async () => {
+  it('refuses a second live writer: another process, or another store of this one', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'tf-store-'));
     const s = await open(dir);
+    const second = await open(dir).catch((e: unknown) => e);
+    expect(second).toBeInstanceOf(TrajforgeError);
+    expect((second as TrajforgeError).code).toBe('RUN_LOCKED');
+    // The entry rewritten to name a live process (vitest's parent) on another machine.
+    const entry = join(dir, '.lock', '1');
+    const mine = readFileSync(entry, 'utf8');
+    writeFileSync(entry, JSON.stringify({ pid: process.ppid, host: 'elsewhere', token: 'x' }));
+    const other = await open(dir).catch((e: unknown) => e);
+    expect((other as TrajforgeError).code).toBe('RUN_LOCKED');
+    expect((other as Error).message).toBe(`${dir}: another trajforge process (pid ${process.ppid} on elsewhere) is writing this run`);
+    writeFileSync(entry, mine);
+    await s.close('completed', 'completed');
+    // A clean close leaves no lock behind.
+    expect(existsSync(join(dir, '.lock'))).toBe(false);
+  });
+
+  it('honours the lock file of earlier versions while its pid lives, and replaces it when it does not', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tf-store-'));
     writeFileSync(join(dir, '.lock'), String(process.ppid));
     const err = await open(dir).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(TrajforgeError);
     expect((err as TrajforgeError).code).toBe('RUN_LOCKED');
-    writeFileSync(join(dir, '.lock'), String(process.pid));
+    writeFileSync(join(dir, '.lock'), '999999999');
+    const s = await open(dir);
+    expect(statSync(join(dir, '.lock')).isDirectory()).toBe(true);
     await s.close('completed', 'completed');
   });
 });

@@ -1,6 +1,6 @@
 /** `trajforge export <in> --format messages|sharegpt|text --out F`: training-ready rows with loss masks. */
-import { statSync } from 'node:fs';
 import { TrajforgeError } from '../errors.js';
+import { checkOutputFile } from '../files.js';
 import { EXPORT_FORMATS, exportRows, formatExportCounts, latestFilter, latestIndexFor, tokenCounter, TOKENIZERS, type ExportFormat, type ExportOptions } from '../dataset/export.js';
 import { abortAllWriters, JsonlWriter } from '../jsonl.js';
 import { readDataset } from '../dataset/readers.js';
@@ -52,7 +52,7 @@ export async function run(argv: string[]): Promise<number> {
   if (!(EXPORT_FORMATS as readonly string[]).includes(format)) throw new TrajforgeError('BAD_USAGE', `--format: expected ${EXPORT_FORMATS.join(', ')}; got "${format}" (the input's row format is --format-in)`, { field: 'format' });
   if (!values.out) throw new TrajforgeError('BAD_USAGE', 'export: --out F is required (- for stdout)');
   const out = values.out;
-  if (out !== '-' && statSync(out, { throwIfNoEntry: false })?.isDirectory()) throw new TrajforgeError('BAD_USAGE', `export: --out ${out} is a directory; name a file`);
+  checkOutputFile('export', 'out', out);
   const tokenizer = values.tokenizer ?? TOKENIZERS[0];
   // Checked (and loaded) before anything is read or written.
   tokenCounter(tokenizer);

@@ -1,7 +1,7 @@
 /** `trajforge filter <in> --keep EXPR --drop EXPR --out F [--rejects F]`: split a dataset by an expression. */
-import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { TrajforgeError } from '../errors.js';
+import { checkOutputFile } from '../files.js';
 import { compileFilter, FIELDS, FilterSpecError, filterRows } from '../dataset/filter.js';
 import { abortAllWriters, JsonlWriter } from '../jsonl.js';
 import { readDataset } from '../dataset/readers.js';
@@ -48,11 +48,8 @@ export async function run(argv: string[]): Promise<number> {
   if (rejectsPath !== undefined && (rejectsPath === out ? true : out !== '-' && rejectsPath !== '-' && resolve(out) === resolve(rejectsPath))) {
     throw new TrajforgeError('BAD_USAGE', `filter: --out and --rejects name the same place (${out})`);
   }
-  for (const [flag, path] of [['out', out], ['rejects', rejectsPath]] as const) {
-    if (path !== undefined && path !== '-' && statSync(path, { throwIfNoEntry: false })?.isDirectory()) {
-      throw new TrajforgeError('BAD_USAGE', `filter: --${flag} ${path} is a directory; name a file`);
-    }
-  }
+  checkOutputFile('filter', 'out', out);
+  if (rejectsPath !== undefined) checkOutputFile('filter', 'rejects', rejectsPath);
   let keep;
   try {
     keep = compileFilter({ keep: values.keep ?? [], drop: values.drop ?? [] });

@@ -25,6 +25,7 @@ export function printSummary(s: GenerateSummary): void {
   out();
   out(`run        ${s.dir}${s.resumed ? ' (resumed)' : ''}  [${s.status}]`);
   out(`files      ${s.dir}/trajectories.jsonl, ${s.dir}/failures.jsonl, ${s.dir}/manifest.json`);
+  for (const n of s.notices) out(`note       ${n}`);
   out(`samples    ${s.total ?? 'unknown (stdin)'} in the question set; ${s.counts.accepted} accepted, ${s.counts.failed} failed in the run`);
   out(`session    ${x.planned} planned, ${done} recorded: ${x.accepted} accepted, ${x.failed} failed${x.skippedDone ? `; ${x.skippedDone} already done, skipped` : ''}`);
   if (x.unaccounted.count) {
@@ -75,6 +76,7 @@ export async function run(argv: string[]): Promise<number> {
       'no-cache': { type: 'boolean' },
       'cache-dir': { type: 'string' },
       'on-bad-row': { type: 'string' },
+      'allow-config-change': { type: 'boolean' },
       help: { type: 'boolean' },
     },
     strict: true,
@@ -107,7 +109,7 @@ export async function run(argv: string[]): Promise<number> {
   }
   const config = loadConfig(values.config, overrides);
   if (onBadRow !== undefined) config.questions.on_bad_row = onBadRow;
-  return runInterruptibly((signal) => generate({ config, signal, progress: stderrSink() }));
+  return runInterruptibly((signal) => generate({ config, signal, progress: stderrSink(), allowConfigChange: values['allow-config-change'] }));
 }
 
 /**

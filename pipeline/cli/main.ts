@@ -4,6 +4,7 @@
  */
 import { parseArgs } from 'node:util';
 import { TrajforgeError } from '../errors.js';
+import { fsError, isFsError } from '../files.js';
 import { PACKAGE_VERSION } from '../paths.js';
 
 const HELP = `trajforge ${PACKAGE_VERSION}: agentic SFT trajectories over MCP tools
@@ -42,6 +43,8 @@ trajforge generate options (each overrides the config file):
   --on-bad-row M    error (default: a bad question row stops the run) or skip (counted, reported)
   --no-cache        neither read nor write the tool-result cache
   --cache-dir DIR   where the tool-result cache lives (default ~/.cache/trajforge)
+  --allow-config-change   resume a run although the config now changes what a sample is
+                    (model, sampling, tools, servers, prompts…); the change is recorded
 
 Exit codes: 0 run completed, 1 run failed, 2 bad input or usage, 130 interrupted (resumable).
 `;
@@ -93,6 +96,13 @@ export async function main(argv: string[]): Promise<number> {
     if ((err as NodeJS.ErrnoException).code?.startsWith('ERR_PARSE_ARGS')) {
       process.stderr.write(`error: ${(err as Error).message}\n`);
       return 2;
+    }
+    // A path the user named that a call could not use, where no command said so itself: the
+    // path and the reason still beat a stack trace.
+    if (isFsError(err) && err.path !== undefined) {
+      const e = fsError(err.path, err, `cannot ${err.syscall}`);
+      process.stderr.write(`error: ${e.message}\n`);
+      return e.code === 'WRITE_FAILED' ? 1 : 2;
     }
     throw err;
   }

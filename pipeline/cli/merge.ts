@@ -8,7 +8,8 @@ const USAGE = `trajforge merge <run…> --out DIR [--allow-mismatch]
 Merges runs (the shards of one job) into a new run directory, one record per id: an
 accepted record beats a failed one, a later attempt beats an earlier one. An id accepted in
 two runs is a conflict: reported, and the later run on the command line wins. Runs made with
-different configs (beyond the shard) are refused unless --allow-mismatch.
+different configs (beyond the shard) are refused unless --allow-mismatch. A run still being
+written is merged as it was when merge started. DIR is written whole or not at all.
 `;
 
 export async function run(argv: string[]): Promise<number> {
@@ -23,6 +24,9 @@ export async function run(argv: string[]): Promise<number> {
   }
   if (!values.out || positionals.length === 0) throw new TrajforgeError('BAD_USAGE', `merge: runs and --out DIR are required\n\n${USAGE}`);
   const r = await merge({ runs: positionals, out: values.out, allowMismatch: values['allow-mismatch'] });
+  for (const l of r.live) process.stderr.write(`note: ${l.dir} is still being written (pid ${l.pid}): merged the records it held when merge started\n`);
+  if (r.unrecorded.length) process.stderr.write(`note: some runs do not record ${r.unrecorded.join(', ')} (an earlier trajforge wrote them), so those could not be compared\n`);
+  for (const c of r.cut) process.stderr.write(`note: ${c.file}: left out its last ${c.bytes} bytes, a line that is not whole (a write under way, or cut by a crash)\n`);
   process.stdout.write(`merged ${positionals.length} runs into ${r.out}: ${r.accepted} accepted, ${r.failed} failed, ${r.superseded} superseded records left out\n`);
   if (r.conflicts.length) {
     process.stderr.write(`${r.conflicts.length} ids were accepted in more than one run (the later run kept):\n`);

@@ -1,6 +1,6 @@
 /** `trajforge report <file|run|-> --out report.html`: one self-contained HTML report and trajectory viewer. */
-import { statSync } from 'node:fs';
 import { TrajforgeError } from '../errors.js';
+import { checkOutputFile } from '../files.js';
 import { abortAllWriters } from '../jsonl.js';
 import { buildReport } from '../dataset/report/build.js';
 import { DEFAULT_ROW_OPTIONS } from '../dataset/report/rows.js';
@@ -40,7 +40,7 @@ export async function run(argv: string[]): Promise<number> {
   const { values, input } = args;
   if (!values.out) throw new TrajforgeError('BAD_USAGE', 'report: --out F is required (- for stdout)');
   const out = values.out;
-  if (out !== '-' && statSync(out, { throwIfNoEntry: false })?.isDirectory()) throw new TrajforgeError('BAD_USAGE', `report: --out ${out} is a directory; name a file`);
+  checkOutputFile('report', 'out', out);
   const outputChars = positiveInt('output-chars', values['output-chars']);
   const read = readOptions(values.format, values['on-bad-row']);
 

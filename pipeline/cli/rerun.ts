@@ -5,6 +5,7 @@ import { parseArgs } from 'node:util';
 import { FailureReason, type RunConfig } from '../../schemas/index.js';
 import { loadConfig, resolveConfig, type ConfigOverrides } from '../config.js';
 import { TrajforgeError } from '../errors.js';
+import { fsReason } from '../files.js';
 import { stderrSink } from '../generate/progress.js';
 import { DEFAULT_MAX_ATTEMPTS, rerun } from '../dataset/rerun.js';
 import { MANIFEST } from '../generate/store.js';
@@ -20,6 +21,7 @@ appends the results to the run. The questions come from the failure records.
   --config F          the run config (default: the one recorded in the run's manifest)
   --base-url URL      the endpoint, when it moved since the run began
   --concurrency N     samples in flight
+  --allow-config-change   go on although the config changes what a sample is (recorded in the manifest)
 `;
 
 /** The config recorded in the manifest; secrets were redacted there, so a run that had some needs --config. */
@@ -29,7 +31,8 @@ function configFromManifest(dir: string): RunConfig {
   try {
     manifest = JSON.parse(readFileSync(file, 'utf8'));
   } catch (err) {
-    throw new TrajforgeError('BAD_INPUT', `${dir}: not a run directory (${(err as Error).message})`, { file });
+    const why = (err as NodeJS.ErrnoException).code === 'ENOENT' ? `no ${MANIFEST}` : err instanceof SyntaxError ? `${MANIFEST} is not valid JSON` : fsReason(err);
+    throw new TrajforgeError('BAD_INPUT', `${dir}: not a run directory (${why})`, { file });
   }
   // `[redacted]` (a whole value) or `[redacted:NAME]` (a secret inside one).
   if (JSON.stringify(manifest.config ?? {}).includes('[redacted')) {
@@ -48,6 +51,7 @@ export async function run(argv: string[]): Promise<number> {
       config: { type: 'string' },
       'base-url': { type: 'string' },
       concurrency: { type: 'string' },
+      'allow-config-change': { type: 'boolean' },
       help: { type: 'boolean' },
     },
   });
@@ -66,5 +70,5 @@ export async function run(argv: string[]): Promise<number> {
   if (maxAttempts === 0) throw new TrajforgeError('BAD_USAGE', '--max-attempts: at least 1');
   const overrides: ConfigOverrides = { baseUrl: values['base-url'], concurrency: int('concurrency', values.concurrency) };
   const base = values.config ? loadConfig(values.config, overrides) : resolveConfig(configFromManifest(dir), join(dir, MANIFEST), overrides);
-  return runInterruptibly((signal) => rerun({ dir, config: base, reasons, maxAttempts, signal, progress: stderrSink() }));
+  return runInterruptibly((signal) => rerun({ dir, config: base, reasons, maxAttempts, signal, progress: stderrSink(), allowConfigChange: values['allow-config-change'] }));
 }

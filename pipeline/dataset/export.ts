@@ -32,12 +32,12 @@
  */
 import { createRequire } from 'node:module';
 import { basename } from 'node:path';
-import { statSync } from 'node:fs';
 import type { ChatMessage, ToolCallRecord, Trajectory } from '../../schemas/index.js';
 import { getDialect } from '../dialects/index.js';
 import type { Segment } from '../dialects/types.js';
 import { TrajforgeError } from '../errors.js';
 import { OutputClosedError, type JsonlWriter } from '../jsonl.js';
+import { statPath } from '../files.js';
 import { inputFiles, readDataset, type DatasetRow, type ReadOptions, type ReadReport } from './readers.js';
 import { indexLatestFailures, type LatestIndex } from './stats.js';
 import { FAILURES } from '../generate/store.js';
@@ -402,7 +402,7 @@ export function latestFilter(latest: LatestIndex): (row: DatasetRow) => boolean 
 
 /** The index for `latestFilter` when `input` is a run directory; undefined for a file or stdin. */
 export async function latestIndexFor(input: string, opts: ReadOptions): Promise<LatestIndex | undefined> {
-  if (input === '-' || statSync(input, { throwIfNoEntry: false })?.isDirectory() !== true) return undefined;
+  if (input === '-' || statPath(input)?.isDirectory() !== true) return undefined;
   const failures = inputFiles(input).find((f) => basename(f) === FAILURES);
   if (failures === undefined) return { failuresFile: '', winners: new Map() };
   return indexLatestFailures(readDataset(failures, opts).rows, failures);

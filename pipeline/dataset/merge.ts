@@ -3,15 +3,18 @@
  * a later attempt beats an earlier one; an id accepted in two runs is a conflict, reported
  * (the later run on the command line wins). Two passes over the files, ids in memory only.
  */
-import { createReadStream, existsSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { mkdir, open, rm } from 'node:fs/promises';
-import { randomUUID } from 'node:crypto';
-import { join } from 'node:path';
+import { closeSync, createReadStream, openSync, readdirSync, readFileSync, renameSync } from 'node:fs';
+import { mkdir, open, rm, type FileHandle } from 'node:fs/promises';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { basename, dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { RunManifest, SCHEMA_VERSION } from '../../schemas/index.js';
-import { fingerprint, fingerprintDiff } from '../config.js';
+import { compareFingerprints, fingerprint } from '../config.js';
 import { TrajforgeError } from '../errors.js';
+import { fsError, removeDeadTemps, statPath } from '../files.js';
 import { PACKAGE_VERSION } from '../paths.js';
+import { lockHolder } from '../generate/lock.js';
+import { parseRunLine, tailOf } from '../generate/run-lines.js';
 import { FAILURES, MANIFEST, TRAJECTORIES } from '../generate/store.js';
 
 export interface MergeOptions {
@@ -35,6 +38,12 @@ export interface MergeReport {
   /** Records read that the merge left out (earlier attempts, losing duplicates). */
   readonly superseded: number;
   readonly conflicts: readonly MergeConflict[];
+  /** Runs that a live process was writing: merged as they were when merge started. */
+  readonly live: readonly { readonly dir: string; readonly pid: number }[];
+  /** Last lines left out because they were not whole (a write cut, or under way). */
+  readonly cut: readonly { readonly file: string; readonly bytes: number }[];
+  /** Fingerprint fields that some runs do not record (written by an earlier trajforge), so could not be compared. */
+  readonly unrecorded: readonly string[];
 }
 
 interface Pick {
@@ -56,55 +65,127 @@ function comparable(fields: Record<string, unknown>): Record<string, unknown> {
 
 function readManifest(dir: string): RunManifest {
   const file = join(dir, MANIFEST);
-  if (!existsSync(file)) throw new TrajforgeError('BAD_INPUT', `${dir}: not a run directory (no ${MANIFEST})`, { file: dir });
-  const parsed = RunManifest.safeParse(JSON.parse(readFileSync(file, 'utf8')));
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new TrajforgeError('BAD_INPUT', `${dir}: not a run directory (no ${MANIFEST})`, { file: dir });
+    throw fsError(dir, err, 'not a run directory');
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    throw new TrajforgeError('BAD_INPUT', `${file}: not valid JSON`, { file });
+  }
+  const parsed = RunManifest.safeParse(json);
   if (!parsed.success) throw new TrajforgeError('BAD_INPUT', `${file}: not a trajforge run manifest`, { file });
   return parsed.data;
 }
 
-async function* lines(file: string): AsyncGenerator<{ line: number; text: string }> {
-  if (!existsSync(file)) return;
-  const rl = createInterface({ input: createReadStream(file, { encoding: 'utf8' }), crlfDelay: Infinity });
-  let line = 0;
-  for await (const text of rl) {
-    line++;
-    if (text.trim() !== '') yield { line, text };
+/**
+ * What merge reads of one file: the bytes it held when merge started. A run still being
+ * written only grows, so both passes see the same lines. The last line without its newline
+ * is read when it is whole and left out (and said) when a write was cut or is under way.
+ */
+interface Snapshot {
+  readonly path: string;
+  /** Bytes of whole lines ending in a newline. */
+  readonly complete: number;
+  /** A whole last line without its newline, read after the others. */
+  readonly lastLine?: string | undefined;
+  /** Bytes of a last line left out because it is not whole. */
+  readonly cut: number;
+}
+
+function snapshot(path: string): Snapshot {
+  let fd: number;
+  try {
+    fd = openSync(path, 'r');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { path, complete: 0, cut: 0 };
+    throw fsError(path, err, 'cannot read');
   }
+  try {
+    const tail = tailOf(fd);
+    const text = tail.bytes.toString('utf8');
+    if (tail.whole) return { path, complete: tail.complete, lastLine: text.trim() === '' ? undefined : text, cut: 0 };
+    return { path, complete: tail.complete, cut: tail.bytes.length };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+async function* lines(snap: Snapshot): AsyncGenerator<{ line: number; text: string }> {
+  let line = 0;
+  if (snap.complete > 0) {
+    const rl = createInterface({ input: createReadStream(snap.path, { encoding: 'utf8', end: snap.complete - 1 }), crlfDelay: Infinity });
+    for await (const text of rl) {
+      line++;
+      if (text.trim() !== '') yield { line, text };
+    }
+  }
+  if (snap.lastLine !== undefined) yield { line: line + 1, text: snap.lastLine };
 }
 
 const FILES = [TRAJECTORIES, FAILURES] as const;
 
+/** The temporary directory a merge into `out` builds before renaming it: `.<out>.merge-<pid>-<hex>.tmp` beside it. */
+function tempDirFor(out: string): { path: string; pattern: RegExp } {
+  const name = basename(resolve(out));
+  const escaped = name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  return {
+    path: join(dirname(resolve(out)), `.${name}.merge-${process.pid}-${randomBytes(4).toString('hex')}.tmp`),
+    pattern: new RegExp(`^\\.${escaped}\\.merge-(\\d+)-[0-9a-f]+\\.tmp$`),
+  };
+}
+
+/** `--out` must name a new run directory: nothing there, or an empty directory. */
+function checkOut(out: string): void {
+  const st = statPath(out, `merge: --out ${out}`);
+  if (st && !st.isDirectory()) throw new TrajforgeError('BAD_USAGE', `${out}: exists and is a file; merge writes a new run directory`, { file: out });
+  if (st && readdirSync(out).length > 0) throw new TrajforgeError('BAD_USAGE', `${out}: exists and is not empty; merge writes a new run`, { file: out });
+  const parent = dirname(resolve(out));
+  const up = statPath(parent, `merge: --out ${out}`);
+  if (up && !up.isDirectory()) throw new TrajforgeError('BAD_USAGE', `${out}: ${parent} is a file, not a directory`, { file: out });
+}
+
 export async function merge(opts: MergeOptions): Promise<MergeReport> {
   const { runs, out } = opts;
   if (runs.length === 0) throw new TrajforgeError('BAD_USAGE', 'merge: no runs given');
-  if (existsSync(out) && readdirSync(out).length > 0) {
-    throw new TrajforgeError('BAD_USAGE', `${out}: exists and is not empty; merge writes a new run`, { file: out });
-  }
+  checkOut(out);
+  const temp = tempDirFor(out);
+  // Left by a merge that was killed: never in the way, and not kept either.
+  removeDeadTemps(dirname(temp.path), temp.pattern);
   const manifests = runs.map(readManifest);
   const base = comparable(manifests[0]!.fingerprint_fields);
-  for (let r = 1; r < runs.length && !opts.allowMismatch; r++) {
-    const diff = fingerprintDiff(base, comparable(manifests[r]!.fingerprint_fields));
-    if (diff.length) {
-      throw new TrajforgeError('RUN_MISMATCH', `${runs[r]}: made with another config than ${runs[0]} (${diff.join(', ')} differ); pass --allow-mismatch to merge anyway`, {
+  const unrecorded = new Set<string>();
+  for (let r = 1; r < runs.length; r++) {
+    // A field one run does not record (an earlier trajforge wrote it) cannot be compared: said, not refused.
+    const { changed, unknown } = compareFingerprints(base, comparable(manifests[r]!.fingerprint_fields));
+    for (const k of unknown) unrecorded.add(k);
+    if (changed.length && !opts.allowMismatch) {
+      throw new TrajforgeError('RUN_MISMATCH', `${runs[r]}: made with another config than ${runs[0]} (${changed.join(', ')} differ); pass --allow-mismatch to merge anyway`, {
         file: runs[r],
       });
     }
   }
+  const live = runs.flatMap((dir) => {
+    const holder = lockHolder(dir);
+    return holder ? [{ dir, pid: holder.pid }] : [];
+  });
+  // Taken once, before either pass: what a run still being written adds later is not merged.
+  const snaps = runs.map((dir) => FILES.map((f) => snapshot(join(dir, f))));
+  const cut = snaps.flat().filter((s) => s.cut > 0).map((s) => ({ file: s.path, bytes: s.cut }));
 
   // Pass 1: which record each id keeps.
   const picks = new Map<string, Pick>();
   let read = 0;
   for (let run = 0; run < runs.length; run++) {
     for (let file = 0; file < FILES.length; file++) {
-      const path = join(runs[run]!, FILES[file]!);
-      for await (const { line, text } of lines(path)) {
-        let rec: { id?: unknown; attempt?: unknown; status?: unknown };
-        try {
-          rec = JSON.parse(text);
-        } catch {
-          throw new TrajforgeError('BAD_INPUT', `${path}:${line}: not valid JSON`, { file: path, line });
-        }
-        if (typeof rec.id !== 'string') throw new TrajforgeError('BAD_INPUT', `${path}:${line}: id: missing`, { file: path, line, field: 'id' });
+      const snap = snaps[run]![file]!;
+      for await (const { line, text } of lines(snap)) {
+        const rec = parseRunLine(text, snap.path, line);
         read++;
         const cand: Pick = { run, file, line, ok: rec.status === 'ok', attempt: typeof rec.attempt === 'number' ? rec.attempt : 0 };
         const prev = picks.get(rec.id);
@@ -121,62 +202,76 @@ export async function merge(opts: MergeOptions): Promise<MergeReport> {
     }
   }
 
-  // Pass 2: copy the kept lines, into temporary files renamed at the end.
-  await mkdir(out, { recursive: true });
-  const tmp = FILES.map((f) => join(out, `${f}.tmp`));
-  const handles = await Promise.all(tmp.map((t) => open(t, 'w')));
+  const conflicts: MergeConflict[] = [];
+  for (const [id, p] of picks) if (p.acceptedIn) conflicts.push({ id, runs: p.acceptedIn.map((r) => runs[r]!), kept: runs[p.run]! });
+
+  // Pass 2: the kept lines and the manifest, into a directory beside --out that is renamed
+  // onto it at the end, so --out holds a whole run or nothing (a full disk included).
   let accepted = 0;
   let failed = 0;
   const byReason: Record<string, number> = {};
+  const handles: FileHandle[] = [];
+  let writing = temp.path;
   try {
+    await mkdir(dirname(temp.path), { recursive: true });
+    await mkdir(temp.path);
+    for (const f of FILES) {
+      writing = join(temp.path, f);
+      handles.push(await open(writing, 'wx'));
+    }
     for (let run = 0; run < runs.length; run++) {
       for (let file = 0; file < FILES.length; file++) {
-        const path = join(runs[run]!, FILES[file]!);
-        for await (const { line, text } of lines(path)) {
-          const rec = JSON.parse(text) as { id: string; reason?: string };
-          const pick = picks.get(rec.id)!;
+        const snap = snaps[run]![file]!;
+        for await (const { line, text } of lines(snap)) {
+          const rec = parseRunLine(text, snap.path, line);
+          const pick = picks.get(rec.id);
+          if (!pick) throw new TrajforgeError('BAD_INPUT', `${snap.path}:${line}: changed while merge read it (a run's files only grow)`, { file: snap.path, line });
           if (pick.run !== run || pick.file !== file || pick.line !== line) continue;
+          writing = join(temp.path, FILES[pick.ok ? 0 : 1]);
           await handles[pick.ok ? 0 : 1]!.appendFile(`${text}\n`);
           if (pick.ok) accepted++;
           else {
             failed++;
-            const reason = rec.reason ?? 'unknown';
+            const reason = typeof rec.reason === 'string' ? rec.reason : 'unknown';
             byReason[reason] = (byReason[reason] ?? 0) + 1;
           }
         }
       }
     }
     for (const h of handles) await h.sync();
+
+    const first = manifests[0]!;
+    const now = new Date().toISOString();
+    const fields = comparable(first.fingerprint_fields);
+    const manifest: RunManifest = {
+      ...first,
+      schema_version: SCHEMA_VERSION,
+      run_id: randomUUID(),
+      created_at: now,
+      updated_at: now,
+      status: 'completed',
+      trajforge_version: PACKAGE_VERSION,
+      node_version: process.version,
+      fingerprint_fields: fields,
+      config_fingerprint: fingerprint(fields),
+      questions: { path: first.questions.path, total: null },
+      counts: { accepted, failed, by_reason: byReason },
+      sessions: [],
+      merged_from: runs.map((dir, i) => ({ dir, run_id: manifests[i]!.run_id, counts: manifests[i]!.counts })),
+    };
+    writing = join(temp.path, MANIFEST);
+    const mh = await open(writing, 'wx');
+    handles.push(mh);
+    await mh.writeFile(`${JSON.stringify(manifest, null, 2)}\n`);
+    await mh.sync();
+    await Promise.all(handles.splice(0).map((h) => h.close()));
+    writing = out;
+    renameSync(temp.path, out);
   } catch (err) {
-    await Promise.all(handles.map((h) => h.close()));
-    await rm(out, { recursive: true, force: true });
-    throw err;
+    await Promise.all(handles.map((h) => h.close().catch(() => {})));
+    await rm(temp.path, { recursive: true, force: true });
+    if (err instanceof TrajforgeError) throw err;
+    throw fsError(writing, err, 'merge: cannot write');
   }
-  await Promise.all(handles.map((h) => h.close()));
-  tmp.forEach((t, i) => renameSync(t, join(out, FILES[i]!)));
-
-  const conflicts: MergeConflict[] = [];
-  for (const [id, p] of picks) if (p.acceptedIn) conflicts.push({ id, runs: p.acceptedIn.map((r) => runs[r]!), kept: runs[p.run]! });
-
-  const first = manifests[0]!;
-  const now = new Date().toISOString();
-  const fields = comparable(first.fingerprint_fields);
-  const manifest: RunManifest = {
-    ...first,
-    schema_version: SCHEMA_VERSION,
-    run_id: randomUUID(),
-    created_at: now,
-    updated_at: now,
-    status: 'completed',
-    trajforge_version: PACKAGE_VERSION,
-    node_version: process.version,
-    fingerprint_fields: fields,
-    config_fingerprint: fingerprint(fields),
-    questions: { path: first.questions.path, total: null },
-    counts: { accepted, failed, by_reason: byReason },
-    sessions: [],
-    merged_from: runs.map((dir, i) => ({ dir, run_id: manifests[i]!.run_id, counts: manifests[i]!.counts })),
-  };
-  writeFileSync(join(out, MANIFEST), `${JSON.stringify(manifest, null, 2)}\n`);
-  return { out, accepted, failed, superseded: read - accepted - failed, conflicts };
+  return { out, accepted, failed, superseded: read - accepted - failed, conflicts, live, cut, unrecorded: [...unrecorded].sort() };
 }

@@ -42,13 +42,14 @@
  *   parser takes that as the answer) and `final_answer` is the report as written. Boxes are
  *   never invented. `meta.answer_source` says which rule applied.
  */
-import { createReadStream, existsSync, statSync } from 'node:fs';
+import { createReadStream, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { SCHEMA_VERSION, type ChatMessage, type DialectName, type ToolCallRecord, type Trajectory } from '../../schemas/index.js';
 import { extractBoxed, mcpXml } from '../dialects/mcp-xml.js';
 import { tulu } from '../dialects/tulu.js';
 import type { Dialect, Segment } from '../dialects/types.js';
 import { inputError, TrajforgeError } from '../errors.js';
+import { statPath } from '../files.js';
 import { questionIdFor } from '../generate/sampler.js';
 import { firstInvalidUtf8 } from '../text.js';
 import { FAILURES, TRAJECTORIES } from '../generate/store.js';
@@ -90,8 +91,9 @@ export interface ReadReport {
 /** The files an input names: a run directory holds two. */
 export function inputFiles(input: string): string[] {
   if (input === '-') return ['-'];
-  if (!existsSync(input)) throw new TrajforgeError('BAD_INPUT', `${input}: no such file or run directory`, { file: input });
-  if (statSync(input).isDirectory()) {
+  const st = statPath(input);
+  if (!st) throw new TrajforgeError('BAD_INPUT', `${input}: no such file or run directory`, { file: input });
+  if (st.isDirectory()) {
     const files = [TRAJECTORIES, FAILURES].map((f) => join(input, f)).filter((f) => existsSync(f));
     if (files.length === 0) throw new TrajforgeError('BAD_INPUT', `${input}: a directory with neither ${TRAJECTORIES} nor ${FAILURES}`, { file: input });
     return files;

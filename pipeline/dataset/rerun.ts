@@ -8,7 +8,7 @@ import { createReadStream, existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { SCHEMA_VERSION, type FailureReason, type RunConfig, type Trajectory } from '../../schemas/index.js';
-import { fingerprintFields } from '../config.js';
+import { fingerprintFields, redactConfig } from '../config.js';
 import { TrajforgeError } from '../errors.js';
 import { runSession, type GenerateOptions, type GenerateSummary, type PlannedSample } from '../generate/run.js';
 import { FAILURES, MANIFEST, RunStore } from '../generate/store.js';
@@ -43,8 +43,10 @@ export async function rerun(opts: RerunOptions): Promise<GenerateSummary> {
     openStore: (scrubber) =>
       RunStore.open({
         dir,
-        fingerprintFields: fingerprintFields(config),
+        fingerprintFields: fingerprintFields(config, opts.env ?? process.env),
+        allowConfigChange: opts.allowConfigChange,
         scrubber,
+        config: redactConfig(config, opts.env ?? process.env),
         fresh: () => {
           throw new TrajforgeError('BAD_INPUT', `${dir}: not a run directory`, { file: dir });
         },

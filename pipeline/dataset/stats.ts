@@ -13,8 +13,8 @@
  * counts the rows that won.
  */
 import { basename } from 'node:path';
-import { statSync } from 'node:fs';
 import type { Trajectory } from '../../schemas/index.js';
+import { statPath } from '../files.js';
 import { inputFiles, readDataset, type DatasetRow, type ReadOptions, type ReadReport } from './readers.js';
 import { FAILURES } from '../generate/store.js';
 
@@ -396,7 +396,7 @@ export async function computeStats(rows: AsyncIterable<DatasetRow>, opts: StatsO
  * failures.jsonl for the latest attempt of each id, then both files for the figures.
  */
 export async function statsForInput(input: string, opts: ReadOptions = {}): Promise<Stats> {
-  const isRun = input !== '-' && statSync(input, { throwIfNoEntry: false })?.isDirectory() === true;
+  const isRun = input !== '-' && statPath(input)?.isDirectory() === true;
   let latest: LatestIndex | undefined;
   if (isRun) {
     const files = inputFiles(input);

@@ -31,6 +31,8 @@ export interface GenerateOptions {
   /** Aborting stops scheduling, cancels the rollouts in flight (they are redone on resume) and closes the run. */
   readonly signal?: AbortSignal | undefined;
   readonly progress?: ProgressSink | undefined;
+  /** Resume a run whose fingerprint fields differ from this config's, recording the change. Default false. */
+  readonly allowConfigChange?: boolean | undefined;
 }
 
 /** What this session did, for the summary. */
@@ -73,6 +75,8 @@ export interface GenerateSummary {
    * record, or every sample failed. Says why, with the main reason and the server's message.
    */
   readonly failure?: string | undefined;
+  /** What opening the run repaired or found (a cut last line moved aside, a config change…). */
+  readonly notices: readonly string[];
 }
 
 export interface InputReport {
@@ -167,7 +171,7 @@ export async function generate(opts: GenerateOptions): Promise<GenerateSummary> 
   // Reads the rows the run will use once: a broken one stops the run here, before anything
   // is written. Stdin can be read only once, so it goes uncounted.
   const total = questionsPath === '-' ? null : await countSamples({ path: questionsPath, config: config.questions });
-  const fields = fingerprintFields(config);
+  const fields = fingerprintFields(config, env);
   return runSession({
     ...opts,
     total,
@@ -176,6 +180,8 @@ export async function generate(opts: GenerateOptions): Promise<GenerateSummary> 
         dir: config.output.dir,
         fingerprintFields: fields,
         scrubber,
+        allowConfigChange: opts.allowConfigChange,
+        config: redactConfig(config, env),
         fresh: (): RunManifest => {
           const now = new Date().toISOString();
           return {
@@ -224,6 +230,8 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
     throw err;
   }
 
+  // Said at once, before the progress line, and again in the summary.
+  for (const n of store.notices) plan.progress?.write(`note: ${n}\n`);
   const runId = store.manifest.run_id;
   const llm = new LlmClient(config.endpoint, { apiKey, maxConcurrency: config.concurrency });
   const tools = executor.tools();
@@ -408,5 +416,6 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
     input: input?.(),
     fatal,
     failure,
+    notices: store.notices,
   };
 }

@@ -6,49 +6,24 @@
  *   trajectories.jsonl    accepted trajectories, one per sample id
  *   failures.jsonl        every failed attempt
  */
-import { closeSync, createReadStream, existsSync, fstatSync, ftruncateSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createReadStream, existsSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { mkdir, open, readFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { RunManifest, type Trajectory } from '../../schemas/index.js';
-import { fingerprintDiff } from '../config.js';
+import { compareFingerprints, fingerprint } from '../config.js';
 import { TrajforgeError } from '../errors.js';
 import { IdSet } from '../id-set.js';
+import { PACKAGE_VERSION } from '../paths.js';
 import { appendWhole } from '../jsonl.js';
 import { Scrubber } from '../secrets.js';
+import { fsError } from '../files.js';
+import { releaseLock, takeLock } from './lock.js';
+import { describeTailRepair, parseRunLine, repairTail } from './run-lines.js';
 
 export const TRAJECTORIES = 'trajectories.jsonl';
 export const FAILURES = 'failures.jsonl';
 export const MANIFEST = 'manifest.json';
-const LOCK = '.lock';
-
-/** Cuts a partial last line (a crash mid-append) so the file ends at a newline. Returns the bytes cut. */
-export function repairTail(file: string): number {
-  if (!existsSync(file)) return 0;
-  const fd = openSync(file, 'r+');
-  try {
-    const size = fstatSync(fd).size;
-    if (size === 0) return 0;
-    const chunk = Buffer.alloc(Math.min(size, 1 << 16));
-    let end = size;
-    // Walk back to the last newline; a last line longer than one chunk takes several reads.
-    while (end > 0) {
-      const start = Math.max(0, end - chunk.length);
-      const n = readSync(fd, chunk, 0, end - start, start);
-      const nl = chunk.subarray(0, n).lastIndexOf(0x0a);
-      if (nl >= 0) {
-        const keep = start + nl + 1;
-        if (keep < size) ftruncateSync(fd, keep);
-        return size - keep;
-      }
-      end = start;
-    }
-    ftruncateSync(fd, 0);
-    return size;
-  } finally {
-    closeSync(fd);
-  }
-}
 
 /** Each line's `id`, `attempt` and `reason`, without keeping the records. */
 async function scanIds(file: string, visit: (id: string, attempt: number, reason: string) => void): Promise<void> {
@@ -58,23 +33,8 @@ async function scanIds(file: string, visit: (id: string, attempt: number, reason
   for await (const text of rl) {
     line++;
     if (text.trim() === '') continue;
-    let rec: { id?: unknown; attempt?: unknown; reason?: unknown };
-    try {
-      rec = JSON.parse(text);
-    } catch {
-      throw new TrajforgeError('BAD_INPUT', `${file}:${line}: not valid JSON; the run directory was changed by hand?`, { file, line });
-    }
-    if (typeof rec.id !== 'string') throw new TrajforgeError('BAD_INPUT', `${file}:${line}: id: missing`, { file, line, field: 'id' });
+    const rec = parseRunLine(text, file, line);
     visit(rec.id, typeof rec.attempt === 'number' ? rec.attempt : 0, typeof rec.reason === 'string' ? rec.reason : 'unknown');
-  }
-}
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 
@@ -86,6 +46,53 @@ export interface OpenRunOptions {
   readonly fingerprintFields: Record<string, unknown>;
   /** The run's secrets, scrubbed from every record and manifest written (the last line of defence). Default none. */
   readonly scrubber?: Scrubber | undefined;
+  /** Resume even when fingerprint fields differ; the change is recorded in the new session. */
+  readonly allowConfigChange?: boolean | undefined;
+  /** The config as it may be written (redacted): replaces the manifest's when a change is allowed. */
+  readonly config?: Record<string, unknown> | undefined;
+}
+
+type Session = RunManifest['sessions'][number];
+
+/**
+ * Whether a resume may go on, and with what: the same fingerprint, or a changed one on
+ * purpose (`allowConfigChange`). Returns the manifest to go on with, what the new session
+ * records, and what to tell the person running it.
+ */
+function resumeWith(manifest: RunManifest, opts: OpenRunOptions, file: string): { manifest: RunManifest; session: Partial<Session>; notices: string[] } {
+  const before = manifest.fingerprint_fields;
+  // The manifest holds them scrubbed: so are these, to compare like with like.
+  const now = (opts.scrubber ?? Scrubber.none).value(opts.fingerprintFields);
+  const { changed, unknown } = compareFingerprints(before, now);
+  // Fields the manifest lacks were added to the fingerprint after the run began. (A field it has
+  // that this version no longer records cannot be compared either; it is dropped.)
+  const added = unknown.filter((k) => Object.hasOwn(now, k));
+  if (changed.length && !opts.allowConfigChange) {
+    throw new TrajforgeError(
+      'RUN_MISMATCH',
+      `${opts.dir}: this run was made with another config; these fields differ: ${changed.join(', ')}. Use another --out, restore the original values, or pass --allow-config-change to go on with the new ones (the change is recorded in the manifest).`,
+      { file, field: changed[0] },
+    );
+  }
+  const notices: string[] = [];
+  const previous = manifest.sessions.at(-1)?.trajforge_version ?? manifest.trajforge_version;
+  if (previous !== PACKAGE_VERSION) notices.push(`this run was last written by trajforge ${previous}; this is ${PACKAGE_VERSION}: its prompts, repairs and checks may differ, so samples made by the two may too`);
+  if (added.length) notices.push(`this run's manifest does not record ${added.join(', ')} (an earlier trajforge wrote it): a change there since the run began cannot be told; recorded from now on`);
+  if (changed.length) notices.push(`going on with a changed config (--allow-config-change): ${changed.join(', ')} differ from the run's; recorded in the manifest (sessions[].config_changes)`);
+  const session: Partial<Session> = {
+    ...(changed.length ? { config_changes: changed.map((field) => ({ field, before: before[field], after: now[field] })) } : {}),
+    ...(added.length ? { fingerprint_fields_added: added } : {}),
+  };
+  return {
+    manifest: {
+      ...manifest,
+      fingerprint_fields: now,
+      config_fingerprint: fingerprint(now),
+      ...(changed.length && opts.config ? { config: opts.config } : {}),
+    },
+    session,
+    notices,
+  };
 }
 
 export class RunStore {
@@ -94,6 +101,8 @@ export class RunStore {
   /** The latest failed attempt of each id that has no accepted record. */
   readonly failed = new Map<string, { attempt: number; reason: string }>();
   readonly resumed: boolean;
+  /** What opening the run found and did that the person running it should hear of (a repaired tail…). */
+  readonly notices: string[] = [];
   #manifest: RunManifest;
   #traj: FileHandle | undefined;
   #fail: FileHandle | undefined;
@@ -105,8 +114,12 @@ export class RunStore {
   #writeError: Error | undefined;
   readonly #scrubber: Scrubber;
 
-  private constructor(dir: string, manifest: RunManifest, resumed: boolean, scrubber: Scrubber) {
+  /** Our entry in `.lock/`, released at close. */
+  readonly #lock: string;
+
+  private constructor(dir: string, manifest: RunManifest, resumed: boolean, lock: string, scrubber: Scrubber) {
     this.dir = dir;
+    this.#lock = lock;
     this.#manifest = manifest;
     this.resumed = resumed;
     this.#scrubber = scrubber;
@@ -118,12 +131,19 @@ export class RunStore {
 
   static async open(opts: OpenRunOptions): Promise<RunStore> {
     const { dir } = opts;
-    await mkdir(dir, { recursive: true });
-    RunStore.#lock(dir);
+    try {
+      await mkdir(dir, { recursive: true });
+    } catch (err) {
+      throw fsError(dir, err, 'cannot make the run directory');
+    }
+    // One process per run directory: two writers would break "accepted at most once".
+    const lock = takeLock(dir);
     try {
       const manifestPath = join(dir, MANIFEST);
       let manifest: RunManifest;
       let resumed = false;
+      let session: Partial<Session> = {};
+      const notices: string[] = [];
       if (existsSync(manifestPath)) {
         const text = await readFile(manifestPath, 'utf8');
         let parsed: unknown;
@@ -134,23 +154,18 @@ export class RunStore {
         }
         const m = RunManifest.safeParse(parsed);
         if (!m.success) throw new TrajforgeError('BAD_INPUT', `${manifestPath}: not a trajforge run manifest (${m.error.issues[0]?.message})`, { file: manifestPath });
-        manifest = m.data;
-        // The manifest holds them scrubbed: so are these, to compare like with like.
-        const diff = fingerprintDiff(manifest.fingerprint_fields, (opts.scrubber ?? Scrubber.none).value(opts.fingerprintFields));
-        if (diff.length) {
-          throw new TrajforgeError(
-            'RUN_MISMATCH',
-            `${dir}: this run was made with another config; these fields differ: ${diff.join(', ')}. Use another --out, or restore the original values.`,
-            { file: manifestPath, field: diff[0] },
-          );
-        }
+        const resume = resumeWith(m.data, opts, manifestPath);
+        manifest = resume.manifest;
+        session = resume.session;
+        notices.push(...resume.notices);
         resumed = true;
       } else {
         manifest = opts.fresh();
       }
-      const store = new RunStore(dir, manifest, resumed, opts.scrubber ?? Scrubber.none);
-      repairTail(join(dir, TRAJECTORIES));
-      repairTail(join(dir, FAILURES));
+      const store = new RunStore(dir, manifest, resumed, lock, opts.scrubber ?? Scrubber.none);
+      store.notices.push(...notices);
+      const repairs = [repairTail(join(dir, TRAJECTORIES)), repairTail(join(dir, FAILURES))].filter((r) => r !== undefined);
+      store.notices.push(...repairs.map(describeTailRepair));
       await scanIds(join(dir, TRAJECTORIES), (id) => store.accepted.add(id));
       await scanIds(join(dir, FAILURES), (id, attempt, reason) => store.#noteFailure(id, attempt, reason));
       store.#traj = await open(join(dir, TRAJECTORIES), 'a');
@@ -158,39 +173,17 @@ export class RunStore {
       store.#trajBytes = statSync(join(dir, TRAJECTORIES)).size;
       store.#failBytes = statSync(join(dir, FAILURES)).size;
       const now = new Date().toISOString();
-      store.#manifest = { ...manifest, status: 'running', updated_at: now, sessions: [...manifest.sessions, { started_at: now }] };
+      store.#manifest = {
+        ...manifest,
+        status: 'running',
+        updated_at: now,
+        sessions: [...manifest.sessions, { started_at: now, trajforge_version: PACKAGE_VERSION, ...session, ...(repairs.length ? { tail_repairs: repairs } : {}) }],
+      };
       store.writeManifest();
       return store;
     } catch (err) {
-      RunStore.#unlock(dir);
+      releaseLock(lock);
       throw err;
-    }
-  }
-
-  /** One process per run directory: two writers would break "accepted at most once". */
-  static #lock(dir: string): void {
-    const file = join(dir, LOCK);
-    try {
-      writeFileSync(file, String(process.pid), { flag: 'wx' });
-      return;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-    }
-    const holder = Number.parseInt(existsSync(file) ? String(readFileSyncSafe(file)) : '', 10);
-    if (Number.isInteger(holder) && holder !== process.pid && pidAlive(holder)) {
-      throw new TrajforgeError('RUN_LOCKED', `${dir}: another trajforge process (pid ${holder}) is writing this run`, { file });
-    }
-    // The holder died (SIGKILL): take the lock over.
-    writeFileSync(file, String(process.pid));
-  }
-
-  static #unlock(dir: string): void {
-    try {
-      const file = join(dir, LOCK);
-      // Synchronous: the CLI exits right after closing the run, and a lock left behind names a pid that may be reused.
-      if (String(readFileSyncSafe(file)) === String(process.pid)) rmSync(file, { force: true });
-    } catch {
-      // nothing to release
     }
   }
 
@@ -282,15 +275,7 @@ export class RunStore {
     try {
       this.writeManifest({ status, sessions });
     } finally {
-      RunStore.#unlock(this.dir);
+      releaseLock(this.#lock);
     }
-  }
-}
-
-function readFileSyncSafe(file: string): string {
-  try {
-    return readFileSync(file, 'utf8').trim();
-  } catch {
-    return '';
   }
 }
