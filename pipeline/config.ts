@@ -175,6 +175,8 @@ export function fingerprintFields(cfg: RunConfig, env: NodeJS.ProcessEnv = proce
     'endpoint.max_tokens': cfg.endpoint.max_tokens,
     'endpoint.seed': cfg.endpoint.seed ?? null,
     'endpoint.extra_body': cfg.endpoint.extra_body,
+    // Reasoning sent back is part of what the model sees on every later turn.
+    'endpoint.send_reasoning': cfg.endpoint.send_reasoning,
     dialect: cfg.dialect,
     tools: cfg.tools,
     mcpServers: Object.keys(cfg.mcpServers).sort(),
