@@ -37,10 +37,16 @@ const USES: Readonly<Record<string, Use>> = {
   'mcp-xml-nudge': { caller: 'rollout.ts nudge (mcp-xml, before any tool has run; raw)', vars: {} },
   'native-system': { caller: 'dialects/native.ts systemPrompt (raw)', vars: {} },
   'judge-simpleqa': { caller: 'judge.ts Judge.grade', vars: { question: QUESTION, gold: 'cyclooxygenase (COX-1)', answer: 'It blocks COX-1 <cite id="pm-1">x</cite>.' } },
+  // Agents: every final-answer prompt is rendered with {question} and {task} (agents' `final_answer_prompt`).
+  subtask: { caller: "generate/agents.ts a sub-agent's first message (task_prompt)", vars: { subtask: 'Find the enzyme aspirin acetylates (SUBTASK_1)' } },
+  'browsing-agent-summary': { caller: "rollout.ts a sub-agent's final-answer prompt (its report)", vars: { question: QUESTION, task: 'Find the enzyme aspirin acetylates (SUBTASK_2)' }, optional: ['question'] },
+  'main-agent-summary': { caller: "rollout.ts final-answer prompt (MiroThinker's main agent)", vars: { question: QUESTION, task: QUESTION }, optional: ['task'] },
+  'main-agent-objective': { caller: 'generate/agents.ts system prompt (objective_prompt, raw)', vars: {} },
+  'browsing-agent-objective': { caller: 'generate/agents.ts system prompt (objective_prompt, raw)', vars: {} },
 };
 
 const PLACEHOLDER = /\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
-const FINAL_ANSWER_PROMPTS = ['force-answer', 'native-final-answer', 'mcp-xml-summary'];
+const FINAL_ANSWER_PROMPTS = ['force-answer', 'native-final-answer', 'mcp-xml-summary', 'main-agent-summary'];
 
 function render(name: string): string {
   return renderPrompt(loadPrompt(name), USES[name]!.vars);
@@ -74,7 +80,7 @@ describe('prompt files', () => {
   });
 
   it('the raw ones come out exactly as written', () => {
-    for (const name of ['nudge', 'native-nudge', 'mcp-xml-nudge', 'native-system']) expect(render(name)).toBe(loadPrompt(name));
+    for (const name of ['nudge', 'native-nudge', 'mcp-xml-nudge', 'native-system', 'main-agent-objective', 'browsing-agent-objective']) expect(render(name)).toBe(loadPrompt(name));
   });
 
   it('a value is inserted once, never expanded again', () => {
@@ -118,6 +124,10 @@ describe('what the loop and the sim rely on', () => {
     expect(text).not.toContain('<tool_output');
     expect(text).toContain('3');
     expect(text).toContain('2');
+  });
+
+  it('subtask ends with the line the sim tells a sub-agent session by', () => {
+    expect(render('subtask').trimEnd().split('\n').at(-1)).toBe('Please provide the answer and detailed supporting information of the subtask given to you.');
   });
 
   it('judge-simpleqa names the three verdicts the parser reads', () => {
