@@ -7,7 +7,8 @@
  * final-answer prompt (`browsing-agent-summary`) gets a report with a think block.
  *
  * It counts the requests it holds at once (`maxInFlight`), and can be told to fail a role's
- * sessions (`failRole`: empty replies, so the session ends without an answer or a report).
+ * sessions (`failRole`: empty replies after its delegation, if it delegates, so the session ends
+ * without an answer or a report).
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -26,6 +27,8 @@ export interface AgentsModel {
   readonly stats: { requests: number; inFlight: number; maxInFlight: number };
   /** Roles whose sessions never answer: they fail, as `no_answer` or `max_turns`. */
   failRole: Set<string>;
+  /** Roles whose session fails the first time it is given a task, and works when given the same task again (a retry). */
+  failFirst: Set<string>;
   latencyMs: number;
   close(): Promise<void>;
 }
@@ -66,8 +69,8 @@ function answer(d: Dialect, text: string): Reply {
   }
 }
 
-/** What the scripted model says to one request. */
-function respond(body: { messages: Msg[]; tools?: unknown[] }, failRole: ReadonlySet<string>): Reply {
+/** What the scripted model says to one request. `starts` counts the sessions each role has begun per task. */
+function respond(body: { messages: Msg[]; tools?: unknown[] }, failRole: ReadonlySet<string>, failFirst: ReadonlySet<string>, starts: Map<string, number>): Reply {
   const messages = body.messages;
   const system = messages[0]?.content ?? '';
   const role = /ROLE: (\w+)/.exec(system)?.[1] ?? 'main';
@@ -75,7 +78,11 @@ function respond(body: { messages: Msg[]; tools?: unknown[] }, failRole: Readonl
   const last = messages.at(-1)!;
   const task = messages[1]?.content ?? '';
   const turns = messages.filter((m) => m.role === 'assistant').length;
-  if (failRole.has(role)) return { content: '', finish: 'stop' };
+  const key = `${role}\u0000${task}`;
+  if (turns === 0) starts.set(key, (starts.get(key) ?? 0) + 1);
+  const failing = failRole.has(role) || (failFirst.has(role) && starts.get(key) === 1);
+  // A failing role that delegates still does so first: its family then has sessions below it.
+  if (failing && (turns > 0 || !(role in DELEGATE))) return { content: '', finish: 'stop' };
   // A sub-agent's last step: its report.
   if (last.role === 'user' && last.content?.startsWith(loadPrompt('browsing-agent-summary').split('\n')[0]!)) {
     return { content: `<think>Wrapping up the subtask.</think>\nReport (${role}): ${task.split('\n')[0]!.slice(0, 60)} — ${turns} steps taken, the evidence is in the documents read.`, finish: 'stop' };
@@ -99,7 +106,8 @@ function respond(body: { messages: Msg[]; tools?: unknown[] }, failRole: Readonl
 
 export async function startAgentsModel(latencyMs = 0): Promise<AgentsModel> {
   const stats = { requests: 0, inFlight: 0, maxInFlight: 0 };
-  const state = { failRole: new Set<string>(), latencyMs };
+  const state = { failRole: new Set<string>(), failFirst: new Set<string>(), latencyMs };
+  const starts = new Map<string, number>();
   const http: Server = createServer((req, res) => {
     let body = '';
     req.on('data', (c: Buffer) => (body += c.toString('utf8')));
@@ -108,7 +116,7 @@ export async function startAgentsModel(latencyMs = 0): Promise<AgentsModel> {
       stats.inFlight++;
       stats.maxInFlight = Math.max(stats.maxInFlight, stats.inFlight);
       const request = JSON.parse(body) as { messages: Msg[]; tools?: unknown[]; stop?: string[] };
-      const t = respond(request, state.failRole);
+      const t = respond(request, state.failRole, state.failFirst, starts);
       // As endpoints do: the text ends before the first stop string, which is not sent.
       for (const stop of request.stop ?? []) if (t.content.includes(stop)) t.content = t.content.slice(0, t.content.indexOf(stop));
       setTimeout(() => {
@@ -138,13 +146,23 @@ export async function startAgentsModel(latencyMs = 0): Promise<AgentsModel> {
     set failRole(v: Set<string>) {
       state.failRole = v;
     },
+    get failFirst() {
+      return state.failFirst;
+    },
+    set failFirst(v: Set<string>) {
+      state.failFirst = v;
+    },
     get latencyMs() {
       return state.latencyMs;
     },
     set latencyMs(v: number) {
       state.latencyMs = v;
     },
-    close: () => new Promise((r) => http.close(() => r())),
+    close: () =>
+      new Promise((r) => {
+        http.closeAllConnections();
+        http.close(() => r());
+      }),
   };
 }
 

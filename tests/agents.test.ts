@@ -13,6 +13,7 @@ import { loadConfig } from '../pipeline/config.js';
 import { getDialect } from '../pipeline/dialects/index.js';
 import { reportView, validateFamily, validateTrajectory } from '../pipeline/dataset/validator.js';
 import { generate } from '../pipeline/generate/run.js';
+import { rerun } from '../pipeline/dataset/rerun.js';
 import { agentsPatch, startAgentsModel, type AgentsModel } from './agents-model.js';
 import { readJsonl, tempDir, writeConfig } from './helpers.js';
 
@@ -172,7 +173,9 @@ describe('failures in a family', () => {
       const roots = failed.filter((t) => t.parent_id === undefined);
       expect(roots).toHaveLength(2);
       for (const root of roots) expect(root.reason).not.toBe('parent_failed');
-      for (const child of failed.filter((t) => t.parent_id !== undefined)) {
+      const children = failed.filter((t) => t.parent_id !== undefined);
+      expect(children).toHaveLength(2);
+      for (const child of children) {
         expect(child).toMatchObject({ status: 'failed', reason: 'parent_failed' });
         expect(child.validation.passed).toBe(true);
         expect(child.error).toContain(`its parent session ${child.parent_id} failed`);
@@ -180,6 +183,89 @@ describe('failures in a family', () => {
     } finally {
       model.failRole = new Set();
     }
+  });
+});
+
+describe('retries and rerun work on families', () => {
+  it('rerun redoes failed roots, by their reason, with their sub-agents: same ids, attempt + 1, the failed family kept', async () => {
+    model.failRole = new Set(['main']);
+    const patch = { ...agentsPatch('mcp-xml', { depth2: true }), retry: { experience: false } };
+    const dir = tempDir('tf-agents-rerun-');
+    const config = loadConfig(writeConfig(dir, model.url, patch), { limit: 3 });
+    try {
+      await generate({ config });
+    } finally {
+      model.failRole = new Set();
+    }
+    const first = records(config.output.dir);
+    expect(first.ok).toEqual([]);
+    expect(first.failed).toHaveLength(9);
+    const reason = first.failed.find((t) => t.parent_id === undefined)!.reason!;
+    // Sub-agent sessions are never rerun on their own: their reason does not select them.
+    const none = await rerun({ dir: config.output.dir, config, reasons: ['parent_failed'] });
+    expect(none.session.planned).toBe(0);
+    const again = await rerun({ dir: config.output.dir, config, reasons: [reason] });
+    expect(again.session).toMatchObject({ planned: 3, accepted: 3, failed: 0 });
+    const after = records(config.output.dir);
+    expect(after.ok).toHaveLength(9);
+    for (const t of after.ok) expect(t.attempt).toBe(1);
+    // The same ids as the failed attempt, whose records stay in failures.jsonl.
+    expect(after.ok.map((t) => t.id).sort()).toEqual(first.failed.map((t) => t.id).sort());
+    expect(after.failed).toEqual(first.failed);
+    expectWholeFamilies(after.all);
+    expect(again.counts).toMatchObject({ accepted: 3, failed: 0, sub_agents: { accepted: 6, failed: 0 } });
+  });
+
+  it('retry.attempts retries the whole family; each attempt is written as a family', async () => {
+    // The main agent fails its first attempt at the question, and answers the retry.
+    model.failFirst = new Set(['main']);
+    const patch = { ...agentsPatch('tulu'), retry: { attempts: 1, experience: false } };
+    const dir = tempDir('tf-agents-retry-');
+    const config = loadConfig(writeConfig(dir, model.url, patch), { limit: 1, questions: join(tempDir('tf-q-'), 'q.jsonl') });
+    writeFileSync(config.questions.path!, `${JSON.stringify({ id: 'retry-q', question: 'A question asked once, answered on the retry?' })}\n`);
+    try {
+      await generate({ config });
+    } finally {
+      model.failFirst = new Set();
+    }
+    const { ok, failed, all } = records(config.output.dir);
+    expectWholeFamilies(all);
+    expect(failed.map((t) => [t.id, t.attempt, t.reason === 'parent_failed'])).toEqual([
+      [`${failed[1]!.id}/researcher#0`, 0, true],
+      [failed[1]!.id, 0, false],
+    ]);
+    expect(ok.map((t) => [t.id, t.attempt])).toEqual([
+      [`${failed[1]!.id}/researcher#0`, 1],
+      [failed[1]!.id, 1],
+    ]);
+  });
+});
+
+describe('validation of a family, against hostile edits', () => {
+  it('finds a tool output that is not the report, a call to a session not in the family, a session no call started, and a report the text does not hold', async () => {
+    const { ok } = await run(agentsPatch('mcp-xml'), 1);
+    const root = ok.find((t) => t.parent_id === undefined)!;
+    const child = ok.find((t) => t.parent_id !== undefined)!;
+    const check = (records: Traj[]) => Object.fromEntries([...validateFamily(records, { dialectOf: getDialect })].map(([id, issues]) => [id, issues.map((i) => i.rule)]));
+    expect(check([child, root])).toEqual({});
+    // The parent saw one report, the child's record holds another.
+    const edited = { ...child, final_answer: `${child.final_answer} (and one more claim)` };
+    expect(check([edited, root])).toEqual({ [root.id]: ['family.report_mismatch'] });
+    // A call to a session that is not there; a session whose call is gone.
+    expect(check([root])).toEqual({ [root.id]: ['family.link'] });
+    const unlinked = { ...root, tool_calls: root.tool_calls.map(({ child_id: _, ...c }) => c) };
+    expect(check([child, unlinked])).toEqual({ [child.id]: ['family.link'] });
+    expect(check([{ ...child, parent_call: 3 }, root])).toEqual({ [root.id]: ['family.link'], [child.id]: ['family.link'] });
+    // A child that failed on its own must be an error to its parent, not a result.
+    expect(check([{ ...child, status: 'failed', reason: 'no_answer' }, root])).toEqual({ [root.id]: ['family.report_mismatch'] });
+    expect(check([{ ...child, status: 'failed', reason: 'parent_failed' }, root])).toEqual({});
+    // A sub-agent's report is its answer: the text must hold the report its parent got.
+    const v = validateTrajectory({ ...child, final_answer: 'Another report entirely.' }, { dialect: getDialect('mcp-xml') });
+    expect(v.issues.map((i) => [i.rule, i.severity])).toContainEqual(['agent.report_mismatch', 'error']);
+    expect(v.passed).toBe(false);
+    // No \boxed{} needed of a sub-agent, and a gold answer that leaked onto one is not its to match.
+    expect(child.interleaved_text).not.toContain('\\boxed');
+    expect(validateTrajectory({ ...child, gold_answer: 'Nothing like the report' }, { dialect: getDialect('mcp-xml'), goldMatch: 'contains' }).passed).toBe(true);
   });
 });
 
