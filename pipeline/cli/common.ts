@@ -36,3 +36,18 @@ export function readOptions(format: string | undefined, onBadRow: string | undef
   if (bad !== 'error' && bad !== 'skip') throw new TrajforgeError('BAD_USAGE', `--on-bad-row: expected error or skip, got "${bad}"`);
   return { format: f as ReadOptions['format'], onBadRow: bad };
 }
+
+/**
+ * `parseDatasetArgs` for a command that reads several inputs as one dataset, in order (shards of
+ * one job, or runs to be curated together): one or more positionals.
+ */
+export function parseDatasetInputs<O extends Options>(command: string, argv: string[], options: O, help: string) {
+  const config = { args: argv, options: { ...SHARED, ...options } as typeof SHARED & O, allowPositionals: true as const, strict: true as const };
+  const { values, positionals } = parseArgs(config);
+  if ((values as { help?: boolean }).help) {
+    process.stdout.write(help);
+    return undefined;
+  }
+  if (positionals.length === 0) throw new TrajforgeError('BAD_USAGE', `${command}: expected one or more inputs (files, run directories${command === 'dedup' ? '' : ' or -'})`);
+  return { values, inputs: positionals };
+}
