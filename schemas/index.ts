@@ -482,8 +482,12 @@ export const DedupOptions = z.strictObject({
   bucket_window: z.number().int().positive().default(50),
   /** Which member of a cluster is kept; ties go to the earliest row. */
   keep: z.enum(DEDUP_KEEP_RULES).default('first'),
-  /** Texts whose numbers (tokens with a digit) differ are never near-duplicates: a template's numeric slot. */
-  numbers_must_match: z.boolean().default(true),
+  /**
+   * Near-duplicates must have the same content words (all but a short list of function words,
+   * numbers included): a template's slot filled twice (France/Peru, Chrome/Chrome Android,
+   * 52/26 weeks) is never a near-duplicate, however long the rest.
+   */
+  slot_guard: z.boolean().default(true),
 });
 export type DedupOptions = z.infer<typeof DedupOptions>;
 

@@ -28,8 +28,10 @@ The input is read twice; stdin is not accepted. Files are written whole or not a
                     ${DEDUP_KEEP_RULES.join(', ')}
                     (accepted: status ok first; shortest/longest: characters of the trajectory;
                     most-calls/fewest-calls: tool calls)
-  --numbers-may-differ   cluster texts whose numbers differ (by default "52 weeks" and "26 weeks"
-                    never make two questions near-duplicates)
+  --slots-may-differ     let Jaccard alone decide: by default near-duplicates must have the same
+                    content words (all but function words like the, is, with, what/which), so
+                    "capital of France" and "capital of Peru", "Chrome" and "Chrome Android",
+                    "52 weeks" and "26 weeks" never make near-duplicates, however long the rest
   --max-hashes N    MinHash functions the LSH index may use (default ${D.max_hashes})
   --sketch-size N   shingles kept per text; texts within it are compared exactly (default ${D.sketch_size})
   --bucket-window N earlier rows of an LSH bucket each row is compared with (default ${D.bucket_window})
@@ -69,7 +71,7 @@ export async function run(argv: string[]): Promise<number> {
     threshold: { type: 'string' },
     shingle: { type: 'string' },
     keep: { type: 'string' },
-    'numbers-may-differ': { type: 'boolean' },
+    'slots-may-differ': { type: 'boolean' },
     'max-hashes': { type: 'string' },
     'sketch-size': { type: 'string' },
     'bucket-window': { type: 'string' },
@@ -86,7 +88,7 @@ export async function run(argv: string[]): Promise<number> {
     max_hashes: numberFlag('max-hashes', values['max-hashes']),
     sketch_size: numberFlag('sketch-size', values['sketch-size']),
     bucket_window: numberFlag('bucket-window', values['bucket-window']),
-    numbers_must_match: values['numbers-may-differ'] ? false : undefined,
+    slot_guard: values['slots-may-differ'] ? false : undefined,
   }, FLAGS);
   if (!values.out) throw new TrajforgeError('BAD_USAGE', 'dedup: --out F is required (- for stdout)');
   const outputs: [string, string][] = [];

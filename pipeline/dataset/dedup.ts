@@ -10,7 +10,9 @@
  *    row's band key and index packed in one float, sorted, so rows sharing a key are adjacent.
  *    Every row is compared with the `bucket_window` earlier rows of its bucket that are not yet
  *    in its cluster; a pair is joined (union-find) when its similarity, the higher of the two
- *    views' Jaccard, is at least the threshold and its numbers agree.
+ *    views' Jaccard, is at least the threshold and (the slot guard) both texts have the same
+ *    content words. With the guard on, band keys include a hash of the content words, so a
+ *    template's siblings never share a bucket.
  * 2. `writeDeduplicated` reads the input again and writes each row to `out` (kept) or
  *    `rejects` (dropped), and the clusters of two or more rows to `clusters`.
  *
@@ -50,7 +52,7 @@ function grown<T extends Int32Array | Uint32Array | Uint16Array | Uint8Array | F
 /**
  * Per row, up to three shingle sets in a chunked Int32 arena: slot 0 the compared text's word
  * view, slot 1 its clause view (empty when it has one clause: then slot 0 stands for it),
- * slot 2 the final answer (with `by: both`).
+ * slot 2 the final answer's (with `by: both`); and the hash of the compared text's content words.
  */
 class RowSets {
   readonly #chunks: Int32Array[] = [];
@@ -61,12 +63,11 @@ class RowSets {
   len1 = new Uint16Array(1024);
   len2 = new Uint16Array(1024);
   whole = new Uint8Array(1024);
-  numbers0 = new Int32Array(1024);
-  numbers2 = new Int32Array(1024);
+  content = new Int32Array(1024);
   /** Rows with a clause view of their own. */
   clauseRows = 0;
 
-  add(s0: ShingleSet, s1: ShingleSet | undefined, s2: ShingleSet | undefined, numbers0: number, numbers2: number): number {
+  add(s0: ShingleSet, s1: ShingleSet | undefined, s2: ShingleSet | undefined, content: number): number {
     const i = this.n++;
     if (i >= this.start.length) {
       const need = i + 1;
@@ -75,8 +76,7 @@ class RowSets {
       this.len1 = grown(this.len1, need);
       this.len2 = grown(this.len2, need);
       this.whole = grown(this.whole, need);
-      this.numbers0 = grown(this.numbers0, need);
-      this.numbers2 = grown(this.numbers2, need);
+      this.content = grown(this.content, need);
     }
     const l0 = s0.hashes.length;
     const l1 = s1?.hashes.length ?? 0;
@@ -97,8 +97,7 @@ class RowSets {
     this.len1[i] = l1;
     this.len2[i] = l2;
     this.whole[i] = (s0.whole ? WHOLE_0 : 0) | (s1 === undefined || s1.whole ? WHOLE_1 : 0) | (s2 === undefined || s2.whole ? WHOLE_2 : 0);
-    this.numbers0[i] = numbers0;
-    this.numbers2[i] = numbers2;
+    this.content[i] = content;
     if (l1 > 0) this.clauseRows++;
     return i;
   }
@@ -113,7 +112,7 @@ class RowSets {
 
   /** Bytes held in typed arrays. */
   get bytes(): number {
-    return this.#chunks.length * CHUNK * 4 + this.start.length * (4 + 2 * 3 + 1 + 4 * 2);
+    return this.#chunks.length * CHUNK * 4 + this.start.length * (4 + 2 * 3 + 1 + 4);
   }
 }
 
@@ -259,7 +258,7 @@ export async function indexNearDuplicates(inputs: readonly string[], read: ReadO
     const main = textShingles(comparedText(t, by), k, cap, by !== 'answer');
     const answer = by === 'both' ? textShingles(str(t.final_answer), k, cap, false) : undefined;
     if (main.words === 0) empty++;
-    const i = sets.add(main.plain, main.clauses, answer?.plain, main.numbers, answer?.numbers ?? 0);
+    const i = sets.add(main.plain, main.clauses, answer?.plain, main.content);
     if (options.keep !== 'first') {
       ranks = grown(ranks, i + 1);
       ranks[i] = rankOf(t, options.keep);
@@ -313,9 +312,12 @@ export async function indexNearDuplicates(inputs: readonly string[], read: ReadO
   };
 }
 
-/** The similarity of rows x and y that the threshold is tested on; -1 when their numbers differ (under `numbers_must_match`). */
+/**
+ * The similarity of rows x and y that the threshold is tested on; -1 when the slot guard keeps
+ * them apart (their content words differ).
+ */
 function similarity(sets: RowSets, x: number, y: number, options: DedupOptions): number {
-  if (options.numbers_must_match && (sets.numbers0[x] !== sets.numbers0[y] || sets.numbers2[x] !== sets.numbers2[y])) return -1;
+  if (options.slot_guard && sets.content[x] !== sets.content[y]) return -1;
   const k = options.sketch_size;
   const ax = sets.arena(x);
   const ay = sets.arena(y);
@@ -356,18 +358,22 @@ function lsh(sets: RowSets, clusters: Clusters, banding: Banding, options: Dedup
   const entries = new Float64Array(n + sets.clauseRows);
   const window = options.bucket_window;
   const t = options.threshold;
+  // With the slot guard, only rows with the same content words can be near-duplicates: keying
+  // the bands by them too keeps a template's siblings out of each other's buckets.
+  const salted = options.slot_guard;
   for (let band = 0; band < banding.bands; band++) {
     let m = 0;
     for (let i = 0; i < n; i++) {
       const arena = sets.arena(i);
       const at = sets.offset(i);
       const l0 = sets.len0[i]!;
-      const k0 = hasher.bandKey(arena, at, l0, band);
+      const salt = salted ? sets.content[i]! : 0;
+      const k0 = hasher.bandKey(arena, at, l0, band, salt);
       if (k0 === undefined) continue;
       entries[m++] = (k0 >>> keyShift) * scale + i;
       const l1 = sets.len1[i]!;
       if (l1 > 0) {
-        const k1 = hasher.bandKey(arena, at + l0, l1, band)!;
+        const k1 = hasher.bandKey(arena, at + l0, l1, band, salt)!;
         if (k1 !== k0) entries[m++] = (k1 >>> keyShift) * scale + i;
       }
     }
@@ -460,7 +466,7 @@ export async function writeDeduplicated(index: DedupIndex, writers: DedupWriters
             line: m.line,
             id: m.id,
             kept: m.row === keptRow,
-            similarity: m.row === keptRow ? 1 : Math.max(0, Math.round(similarity(index.sets, m.row, keptRow, { ...options, numbers_must_match: false }) * 1e4) / 1e4),
+            similarity: m.row === keptRow ? 1 : Math.max(0, Math.round(similarity(index.sets, m.row, keptRow, { ...options, slot_guard: false }) * 1e4) / 1e4),
             text: m.text,
           })),
         };

@@ -81,14 +81,14 @@ export class MinHasher {
 
   /**
    * The key of band `band` for the set `arena[start … start+len)`: its r minimum hashes under
-   * the band's permutations, folded into 32 bits. An empty set has no key (it is never a
-   * candidate): returns undefined.
+   * the band's permutations, folded into 32 bits with `salt` (rows with different salts never
+   * share a key). An empty set has no key (it is never a candidate): returns undefined.
    */
-  bandKey(arena: Int32Array, start: number, len: number, band: number): number | undefined {
+  bandKey(arena: Int32Array, start: number, len: number, band: number, salt = 0): number | undefined {
     if (len === 0) return undefined;
     const r = this.banding.rows;
     const s = this.#seeds;
-    let key = band;
+    let key = fmix32(band ^ Math.imul(salt, 0x85ebca6b));
     for (let j = band * r, end = j + r; j < end; j++) {
       const seed = s[j]!;
       // Compared as signed after flipping the top bit: unsigned order, in small integers.

@@ -101,13 +101,30 @@ function toSet(values: number[], cap: number): ShingleSet {
   return { hashes: all.slice(0, Math.min(n, cap)), whole: n <= cap };
 }
 
+/**
+ * Words that a rewording swaps without changing the question: articles, pronouns, forms of be,
+ * have and do, modals, the lightest prepositions and conjunctions, what/which, and the pieces
+ * contractions leave (`what's` → `what s`). Every other word is a content word, and dedup's slot
+ * guard requires near-duplicates to have the same content words. Words that carry meaning stay
+ * out of this list even when they are short: negations (not, no, without; `isn't` leaves
+ * `isn`), quantifiers (all, some, each), comparatives (more, less), the other question words
+ * (who, when, where, why, how) and prepositions with an opposite (before/after, over/under).
+ */
+export const STOPWORDS: ReadonlySet<string> = new Set(
+  (
+    'a an the this that these those it its they them their theirs he him his she her hers we us our ours you your yours i me my mine ' +
+    'is are was were be been being am do does did done doing has have had having will would shall should can could may might must ' +
+    'of in on at by for to from into onto with as via per about and or but so than what which please kindly s t d ll re ve m'
+  ).split(' '),
+);
+
 export interface TextShingles {
   /** Shingles of the text as one word sequence. */
   readonly plain: ShingleSet;
   /** Shingles of each clause on its own; undefined when the text is one clause (then it equals `plain`). */
   readonly clauses: ShingleSet | undefined;
-  /** A hash of the distinct tokens that hold a digit, sorted; 0 when there are none. */
-  readonly numbers: number;
+  /** A hash of the distinct content words (not in STOPWORDS, numbers included): equal for texts with the same content words. */
+  readonly content: number;
   /** Words in the text. */
   readonly words: number;
 }
@@ -129,16 +146,23 @@ export function textShingles(text: string, k: number, cap: number, withClauses =
     }
     clauses = toSet(per, cap);
   }
-  return { plain: all.length === 0 ? { hashes: new Int32Array(0), whole: true } : toSet(plain, cap), clauses, numbers: numbersKey(all), words: all.length };
+  return {
+    plain: all.length === 0 ? { hashes: new Int32Array(0), whole: true } : toSet(plain, cap),
+    clauses,
+    content: contentKey(all, hashes),
+    words: all.length,
+  };
 }
 
-function numbersKey(ws: readonly string[]): number {
-  let nums: string[] | undefined;
-  for (const w of ws) if (/\d/.test(w)) (nums ??= []).push(w);
-  if (nums === undefined) return 0;
-  const distinct = [...new Set(nums)].sort();
-  // 0 means "no numbers"; a set of numbers never hashes to it.
-  return hashWord(distinct.join(' ')) || 1;
+function contentKey(ws: readonly string[], hashes: readonly number[]): number {
+  const content: number[] = [];
+  ws.forEach((w, i) => {
+    if (!STOPWORDS.has(w)) content.push(hashes[i]!);
+  });
+  const set = toSet(content, Infinity).hashes;
+  let h = 0x3c6ef372 ^ set.length;
+  for (const x of set) h = fmix32(Math.imul(h, 0x9e3779b1) ^ x);
+  return h;
 }
 
 // ---------------------------------------------------------------------------------------
