@@ -524,6 +524,13 @@ export const DecontaminateOptions = z.strictObject({
   min_words: z.number().int().min(1).max(64).default(8),
   /** Distinct n-grams of one eval item a field must hold to be flagged. */
   min_ngrams: z.number().int().positive().default(1),
+  /**
+   * The item's n-grams found in a field must also cover every content word of the item (words
+   * outside dedup's list of function words): a leaked item brings its slot values, a question
+   * of the same template whose fixed text is n words or longer does not. Off: n-grams alone
+   * decide (GPT-3's rule).
+   */
+  content_check: z.boolean().default(true),
   /** The parts of each row that are scanned. */
   fields: z.array(z.enum(DECONTAMINATION_FIELDS)).min(1).default(['question', 'tool_output', 'answer']),
   /** Field names tried, in order, for an eval item's text and id (JSONL, JSON and CSV eval files). */

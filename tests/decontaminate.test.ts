@@ -33,9 +33,20 @@ describe('n-gram hashes', () => {
   });
 });
 
-/** Eval sets from the same families as the rows: the hardest case for false positives. */
-const EVAL_BCD = BCD_QUESTIONS.filter((_, i) => i % 2 === 1);
-const ROW_BCD = BCD_QUESTIONS.filter((_, i) => i % 2 === 0);
+/**
+ * Eval items and rows from the same templates, browsers and corpus features, told apart only by
+ * which features they ask about: the hardest case for false positives. Two of the templates hold
+ * 13 or more fixed words with a three-word browser ("What is the earliest version of Safari on
+ * iOS that supports the …"), so a row and an eval item share a 13-gram while neither holds the other.
+ */
+const BROWSERS = ['Chrome', 'Chrome Android', 'Firefox for Android', 'Safari on iOS', 'Samsung Internet', 'Opera'];
+const TEMPLATES = [
+  (b: string, f: string) => `What is the earliest version of ${b} that supports the ${f}?`,
+  (b: string, f: string) => `In which version of ${b} was the ${f} first supported, according to the compatibility data?`,
+  (b: string, f: string) => `Since which version has ${b} supported the ${f}?`,
+];
+const feature = (i: number): string => CORPUS[i]!.title.replace(':', '');
+const templated = (i: number, feat: number): string => TEMPLATES[i % TEMPLATES.length]!(BROWSERS[Math.floor(i / TEMPLATES.length) % BROWSERS.length]!, feature(feat));
 
 /** The first sentence of an abstract: the answer a model would write from it. */
 const firstSentence = (s: string): string => s.split(/(?<=\.)\s/)[0]!;
@@ -49,18 +60,27 @@ describe('trajforge decontaminate over the MDN corpus', () => {
   let summary: any;
   let flags: ContaminationFlag[];
   let stderr: string;
+  /** Rows that hold an eval item verbatim (normalised words, in order): what must be flagged, found without the code under test. */
+  const verbatim = new Set<string>();
 
   beforeAll(async () => {
-    // Eval: half the bundled bank (same template and features as the corpus) plus DR Tulu's bank.
-    const evalItems = [...EVAL_BCD.map((q, i) => ({ id: `bcd-${i}`, question: q })), ...DRTULU_QUESTIONS.map((q, i) => ({ id: `tulu-${i}`, question: q }))];
+    // Eval: 1,500 templated questions about the even-numbered features, the bundled bank and DR Tulu's.
+    const evalItems = [
+      ...Array.from({ length: 1500 }, (_, i) => ({ id: `tpl-${i}`, question: templated(i, 2 * i) })),
+      ...BCD_QUESTIONS.map((q, i) => ({ id: `bcd-${i}`, question: q })),
+      ...DRTULU_QUESTIONS.map((q, i) => ({ id: `tulu-${i}`, question: q })),
+    ];
     writeFileSync(evalFile, evalItems.map((e) => JSON.stringify(e)).join('\n') + '\n');
+    const bcdFeatures = new Set(BCD_QUESTIONS.map((q) => normalisedWords(q).slice(-4).join(' ')));
     const rows = CORPUS.map((doc, i) => {
       const id = `row-${i}`;
-      let question = ROW_BCD[i % ROW_BCD.length]!;
+      // Rows ask the same templates about the odd-numbered features (none of them in the eval set).
+      let question = templated(i, (2 * i + 1) % CORPUS.length);
+      if (bcdFeatures.has(normalisedWords(question).slice(-4).join(' '))) question = templated(i + 1, (2 * i + 3) % CORPUS.length);
       let output = doc.abstract;
       let answer = firstSentence(doc.abstract);
       // Plant eval items: every 97th row in its question, 101st in a tool output, 103rd in its answer.
-      const pick = (k: number) => evalItems[k % evalItems.length]!;
+      const pick = (k: number) => evalItems[(k * 7919) % evalItems.length]!;
       if (i % 97 === 5) {
         const e = pick(i);
         inQuestion.set(id, e.id);
@@ -80,6 +100,20 @@ describe('trajforge decontaminate over the MDN corpus', () => {
       return trajRow({ id, question, outputs: [firstSentence(CORPUS[(i + 1) % CORPUS.length]!.abstract), output], answer });
     });
     const input = writeRows(join(dir, 'rows.jsonl'), rows);
+    // The oracle: a plain substring search over normalised words, indexed by each item's first word.
+    const byFirst = new Map<string, string[]>();
+    for (const e of evalItems) {
+      const w = normalisedWords(e.question);
+      if (w.length < 8) continue;
+      byFirst.set(w[0]!, [...(byFirst.get(w[0]!) ?? []), ` ${w.join(' ')} `]);
+    }
+    for (const row of rows) {
+      for (const text of [row.question, row.final_answer, ...row.tool_calls.map((c) => c.output_text)]) {
+        const w = normalisedWords(text);
+        const padded = ` ${w.join(' ')} `;
+        if ([...new Set(w)].some((first) => (byFirst.get(first) ?? []).some((item) => padded.includes(item)))) verbatim.add(row.id);
+      }
+    }
     const r = await runCli(['decontaminate', input, '--against', evalFile, '--out', join(dir, 'out.jsonl'), '--report', join(dir, 'report.jsonl'), '--json']);
     expect(r.code, r.stderr).toBe(0);
     stderr = r.stderr;
@@ -113,17 +147,23 @@ describe('trajforge decontaminate over the MDN corpus', () => {
     }
   });
 
-  it('flags nothing else: the false-positive rate on 5,272 same-domain rows is under 0.1%', () => {
-    // The rows share the eval items' template, browsers, features and vocabulary (their tool
-    // outputs are the corpus the eval questions are about) but hold none of their text; a flag
-    // needs 13 consecutive words of an item, or all of one of 8–12 words. Any flag here is false.
-    const planted = new Set([...inQuestion.keys(), ...inOutput.keys(), ...inAnswer.keys()]);
-    const falsePositives = flags.filter((f) => !planted.has(f.id));
-    const clean = CORPUS.length - planted.size;
-    expect(falsePositives.length / clean).toBeLessThan(0.001);
-    expect(falsePositives).toEqual([]);
-    expect(summary.flagged).toBe(planted.size);
+  it('flags every row that holds an eval item verbatim, and others at a rate under 0.1%, on 5,272 same-template rows', async () => {
+    // Every row asks one of the eval items' templates about another feature, and its tool outputs
+    // are the corpus the eval questions are about. A few features' names contain another's
+    // (`@keyframes` in `@keyframes descriptor …`, `WOFF` in `WOFF 2`): such a row holds an eval
+    // question verbatim and is rightly flagged. Any other flag is false. Under 0.1% is what lets a
+    // 1M-row set lose fewer than 1,000 rows to chance.
+    for (const id of [...inQuestion.keys(), ...inOutput.keys(), ...inAnswer.keys()]) expect(verbatim.has(id), id).toBe(true);
+    const flagged = new Set(flags.map((f) => f.id));
+    expect([...verbatim].filter((id) => !flagged.has(id))).toEqual([]);
+    const falsePositives = flags.filter((f) => !verbatim.has(f.id));
+    expect(falsePositives.length / (CORPUS.length - verbatim.size)).toBeLessThan(0.001);
+    expect(summary.flagged).toBe(flags.length);
     expect(summary.rows).toBe(CORPUS.length);
+    // The same rows under n-grams alone (GPT-3's rule): the shared 13-word template text flags hundreds.
+    const loose = await runCli(['decontaminate', join(dir, 'rows.jsonl'), '--against', evalFile, '--ngrams-only', '--json', '--report', join(dir, 'loose.jsonl')]);
+    expect(loose.code).toBe(0);
+    expect(JSON.parse(loose.stdout).flagged - verbatim.size).toBeGreaterThan(500);
   });
 
   it('writes every row with its decontamination field, schema-valid, the clean ones with no matches', () => {
@@ -142,14 +182,14 @@ describe('trajforge decontaminate over the MDN corpus', () => {
     const r = await runCli(['stats', join(dir, 'out.jsonl'), '--json']);
     expect(r.code).toBe(0);
     const d = JSON.parse(r.stdout).decontamination;
+    const rowsWith = (field: string) => new Set(flags.filter((f) => f.matches.some((m) => m.field === field)).map((f) => f.id)).size;
     expect(d).toEqual({
       checked: CORPUS.length,
       flagged: flags.length,
-      by_field: expect.objectContaining({ question: inQuestion.size, answer: inAnswer.size }),
+      by_field: { question: rowsWith('question'), tool_output: rowsWith('tool_output'), answer: rowsWith('answer') },
       by_eval_file: { [evalFile]: flags.length },
     });
-    // Planted rows may overlap in field; each row counts once per field.
-    expect(d.by_field.tool_output).toBe(new Set(flags.filter((f) => f.matches.some((m) => m.field === 'tool_output')).map((f) => f.id)).size);
+    expect(d.by_field.answer).toBeGreaterThanOrEqual(inAnswer.size);
     const table = await runCli(['stats', join(dir, 'out.jsonl')]);
     expect(table.stdout).toMatch(/decontamination\s+rows\s+share/);
     expect(table.stdout).toMatch(new RegExp(`flagged\\s+${flags.length}\\s`));
@@ -193,13 +233,20 @@ describe('trajforge decontaminate: the rule at its edges', () => {
     return { summary: JSON.parse(r.stdout), report: readJsonl(report).map((f) => ContaminationFlag.parse(f)), stderr: r.stderr };
   }
 
-  it('flags a row holding one 13-word run of a long item, unless --min-ngrams asks for more', async () => {
+  it('flags a long item with a function word changed, not a 13-word run of it (unless --ngrams-only), and honours --min-ngrams', async () => {
     const part = longWords.slice(3, 16).join(' ');
-    const rows = [trajRow({ id: 'part', question: `Tell me: ${part}` }), trajRow({ id: 'twelve', question: longWords.slice(3, 15).join(' ') })];
-    const one = await flagsFor(rows, `${long}\n`);
-    expect(one.report.map((f) => [f.id, f.matches[0]!.ngrams, f.matches[0]!.of])).toEqual([['part', 1, normalisedWords(long).length - 12]]);
-    const five = await flagsFor(rows, `${long}\n`, '--min-ngrams', '5');
-    expect(five.report).toEqual([]);
+    // A function word in the middle changed: the n-grams around it are gone, the rest still cover every content word.
+    const middle = longWords.findIndex((w, i) => i > 13 && i < longWords.length - 14 && /^(the|of|in|for|with|to)$/.test(w));
+    expect(middle).toBeGreaterThan(0);
+    const edited = longWords.map((w, i) => (i === middle ? (w === 'the' ? 'a' : 'at') : w)).join(' ');
+    const rows = [trajRow({ id: 'part', question: `Tell me: ${part}` }), trajRow({ id: 'edited', question: edited })];
+    const of = normalisedWords(long).length - 12;
+    const strict = await flagsFor(rows, `${long}\n`);
+    expect(strict.report.map((f) => [f.id, f.matches[0]!.ngrams < f.matches[0]!.of, f.matches[0]!.of])).toEqual([['edited', true, of]]);
+    const loose = await flagsFor(rows, `${long}\n`, '--ngrams-only');
+    expect(loose.report.map((f) => [f.id, f.matches[0]!.ngrams])).toEqual([['part', 1], ['edited', of - 13]]);
+    const five = await flagsFor(rows, `${long}\n`, '--ngrams-only', '--min-ngrams', '5');
+    expect(five.report.map((f) => f.id)).toEqual(['edited']);
   });
 
   it('matches an item of 8–12 words only whole, and does not check one under --min-words (saying so)', async () => {

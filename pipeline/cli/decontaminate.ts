@@ -14,9 +14,9 @@ const EVAL_FORMATS: readonly EvalFormat[] = ['auto', 'lines', 'jsonl', 'json', '
 const HELP = `Usage: trajforge decontaminate <file|run|->… --against EVAL [--against EVAL…] --out F [options]
 
 Flags every row whose question, tool outputs or final answer share a ${D.n}-word n-gram with an
-item of an eval set (both sides normalised: case, punctuation and Unicode forms folded). Eval
-items shorter than ${D.n} words must appear whole; items under ${D.min_words} words are not checked (the
-summary counts them). Every row written carries a "decontamination" field: {n, against,
+item of an eval set and hold all of its content words (both sides normalised: case,
+punctuation and Unicode forms folded). Eval items shorter than ${D.n} words must appear whole;
+items under ${D.min_words} words are not checked (the summary counts them). Every row written carries a "decontamination" field: {n, against,
 matches[{eval_file, eval_id, field, call_index, ngrams, of}]}; \`trajforge stats\` counts them.
 Several inputs are one dataset, read in order. Files are written whole or not at all.
 
@@ -30,6 +30,8 @@ Several inputs are one dataset, read in order. Files are written whole or not at
   --n N             n-gram length in words (default ${D.n})
   --min-words N     eval items shorter than this are not checked (default ${D.min_words})
   --min-ngrams N    distinct n-grams of one item a field must hold to be flagged (default ${D.min_ngrams})
+  --ngrams-only     flag on n-gram overlap alone, as GPT-3 did: a question that shares ${D.n}+ words
+                    of template text with an eval item is then flagged without its slot values
   --fields LIST     what is scanned, comma-separated: ${DECONTAMINATION_FIELDS.join(', ')} (default all)
   --eval-field F    the eval files' question field (instead of the list above)
   --eval-id F       the eval files' id field (default: ${D.eval_fields.id.join(', ')}; without one, a hash of the text)
@@ -68,6 +70,7 @@ export async function run(argv: string[]): Promise<number> {
     n: { type: 'string' },
     'min-words': { type: 'string' },
     'min-ngrams': { type: 'string' },
+    'ngrams-only': { type: 'boolean' },
     fields: { type: 'string' },
     'eval-field': { type: 'string' },
     'eval-id': { type: 'string' },
@@ -81,6 +84,7 @@ export async function run(argv: string[]): Promise<number> {
     n: numberFlag('n', values.n),
     min_words: numberFlag('min-words', values['min-words']),
     min_ngrams: numberFlag('min-ngrams', values['min-ngrams']),
+    content_check: values['ngrams-only'] ? false : undefined,
     fields: values.fields?.split(',').map((f) => f.trim()).filter(Boolean),
     eval_fields: {
       ...(values['eval-field'] !== undefined ? { question: [values['eval-field']] } : {}),

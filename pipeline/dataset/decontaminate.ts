@@ -8,14 +8,21 @@
  * the item's distinct n-grams (n = 13 words by default). An item shorter than n words (but of at
  * least `min_words`) is one n-gram of its own length: the whole item must appear, in order. An
  * item under `min_words` words is not checked — "what is the capital of france" occurs in text
- * that never saw the benchmark — and the summary counts and names such items. An n-gram that
- * several items share is credited to the first.
+ * that never saw the benchmark — and the summary counts and names such items.
+ *
+ * One addition (`content_check`, on by default): the item's n-grams found in the field must
+ * cover every content word of the item (every word outside dedup's list of function words).
+ * Question banks are templated, and a template's fixed text can be 13 words long ("What is the
+ * earliest version of Safari on iOS that supports the CSS property …"): two of its questions
+ * share a 13-gram while neither holds the other. A leaked item brings its slot values, in
+ * place; a sibling does not, nor does one whose slot holds another word inside it
+ * (`EXT_color_buffer_float` / `EXT_color_buffer_half_float`).
  *
  * Eval files: JSONL, a JSON array or CSV with a header (read by the sampler, so the question and
  * id fields have the same aliases and can be named), or plain text, one item per line (`.txt`,
  * or `eval_format: lines`). The n-grams are kept as 64-bit hashes in an open-addressing table
- * (12 bytes a slot, at most half full): a 10,000-item eval set of 30-word questions is ~200,000
- * n-grams, 5 MB. Rows stream through in one pass, one at a time.
+ * (12 bytes a slot, at most half full) with 12 bytes per (item, position): a 10,000-item eval set
+ * of 30-word questions is ~200,000 n-grams, under 10 MB. Rows stream through in one pass.
  */
 import { extname } from 'node:path';
 import { createReadStream } from 'node:fs';
@@ -24,7 +31,7 @@ import { inputError, TrajforgeError } from '../errors.js';
 import { sampleQuestions } from '../generate/sampler.js';
 import { OutputClosedError, type JsonlWriter } from '../jsonl.js';
 import { readDataset, readLines, type DatasetRow, type ReadOptions } from './readers.js';
-import { forEachNgram, hashWord, words } from './shingles.js';
+import { forEachNgram, hashWord, STOPWORDS, words } from './shingles.js';
 
 /** Characters of an eval item's text kept for the report. */
 const REPORT_TEXT_CHARS = 300;
@@ -33,56 +40,86 @@ const SHORT_EXAMPLES = 5;
 
 export type EvalFormat = 'auto' | 'lines' | 'jsonl' | 'json' | 'csv';
 
-/** 64-bit keys → the index of the first item that holds them, in an open-addressing table. */
-class NgramTable {
+function doubled(a: Int32Array<ArrayBuffer>): Int32Array<ArrayBuffer> {
+  const b = new Int32Array(a.length * 2);
+  b.set(a);
+  return b;
+}
+
+/**
+ * 64-bit n-gram keys → every (item, position) that holds them: keys in an open-addressing table
+ * (at most half full), each pointing at a chain of entries. An n-gram that many items share
+ * (template text) has a long chain; a row that holds it walks the chain once.
+ */
+class NgramIndex {
   #hi = new Int32Array(1 << 12);
   #lo = new Int32Array(1 << 12);
-  /** item index + 1; 0 marks a free slot. */
-  #item = new Int32Array(1 << 12);
+  /** Entry index + 1 of the key's most recent entry; 0 marks a free slot. */
+  #head = new Int32Array(1 << 12);
   #mask = (1 << 12) - 1;
+  /** Distinct keys. */
   size = 0;
+  #item = new Int32Array(1 << 12);
+  #pos = new Int32Array(1 << 12);
+  /** The key's previous entry + 1; 0 ends the chain. */
+  #next = new Int32Array(1 << 12);
+  #entries = 0;
 
-  /** The slot holding the key, or -1. Slots are stable until the next `add`. */
+  /** The slot holding the key, or -1. */
   find(hi: number, lo: number): number {
     for (let s = (hi ^ Math.imul(lo, 0x9e3779b1)) & this.#mask; ; s = (s + 1) & this.#mask) {
-      const v = this.#item[s]!;
-      if (v === 0) return -1;
+      if (this.#head[s] === 0) return -1;
       if (this.#hi[s] === hi && this.#lo[s] === lo) return s;
     }
   }
 
-  itemAt(slot: number): number {
-    return this.#item[slot]! - 1;
+  /** Calls `each(item, position)` for every entry of the key in `slot`. */
+  forEachEntry(slot: number, each: (item: number, pos: number) => void): void {
+    for (let e = this.#head[slot]! - 1; e >= 0; e = this.#next[e]! - 1) each(this.#item[e]!, this.#pos[e]!);
   }
 
-  /** Adds the key for `item` unless some item has it already. */
-  add(hi: number, lo: number, item: number): void {
-    if (this.find(hi, lo) >= 0) return;
-    if ((this.size + 1) * 2 > this.#mask + 1) this.#grow();
-    this.#put(hi, lo, item + 1);
-    this.size++;
+  /** Records that word `pos` of `item` starts this n-gram. */
+  add(hi: number, lo: number, item: number, pos: number): void {
+    let s = this.find(hi, lo);
+    if (s < 0) {
+      if ((this.size + 1) * 2 > this.#mask + 1) this.#grow();
+      s = this.#slotFor(hi, lo);
+      this.#hi[s] = hi;
+      this.#lo[s] = lo;
+      this.size++;
+    }
+    const e = this.#entries++;
+    if (e >= this.#item.length) {
+      this.#item = doubled(this.#item);
+      this.#pos = doubled(this.#pos);
+      this.#next = doubled(this.#next);
+    }
+    this.#item[e] = item;
+    this.#pos[e] = pos;
+    this.#next[e] = this.#head[s]!;
+    this.#head[s] = e + 1;
   }
 
-  #put(hi: number, lo: number, v: number): void {
+  #slotFor(hi: number, lo: number): number {
     let s = (hi ^ Math.imul(lo, 0x9e3779b1)) & this.#mask;
-    while (this.#item[s] !== 0) s = (s + 1) & this.#mask;
-    this.#hi[s] = hi;
-    this.#lo[s] = lo;
-    this.#item[s] = v;
+    while (this.#head[s] !== 0) s = (s + 1) & this.#mask;
+    return s;
   }
 
   #grow(): void {
-    const [hi, lo, item] = [this.#hi, this.#lo, this.#item];
+    const [hi, lo, head] = [this.#hi, this.#lo, this.#head];
     const cap = hi.length * 2;
     this.#hi = new Int32Array(cap);
     this.#lo = new Int32Array(cap);
-    this.#item = new Int32Array(cap);
+    this.#head = new Int32Array(cap);
     this.#mask = cap - 1;
-    for (let s = 0; s < hi.length; s++) if (item[s] !== 0) this.#put(hi[s]!, lo[s]!, item[s]!);
-  }
-
-  get bytes(): number {
-    return this.#hi.byteLength * 3;
+    for (let s = 0; s < hi.length; s++) {
+      if (head[s] === 0) continue;
+      const t = this.#slotFor(hi[s]!, lo[s]!);
+      this.#hi[t] = hi[s]!;
+      this.#lo[t] = lo[s]!;
+      this.#head[t] = head[s]!;
+    }
   }
 }
 
@@ -93,6 +130,9 @@ export interface EvalItem {
   readonly text: string;
   /** Distinct n-grams of the item (1 for an item matched whole). */
   readonly of: number;
+  /** Words in the item, and the positions of its content words. */
+  readonly words: number;
+  readonly content: Int32Array;
 }
 
 export interface EvalSummary {
@@ -110,7 +150,7 @@ export interface EvalSummary {
 /** The n-grams of every eval item, and the items they belong to. */
 export class EvalIndex {
   readonly items: EvalItem[] = [];
-  readonly table = new NgramTable();
+  readonly table = new NgramIndex();
   /** The window lengths a row must be scanned with: n, and the lengths of items matched whole. */
   readonly lengths: number[] = [];
   readonly summary: EvalSummary;
@@ -141,7 +181,8 @@ export class EvalIndex {
   #add(file: string, id: string, text: string, lengths: Set<number>): void {
     const { n, min_words } = this.options;
     this.summary.items++;
-    const hashes = words(text).map(hashWord);
+    const ws = words(text);
+    const hashes = ws.map(hashWord);
     if (hashes.length < min_words) {
       this.summary.too_short++;
       if (this.summary.too_short_examples.length < SHORT_EXAMPLES) this.summary.too_short_examples.push({ file, id, text: text.slice(0, 120) });
@@ -151,11 +192,16 @@ export class EvalIndex {
     lengths.add(len);
     const item = this.items.length;
     const own = new Set<string>();
+    let pos = 0;
     forEachNgram(hashes, len, (hi, lo) => {
       own.add(`${hi}:${lo}`);
-      this.table.add(hi, lo, item);
+      this.table.add(hi, lo, item, pos++);
     });
-    this.items.push({ file, id, text: text.slice(0, REPORT_TEXT_CHARS), of: own.size });
+    const content: number[] = [];
+    ws.forEach((w, i) => {
+      if (!STOPWORDS.has(w)) content.push(i);
+    });
+    this.items.push({ file, id, text: text.slice(0, REPORT_TEXT_CHARS), of: own.size, words: ws.length, content: Int32Array.from(content) });
     this.summary.checked++;
   }
 }
@@ -232,19 +278,38 @@ export function scanRow(t: Partial<Trajectory>, index: EvalIndex): ScanMatch[] {
       });
     }
     if (!slots) continue;
-    const perItem = new Map<number, number>();
+    // Per item: the distinct n-grams found, and where they start in the item.
+    const perItem = new Map<number, { count: number; lastSlot: number; positions: number[] }>();
     for (const s of slots) {
-      const item = table.itemAt(s);
-      perItem.set(item, (perItem.get(item) ?? 0) + 1);
+      table.forEachEntry(s, (item, pos) => {
+        let f = perItem.get(item);
+        if (!f) perItem.set(item, (f = { count: 0, lastSlot: -1, positions: [] }));
+        if (f.lastSlot !== s) {
+          f.count++;
+          f.lastSlot = s;
+        }
+        f.positions.push(pos);
+      });
     }
-    for (const [item, count] of [...perItem].sort((a, b) => a[0] - b[0])) {
+    for (const [item, found] of [...perItem].sort((a, b) => a[0] - b[0])) {
       const it = items[item]!;
+      const count = found.count;
       // An item of fewer n-grams than `min_ngrams` counts when all of them are there.
       if (count < Math.min(need, it.of)) continue;
+      if (index.options.content_check && !covers(it, found.positions, Math.min(index.options.n, it.words))) continue;
       matches.push({ item, match: { eval_file: it.file, eval_id: it.id, field: ft.field, ...(ft.call !== undefined ? { call_index: ft.call } : {}), ngrams: count, of: it.of } });
     }
   }
   return matches;
+}
+
+/** Whether n-grams of `len` words starting at `positions` of `it` cover every content word of `it`. */
+function covers(it: EvalItem, positions: readonly number[], len: number): boolean {
+  if (it.content.length === 0) return true;
+  const covered = new Uint8Array(it.words);
+  for (const p of positions) covered.fill(1, p, p + len);
+  for (const p of it.content) if (covered[p] === 0) return false;
+  return true;
 }
 
 /** The row as a JSON line with its `decontamination` field set (replacing one written before). */

@@ -154,12 +154,17 @@ export function textShingles(text: string, k: number, cap: number, withClauses =
   };
 }
 
-function contentKey(ws: readonly string[], hashes: readonly number[]): number {
+/** The hashes of the distinct content words (not in STOPWORDS) of `ws`, ascending; `hashes[i]` is `ws[i]`'s. */
+export function contentHashes(ws: readonly string[], hashes: readonly number[]): Int32Array {
   const content: number[] = [];
   ws.forEach((w, i) => {
     if (!STOPWORDS.has(w)) content.push(hashes[i]!);
   });
-  const set = toSet(content, Infinity).hashes;
+  return toSet(content, Infinity).hashes;
+}
+
+function contentKey(ws: readonly string[], hashes: readonly number[]): number {
+  const set = contentHashes(ws, hashes);
   let h = 0x3c6ef372 ^ set.length;
   for (const x of set) h = fmix32(Math.imul(h, 0x9e3779b1) ^ x);
   return h;
