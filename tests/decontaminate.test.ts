@@ -326,6 +326,25 @@ describe('trajforge decontaminate: eval files and inputs', () => {
   });
 });
 
+describe('trajforge stats over decontamination fields it did not write', () => {
+  it('counts only well-formed fields and never fails on the others', async () => {
+    const dir = tempDir('tf-decon-stats-');
+    const base = (id: string) => ({ ...trajRow({ id, question: `Question ${id}?` }) }) as Record<string, unknown>;
+    const file = writeRows(join(dir, 'rows.jsonl'), [
+      { ...base('clean'), decontamination: { n: 13, against: ['e.jsonl'], matches: [] } },
+      { ...base('flagged'), decontamination: { n: 13, against: ['e.jsonl'], matches: [{ eval_file: 'e.jsonl', eval_id: '1', field: 'answer', ngrams: 2, of: 2 }, { eval_file: 'e.jsonl', eval_id: '2', field: 'answer', ngrams: 1, of: 1 }] } },
+      { ...base('string'), decontamination: 'yes' },
+      { ...base('null'), decontamination: null },
+      { ...base('not-a-list'), decontamination: { matches: 'x' } },
+      { ...base('junk-entries'), decontamination: { matches: [null, { field: 5 }, 'q'] } },
+      base('none'),
+    ]);
+    const r = await runCli(['stats', file, '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout).decontamination).toEqual({ checked: 3, flagged: 2, by_field: { answer: 1 }, by_eval_file: { 'e.jsonl': 1 } });
+  });
+});
+
 describe('words() matches the README', () => {
   it('is what both commands compare', () => {
     expect(words('In phase III trials, how does X compare?')).toEqual(['in', 'phase', 'iii', 'trials', 'how', 'does', 'x', 'compare']);
