@@ -5,7 +5,7 @@
  * Two passes over the input, never a row held:
  * 1. `indexNearDuplicates` reads every row once and keeps, per row, the shingle sets of the
  *    compared text (pipeline/dataset/shingles.ts: the word view and, for a question of several
- *    clauses, the clause view), a hash of its numbers and the keep rule's key, in typed arrays;
+ *    clauses, the clause view), a hash of its content words and the keep rule's key, in typed arrays;
  *    then bands the sets with MinHash (pipeline/dataset/minhash.ts), one band at a time: each
  *    row's band key and index packed in one float, sorted, so rows sharing a key are adjacent.
  *    Every row is compared with the `bucket_window` earlier rows of its bucket that are not yet
@@ -16,10 +16,11 @@
  * 2. `writeDeduplicated` reads the input again and writes each row to `out` (kept) or
  *    `rejects` (dropped), and the clusters of two or more rows to `clusters`.
  *
- * Memory: about 4 bytes per stored shingle (a 20-word question stores ~22 per view) plus ~30
- * bytes per row, and during pass 2 the ids and texts of the rows that are in clusters. Sets
- * longer than `sketch_size` keep their smallest hashes (a bottom-k sketch), so a long text
- * costs no more than `sketch_size` × 4 bytes; texts within it are compared exactly.
+ * Memory: about 4 bytes per stored shingle (a 20-word question stores ~22 per view) plus ~50
+ * bytes per row (offsets, lengths, the content hash, union-find, the band being sorted), and
+ * during pass 2 the ids and texts of the rows that are in clusters. Sets longer than
+ * `sketch_size` keep their smallest hashes (a bottom-k sketch), so a long text costs no more
+ * than `sketch_size` × 4 bytes; texts within it are compared exactly.
  *
  * Stable: the same inputs and options give the same clusters, kept rows and report, byte for
  * byte: the hashes are seeded constants, and every tie goes to the earlier row.
