@@ -151,6 +151,8 @@ export function fingerprintFields(cfg: RunConfig): Record<string, unknown> {
     context: cfg.context,
     validation: cfg.validation,
     instructions: cfg.instructions ?? null,
+    // Only when set, so runs made before the field existed keep their fingerprint.
+    ...(cfg.tokenizer === undefined ? {} : { tokenizer: cfg.tokenizer }),
   };
 }
 

@@ -2,9 +2,12 @@
  * The front every dataset command shares (validate, filter, stats, export, report): one input
  * (a file, a run directory or `-`), `--on-bad-row`, `--help`, and the reader options.
  */
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { TrajforgeError } from '../errors.js';
 import type { ReadOptions } from '../dataset/readers.js';
+import { tokenCounter, type TokenCounter } from '../tokens.js';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 
@@ -35,4 +38,25 @@ export function readOptions(format: string | undefined, onBadRow: string | undef
   const bad = onBadRow ?? 'error';
   if (bad !== 'error' && bad !== 'skip') throw new TrajforgeError('BAD_USAGE', `--on-bad-row: expected error or skip, got "${bad}"`);
   return { format: f as ReadOptions['format'], onBadRow: bad };
+}
+
+/**
+ * What counts tokens for a dataset command: `--tokenizer` when given; else, for a run
+ * directory, the `tokenizer` of the config it was made with (its manifest); else o200k_base.
+ */
+export function datasetTokenCounter(input: string, flag: string | undefined): TokenCounter {
+  if (flag !== undefined) return tokenCounter(flag, '--tokenizer');
+  if (input !== '-' && statSync(input, { throwIfNoEntry: false })?.isDirectory()) {
+    const manifest = join(input, 'manifest.json');
+    if (existsSync(manifest)) {
+      let spec: unknown;
+      try {
+        spec = (JSON.parse(readFileSync(manifest, 'utf8')) as { config?: { tokenizer?: unknown } }).config?.tokenizer;
+      } catch {
+        // An unreadable manifest says nothing about the tokenizer; the readers report the run's own problems.
+      }
+      if (typeof spec === 'string') return tokenCounter(spec, `${manifest}: config.tokenizer`);
+    }
+  }
+  return tokenCounter(undefined);
 }

@@ -26,6 +26,7 @@ import { makeCallId, skippedCall, type ExecResult, type Executor } from './execu
 import { LlmError, type Completion, type CompletionRequest } from './llm.js';
 import { loadPrompt, renderPrompt } from '../prompts.js';
 import { validateTrajectory } from '../dataset/validator.js';
+import { tokenCounter } from '../tokens.js';
 
 export interface RolloutDeps {
   readonly llm: { complete(req: CompletionRequest): Promise<Completion> };
@@ -95,7 +96,7 @@ export async function rollout(sample: Sample, attempt: number, deps: RolloutDeps
   const t0 = performance.now();
   const specs = deps.tools ?? [];
   const requestTools = dialect.requestTools?.(specs);
-  const ctx = new ConversationContext(config.context, config.endpoint.max_tokens, requestTools);
+  const ctx = new ConversationContext(config.context, config.endpoint.max_tokens, requestTools, tokenCounter(config.tokenizer));
 
   const messages: ChatMessage[] = [
     { role: 'system', content: deps.systemPrompt },
@@ -354,8 +355,10 @@ export async function rollout(sample: Sample, attempt: number, deps: RolloutDeps
             omitted_results: ctx.omittedResults,
             ...(ctx.window === undefined ? {} : { max_context_tokens: ctx.window, peak_request_tokens: ctx.peak }),
             ...(guardTurn === undefined ? {} : { guard_turn: guardTurn }),
+            ...(ctx.lastKeep === undefined ? {} : { last_request_keep: ctx.lastKeep }),
           },
         }),
+    ...(requestTools === undefined ? {} : { tools: requestTools }),
     ...(experience === undefined ? {} : { experience }),
   };
   traj.validation = validateTrajectory(traj, {
