@@ -187,7 +187,10 @@ export function redactConfig(cfg: RunConfig, env: NodeJS.ProcessEnv = process.en
     }
     return v;
   };
-  return walk(cfg, '') as Record<string, unknown>;
+  const out = walk(cfg, '') as Record<string, unknown>;
+  // A path, not a secret, though its name holds "token"; env values in it are still scrubbed.
+  if (cfg.tokenizer !== undefined) out.tokenizer = scrub(cfg.tokenizer);
+  return out;
 }
 
 function isLoopback(url: string): boolean {
