@@ -63,3 +63,11 @@ function markInvalid(t: Trajectory): void {
   t.reason = 'invalid';
   t.error = errors.map((i) => `${i.rule}: ${i.message}`).join('; ');
 }
+
+/** `rows`, each foreign row validated (and its tokens counted) on its way through. */
+export async function* validatedRows(rows: AsyncIterable<DatasetRow>, check: ForeignCheck): AsyncGenerator<DatasetRow> {
+  for await (const row of rows) {
+    check.check(row);
+    yield row;
+  }
+}
