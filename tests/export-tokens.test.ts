@@ -277,6 +277,27 @@ describe.each(DIALECTS)('export --format tokens, %s run with misbehaviour', (dia
   });
 });
 
+describe("a run config's tokenizer", () => {
+  it('is what export counts and tokenises with when no --tokenizer is given (read from the manifest, not redacted)', async () => {
+    const run = runs.get('tulu')!;
+    const manifest = JSON.parse(readFileSync(join(run, 'manifest.json'), 'utf8'));
+    expect(manifest.config.tokenizer).toBe(QWEN3);
+    const { rows: implicit } = await exportRows(run, ['--format', 'tokens']);
+    const { rows: explicit } = await exportRows(run, ['--format', 'tokens', '--tokenizer', QWEN3]);
+    expect(implicit.length).toBeGreaterThan(0);
+    expect(implicit).toEqual(explicit);
+  });
+
+  it('a tokenizer path that holds none stops generate before it starts, naming the config and the field', async () => {
+    const dir = tempDir('tf-tokens-badcfg-');
+    const config = writeConfig(dir, 'http://127.0.0.1:9/v1', { tokenizer: join(dir, 'no-such-tokenizer') });
+    const r = await runCli(['generate', '--config', config]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(`${config}: tokenizer: ${join(dir, 'no-such-tokenizer')}: no such file or folder`);
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+});
+
 describe('export --format tokens on the fixtures', () => {
   it('DR Tulu and MiroVerse rows with Qwen3: every turn in order, the same checks', async () => {
     for (const file of ['drtulu-generator-rows.jsonl', 'miroverse-chat-row.jsonl']) {

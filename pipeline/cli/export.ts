@@ -105,7 +105,7 @@ export async function run(argv: string[]): Promise<number> {
     onBadRow: values['on-bad-row'] === 'skip' ? 'skip' : 'error',
   };
   // The tokenizer and the chat template load (and fail) here, before anything is read or written.
-  new Exporter(opts);
+  const exporter = new Exporter(opts);
   const read = readOptions(values['format-in'], values['on-bad-row']);
   // Failed attempts matter only with --all; then a run directory counts each id once, by its latest state.
   const latest = opts.all ? await latestIndexFor(input, read) : undefined;
@@ -120,7 +120,7 @@ export async function run(argv: string[]): Promise<number> {
   let writer: JsonlWriter | undefined;
   try {
     writer = new JsonlWriter(out);
-    const counts = await exportRows(rows, writer, opts, latest ? latestFilter(latest) : undefined);
+    const counts = await exportRows(rows, writer, opts, latest ? latestFilter(latest) : undefined, exporter);
     if (counts.outputClosed) {
       writer.abort();
       return 0;

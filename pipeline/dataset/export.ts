@@ -135,8 +135,8 @@ function rowTokens(row: ExportRow): number {
   return 'num_tokens' in row ? row.num_tokens : row.tokens;
 }
 
-export async function exportRows(rows: AsyncIterable<DatasetRow>, out: JsonlWriter, opts: ExportOptions, keep?: (row: DatasetRow) => boolean): Promise<ExportCounts> {
-  const exporter = new Exporter(opts);
+/** `exporter`: one built from `opts` already (the CLI builds it first, so a bad tokenizer fails before anything is read). */
+export async function exportRows(rows: AsyncIterable<DatasetRow>, out: JsonlWriter, opts: ExportOptions, keep?: (row: DatasetRow) => boolean, exporter = new Exporter(opts)): Promise<ExportCounts> {
   const foreign = new ForeignCheck({ counter: opts.counter });
   const counts: ExportCounts = { in: 0, written: 0, droppedOverMax: 0, skippedFailed: 0, superseded: 0, unexportable: 0, outputClosed: false };
   try {
