@@ -61,11 +61,20 @@ class Oracle {
     for (const a of json.added_tokens as { id: number; content: string }[]) this.bytes.set(a.id, Buffer.byteLength(a.content));
   }
 
-  render(messages: Msg[], tools: unknown[] | undefined): string {
+  render(messages: Msg[], tools: unknown[] | undefined, generationPrompt = false): string {
     const clean = messages.map(({ train: _, ...m }) => m);
     const named: Record<string, unknown> = {};
     for (const k of ['bos_token', 'eos_token', 'pad_token', 'unk_token']) if (typeof this.config[k] === 'string') named[k] = this.config[k];
-    return this.template.render({ ...named, messages: clean, ...(tools && tools.length ? { tools } : {}), add_generation_prompt: false });
+    return this.template.render({ ...named, messages: clean, ...(tools && tools.length ? { tools } : {}), add_generation_prompt: generationPrompt });
+  }
+
+  /** Where the model's turn at `i` is in `text`: after the prompt the model was given, through the end-of-turn token. */
+  turnRange(messages: Msg[], tools: unknown[] | undefined, text: string, i: number): [number, number] {
+    const prompt = this.render(messages.slice(0, i), tools, true);
+    expect(text.startsWith(prompt), `message ${i}: the prompt it was written after is the start of the row`).toBe(true);
+    const eos = this.config.eos_token as string;
+    const end = text.indexOf(eos, prompt.length);
+    return [prompt.length, end === -1 ? text.length : end + eos.length];
   }
 
   encode(text: string): number[] {
@@ -153,7 +162,18 @@ function checkRows(oracle: Oracle, tokensRows: Record<string, any>[], messagesRo
           run = '';
         }
       }
-      // The turns this row trains: the trained ones from where the previous row stopped.
+      // The turns this row trains: the trained ones from where the previous row stopped. Each is
+      // trained from the end of its prompt through its end-of-turn token, and nothing else is.
+      const inTurn = new Array<boolean>(text.length).fill(false);
+      for (let i = from; i < row.message_count; i++) {
+        const m = slice[i]!;
+        if (m.role !== 'assistant' || !m.train) continue;
+        const [a, b] = oracle.turnRange(slice, view.tools, text, i);
+        for (let k = a; k < b; k++) inTurn[k] = true;
+      }
+      for (let k = 0; k < text.length; k++) {
+        if (trained[k] !== inTurn[k]) expect.fail(`${id} part ${row.part}: character ${k} (${JSON.stringify(text.slice(Math.max(0, k - 20), k + 20))}) is ${trained[k] ? '' : 'not '}trained`);
+      }
       for (let i = from; i < row.message_count; i++) {
         const m = slice[i]!;
         if (m.role !== 'assistant' || !m.train) continue;
