@@ -191,6 +191,8 @@ export function fingerprintFields(cfg: RunConfig, env: NodeJS.ProcessEnv = proce
     'retry.experience': cfg.retry.experience,
     instructions: cfg.instructions ?? null,
     prompts: promptHashes(cfg.dialect),
+    // Only when set, so runs made before the field existed keep their fingerprint.
+    ...(cfg.tokenizer === undefined ? {} : { tokenizer: cfg.tokenizer }),
   };
 }
 
@@ -267,7 +269,10 @@ export function redactConfig(cfg: RunConfig, env: NodeJS.ProcessEnv = process.en
     }
     return v;
   };
-  return walk(cfg, '') as Record<string, unknown>;
+  const out = walk(cfg, '') as Record<string, unknown>;
+  // A path, not a secret, though its name holds "token"; env values in it are still scrubbed.
+  if (cfg.tokenizer !== undefined) out.tokenizer = scrubber.text(cfg.tokenizer);
+  return out;
 }
 
 function isLoopback(url: string): boolean {

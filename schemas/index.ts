@@ -240,8 +240,15 @@ export const Trajectory = z.object({
       peak_request_tokens: z.number().int().nonnegative().optional(),
       /** The turn at which the context guard stopped the loop and asked for the answer. */
       guard_turn: z.number().int().nonnegative().optional(),
+      /**
+       * The last request held only the last N tool results in full (the others as the
+       * placeholder); absent when it held them all. `export --view sent` shows this view.
+       */
+      last_request_keep: z.number().int().nonnegative().optional(),
     })
     .optional(),
+  /** native: the `tools` offered in every request (name, description, parameter schema), as sent. */
+  tools: z.array(z.unknown()).optional(),
   /** Set on an attempt seeded by the failure of the previous one (failure-experience retry). */
   experience: Experience.optional(),
   /** Set by `trajforge decontaminate`. */
@@ -477,6 +484,13 @@ export const RunConfig = z.strictObject({
     .prefault({}),
   /** Extra text appended to the dialect's system prompt. */
   instructions: z.string().optional(),
+  /**
+   * What counts tokens for the context guard (and for `stats`, `export --max-tokens` and
+   * `limits.tokens` on this run): `o200k_base` (default), `cl100k_base`, or the path of the
+   * trainee's Hugging Face tokenizer (a folder with tokenizer.json and tokenizer_config.json,
+   * or the tokenizer.json).
+   */
+  tokenizer: z.string().min(1).optional(),
 });
 export type RunConfig = z.infer<typeof RunConfig>;
 export type RunConfigInput = z.input<typeof RunConfig>;

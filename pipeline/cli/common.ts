@@ -3,9 +3,13 @@
  * (a file, a run directory or `-`), `--on-bad-row`, `--help`, and the reader options; dedup and
  * decontaminate take several inputs.
  */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { TrajforgeError } from '../errors.js';
+import { statPath } from '../files.js';
 import type { ReadOptions } from '../dataset/readers.js';
+import { tokenCounter, type TokenCounter } from '../tokens.js';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 
@@ -56,4 +60,25 @@ export function parseDatasetInputs<O extends Options>(command: string, argv: str
   const { values, positionals } = parsed;
   if (positionals.length === 0) throw new TrajforgeError('BAD_USAGE', `${command}: expected one or more inputs (files, run directories${command === 'dedup' ? '' : ' or -'})`);
   return { values, inputs: positionals };
+}
+
+/**
+ * What counts tokens for a dataset command: `--tokenizer` when given; else, for a run
+ * directory, the `tokenizer` of the config it was made with (its manifest); else o200k_base.
+ */
+export function datasetTokenCounter(input: string, flag: string | undefined): TokenCounter {
+  if (flag !== undefined) return tokenCounter(flag, '--tokenizer');
+  if (input !== '-' && statPath(input)?.isDirectory()) {
+    const manifest = join(input, 'manifest.json');
+    if (existsSync(manifest)) {
+      let spec: unknown;
+      try {
+        spec = (JSON.parse(readFileSync(manifest, 'utf8')) as { config?: { tokenizer?: unknown } }).config?.tokenizer;
+      } catch {
+        // An unreadable manifest says nothing about the tokenizer; the readers report the run's own problems.
+      }
+      if (typeof spec === 'string') return tokenCounter(spec, `${manifest}: config.tokenizer`);
+    }
+  }
+  return tokenCounter(undefined);
 }

@@ -16,6 +16,8 @@ import { basename } from 'node:path';
 import type { Trajectory } from '../../schemas/index.js';
 import { statPath } from '../files.js';
 import { inputFiles, readDataset, type DatasetRow, type ReadOptions, type ReadReport } from './readers.js';
+import { ForeignCheck, validatedRows } from './foreign.js';
+import type { TokenCounter } from '../tokens.js';
 import { FAILURES } from '../generate/store.js';
 
 // ---------------------------------------------------------------------------------------
@@ -179,7 +181,8 @@ export interface Stats {
   /** Failure reasons of the counted rows; a failed row without one counts as `(none)`. */
   reasons: Record<string, number>;
   dialects: Record<string, number>;
-  validation: { passed: number; failed: number };
+  /** `validated_here`: rows from other systems whose verdict these figures made (foreign.ts). */
+  validation: { passed: number; failed: number; validated_here?: number };
   per_trajectory: { tool_calls: Distribution; turns: Distribution; tokens: Distribution };
   /**
    * Per tool name: trajectories that used it (`tools_used`), calls made, calls that never reached
@@ -422,7 +425,7 @@ export async function computeStats(rows: AsyncIterable<DatasetRow>, opts: StatsO
  * Stats of a file, `-` (stdin) or a run directory. A run directory is read twice: its
  * failures.jsonl for the latest attempt of each id, then both files for the figures.
  */
-export async function statsForInput(input: string, opts: ReadOptions = {}): Promise<Stats> {
+export async function statsForInput(input: string, opts: ReadOptions = {}, counter?: TokenCounter): Promise<Stats> {
   const isRun = input !== '-' && statPath(input)?.isDirectory() === true;
   let latest: LatestIndex | undefined;
   if (isRun) {
@@ -432,7 +435,11 @@ export async function statsForInput(input: string, opts: ReadOptions = {}): Prom
     if (failures !== undefined) latest = await indexLatestFailures(readDataset(failures, opts).rows, failures);
   }
   const { rows, report } = readDataset(input, opts);
-  return computeStats(rows, { latest, report });
+  // Rows from other systems carry no verdict and no token count of their own: both are made here.
+  const foreign = new ForeignCheck({ counter, countTokens: true });
+  const stats = await computeStats(validatedRows(rows, foreign), { latest, report });
+  stats.validation.validated_here = foreign.validated;
+  return stats;
 }
 
 /** The figures as `--json` prints them: everything but the histograms. */
@@ -475,7 +482,7 @@ export function formatStats(stats: Stats, source?: string): string {
   out.push(...table([
     ['rows', rowParts.join(', ')],
     ['accepted', stats.acceptance_rate === null ? '-' : `${stats.status.ok ?? 0} of ${r.counted} (${pct(stats.status.ok ?? 0, r.counted)})`],
-    ['validation', `${stats.validation.passed} passed, ${stats.validation.failed} failed`],
+    ['validation', `${stats.validation.passed} passed, ${stats.validation.failed} failed${stats.validation.validated_here ? ` (${stats.validation.validated_here} rows from other systems validated here)` : ''}`],
     ['dialects', Object.entries(stats.dialects).map(([k, n]) => `${k} ${n}`).join(', ') || '-'],
   ], '', true));
 
