@@ -4,6 +4,7 @@ import { loadConfig, type ConfigOverrides } from '../config.js';
 import { TrajforgeError } from '../errors.js';
 import { generate, type GenerateSummary } from '../generate/run.js';
 import { stderrSink } from '../generate/progress.js';
+import { configWarnings } from '../generate/warnings.js';
 import { HELP } from './main.js';
 
 export function int(name: string, v: string | undefined): number | undefined {
@@ -109,6 +110,7 @@ export async function run(argv: string[]): Promise<number> {
   }
   const config = loadConfig(values.config, overrides);
   if (onBadRow !== undefined) config.questions.on_bad_row = onBadRow;
+  for (const w of configWarnings(config)) process.stderr.write(`warning: ${w.message}\n`);
   return runInterruptibly((signal) => generate({ config, signal, progress: stderrSink(), allowConfigChange: values['allow-config-change'] }));
 }
 
