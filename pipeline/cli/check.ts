@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import { loadConfig } from '../config.js';
 import { TrajforgeError } from '../errors.js';
 import { preflight, shellWord, type CheckLine } from '../generate/preflight.js';
+import { CLI_COMMAND } from '../paths.js';
 
 const USAGE = `trajforge check --config F [options]
 
@@ -52,7 +53,7 @@ export async function run(argv: string[]): Promise<number> {
   const count = (s: string): number => result.lines.filter((l) => l.status === s).length;
   const warnings = count('warn');
   const tail = warnings ? ` (${warnings} warning${warnings > 1 ? 's' : ''})` : '';
-  if (result.canRun) out(`\na run can start${tail}: trajforge generate ${argv.map(shellWord).join(' ')}`);
+  if (result.canRun) out(`\na run can start${tail}: ${CLI_COMMAND} generate ${argv.map(shellWord).join(' ')}`);
   else out(`\n${count('FAIL')} check${count('FAIL') > 1 ? 's' : ''} failed${tail}: fix the FAIL lines, then check again`);
   return result.canRun ? 0 : 1;
 }

@@ -280,13 +280,13 @@ async function checkEndpoint(config: RunConfig, key: string | undefined, tools: 
   } catch (err) {
     say('FAIL', 'turn', `one turn in the ${dialect.name} dialect failed: ${(err as Error).message}`);
     say('skip', 'stop', 'the turn failed');
-    say(...streamLine(config, turnClient));
+    say(...streamLine(config, turnClient, dialect.stopStrings));
     return;
   }
   const repaired = dialect.repairTurn(turn.text, turn.finishReason, turn.toolCalls);
   say(...stopLine(dialect.stopStrings, turn, repaired.action, turnClient, ep.model));
   say(...turnLine(config, turn, repaired.action, offered, tools === undefined));
-  say(...streamLine(config, turnClient));
+  say(...streamLine(config, turnClient, dialect.stopStrings));
 }
 
 type Line = [CheckStatus, string, string];
@@ -345,7 +345,7 @@ function turnLine(config: RunConfig, turn: Completion, action: TurnAction, tools
   return ['warn', 'turn', `the first turn holds neither a call nor an answer in the ${d} dialect (${tokens})${without}: does the model write ${d}? It wrote: ${JSON.stringify(text)}`];
 }
 
-function streamLine(config: RunConfig, client: LlmClient): Line {
+function streamLine(config: RunConfig, client: LlmClient, stops: readonly string[]): Line {
   const { stream, model } = config.endpoint;
   if (stream === true) return ['ok', 'stream', 'every turn is streamed (endpoint.stream: true)'];
   const why = client.stats().streamedModels.find((m) => m.model === model)?.why;
@@ -355,6 +355,7 @@ function streamLine(config: RunConfig, client: LlmClient): Line {
       : ['warn', 'stream', `endpoint.stream is false, yet ${why}: each turn runs to its end before trajforge cuts it; endpoint.stream: auto would stop it at the stop string`];
   }
   if (why !== undefined) return ['ok', 'stream', `turns will be streamed, since ${why} (endpoint.stream: auto)`];
+  if (stops.length === 0) return ['ok', 'stream', 'whole answers: this dialect sends no stop strings to cut at (endpoint.stream: auto streams a model once it loops)'];
   return ['ok', 'stream', 'whole answers: the endpoint applied the stop strings (endpoint.stream: auto streams a model once it rejects stop, answers past one, or loops)'];
 }
 
