@@ -1,6 +1,7 @@
 /**
  * The front every dataset command shares (validate, filter, stats, export, report): one input
- * (a file, a run directory or `-`), `--on-bad-row`, `--help`, and the reader options.
+ * (a file, a run directory or `-`), `--on-bad-row`, `--help`, and the reader options; dedup and
+ * decontaminate take several inputs.
  */
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { TrajforgeError } from '../errors.js';
@@ -13,17 +14,25 @@ const SHARED = {
   help: { type: 'boolean', short: 'h' },
 } as const satisfies Options;
 
+/** The flags and positionals, or undefined when `--help` was asked for (the help is printed). */
+function parse<O extends Options>(argv: string[], options: O, help: string) {
+  const config = { args: argv, options: { ...SHARED, ...options } as typeof SHARED & O, allowPositionals: true as const, strict: true as const };
+  const parsed = parseArgs(config);
+  if ((parsed.values as { help?: boolean }).help) {
+    process.stdout.write(help);
+    return undefined;
+  }
+  return parsed;
+}
+
 /**
  * Parses a dataset command's flags (its own `options` plus the shared ones). Undefined when
  * `--help` was asked for (the help is printed); otherwise the values and the one input.
  */
 export function parseDatasetArgs<O extends Options>(command: string, argv: string[], options: O, help: string) {
-  const config = { args: argv, options: { ...SHARED, ...options } as typeof SHARED & O, allowPositionals: true as const, strict: true as const };
-  const { values, positionals } = parseArgs(config);
-  if ((values as { help?: boolean }).help) {
-    process.stdout.write(help);
-    return undefined;
-  }
+  const parsed = parse(argv, options, help);
+  if (!parsed) return undefined;
+  const { values, positionals } = parsed;
   if (positionals.length !== 1) throw new TrajforgeError('BAD_USAGE', `${command}: expected one input (a file, a run directory or -), got ${positionals.length}`);
   return { values, input: positionals[0]! };
 }
@@ -35,4 +44,16 @@ export function readOptions(format: string | undefined, onBadRow: string | undef
   const bad = onBadRow ?? 'error';
   if (bad !== 'error' && bad !== 'skip') throw new TrajforgeError('BAD_USAGE', `--on-bad-row: expected error or skip, got "${bad}"`);
   return { format: f as ReadOptions['format'], onBadRow: bad };
+}
+
+/**
+ * `parseDatasetArgs` for a command that reads several inputs as one dataset, in order (shards of
+ * one job, or runs to be curated together): one or more positionals.
+ */
+export function parseDatasetInputs<O extends Options>(command: string, argv: string[], options: O, help: string) {
+  const parsed = parse(argv, options, help);
+  if (!parsed) return undefined;
+  const { values, positionals } = parsed;
+  if (positionals.length === 0) throw new TrajforgeError('BAD_USAGE', `${command}: expected one or more inputs (files, run directories${command === 'dedup' ? '' : ' or -'})`);
+  return { values, inputs: positionals };
 }

@@ -21,6 +21,8 @@ Usage:
   trajforge merge <run…> --out DIR                       merge shard runs into one
   trajforge export <file|run|-> --format messages|sharegpt|text --out F   training rows with loss masks
   trajforge report <file|run|-> --out report.html        one self-contained HTML report and trajectory viewer
+  trajforge dedup <file|run>… --out F [--clusters F]     drop near-duplicate questions, one kept per cluster
+  trajforge decontaminate <file|run|->… --against F… [--drop] --out F   flag rows that overlap eval sets (13-grams)
   (validate, filter and stats read trajforge records, DR Tulu generator rows and chat rows;
    --format F forces one, --on-bad-row skip counts bad rows instead of stopping)
   trajforge sim [options]                   start the offline OpenAI-compatible model stand-in
@@ -76,7 +78,9 @@ export async function main(argv: string[]): Promise<number> {
       case 'rerun':
       case 'merge':
       case 'export':
-      case 'report': {
+      case 'report':
+      case 'dedup':
+      case 'decontaminate': {
         const mod = (await import(`./${cmd}.js`)) as { run(argv: string[]): Promise<number> };
         return await mod.run(rest);
       }

@@ -5,9 +5,10 @@ import { parseDatasetArgs, readOptions } from './common.js';
 const HELP = `Usage: trajforge stats <file|run|-> [--json] [--format F] [--on-bad-row skip]
 
 The shape of a dataset: counts by status and reason, acceptance rate, tool calls, turns and
-tokens per trajectory (mean, p50, p90, max), tools, repairs, rollbacks, citations, and the
-validation rules that failed. A run directory counts the latest state of each id: an accepted
-id once, as accepted; an id that only failed once, by its latest attempt.
+tokens per trajectory (mean, p50, p90, max), tools, repairs, rollbacks, citations, the
+validation rules that failed, and the rows \`trajforge decontaminate\` checked and flagged.
+A run directory counts the latest state of each id: an accepted id once, as accepted; an id
+that only failed once, by its latest attempt.
 
   --json            print the figures as one JSON object (no histograms)
   --format F        row format: auto (default), trajforge, drtulu, chat

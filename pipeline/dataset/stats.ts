@@ -193,6 +193,11 @@ export interface Stats {
   failures_by_rule: Record<string, number>;
   /** Rule → trajectories with an issue of that rule at severity `warn`. */
   warnings_by_rule: Record<string, number>;
+  /**
+   * Rows that carry the `decontamination` field `trajforge decontaminate` writes: how many it
+   * checked, how many overlap an eval item, and those by field and by eval file.
+   */
+  decontamination: { checked: number; flagged: number; by_field: Record<string, number>; by_eval_file: Record<string, number> };
   /** For the terminal only; `statsToJson` leaves them out. */
   histograms: { tool_calls: HistogramBin[]; turns: HistogramBin[]; tokens: HistogramBin[] };
 }
@@ -258,6 +263,10 @@ class Accumulator {
   withUnresolved = 0;
   readonly errorRules: Counts = new Map();
   readonly warnRules: Counts = new Map();
+  decontaminationChecked = 0;
+  decontaminationFlagged = 0;
+  readonly contaminatedFields: Counts = new Map();
+  readonly contaminatedBy: Counts = new Map();
   // Reused per row: the distinct kinds of one trajectory.
   readonly #seen = new Set<string>();
 
@@ -313,6 +322,23 @@ class Accumulator {
       for (const r of seen) inc(this.errorRules, r);
       for (const r of warned) inc(this.warnRules, r);
     }
+    this.#decontamination((t as { decontamination?: unknown }).decontamination);
+  }
+
+  #decontamination(d: unknown): void {
+    const matches = (d as { matches?: unknown } | null | undefined)?.matches;
+    if (!Array.isArray(matches)) return;
+    this.decontaminationChecked++;
+    if (matches.length === 0) return;
+    this.decontaminationFlagged++;
+    const fields = new Set<string>();
+    const files = new Set<string>();
+    for (const m of matches as { field?: unknown; eval_file?: unknown }[]) {
+      if (typeof m?.field === 'string') fields.add(m.field);
+      if (typeof m?.eval_file === 'string') files.add(m.eval_file);
+    }
+    for (const f of fields) inc(this.contaminatedFields, f);
+    for (const f of files) inc(this.contaminatedBy, f);
   }
 
   #kinds(list: unknown, key: 'kind' | 'condition', count: Counts, trajectories: Counts): void {
@@ -387,6 +413,7 @@ export async function computeStats(rows: AsyncIterable<DatasetRow>, opts: StatsO
     citations: { cited: acc.cited, resolved: Math.max(0, acc.cited - acc.unresolved), unresolved: acc.unresolved, trajectories_with_unresolved: acc.withUnresolved },
     failures_by_rule: sorted(acc.errorRules),
     warnings_by_rule: sorted(acc.warnRules),
+    decontamination: { checked: acc.decontaminationChecked, flagged: acc.decontaminationFlagged, by_field: sorted(acc.contaminatedFields), by_eval_file: sorted(acc.contaminatedBy) },
     histograms: { tool_calls: acc.toolCalls.histogram(), turns: acc.turns.histogram(), tokens: acc.tokens.histogram() },
   };
 }
@@ -479,6 +506,15 @@ export function formatStats(stats: Stats, source?: string): string {
   ]);
   section(['failed rule (error)', 'trajectories'], Object.entries(stats.failures_by_rule));
   if (Object.keys(stats.warnings_by_rule).length) section(['warned rule', 'trajectories'], Object.entries(stats.warnings_by_rule));
+  const dc = stats.decontamination;
+  if (dc.checked > 0) {
+    section(['decontamination', 'rows', 'share'], [
+      ['checked', dc.checked, pct(dc.checked, r.counted)],
+      ['flagged', dc.flagged, pct(dc.flagged, dc.checked)],
+      ...Object.entries(dc.by_field).map(([f, n]): (string | number)[] => [`  in ${f}`, n, pct(n, dc.checked)]),
+      ...Object.entries(dc.by_eval_file).map(([f, n]): (string | number)[] => [`  from ${f}`, n, pct(n, dc.checked)]),
+    ]);
+  }
 
   const h = stats.histograms;
   for (const [title, bins] of [
