@@ -207,18 +207,27 @@ describe('trajforge check', () => {
     expect(model.detail).toContain('it serves: Qwen/Qwen3-8B, rl-research/DR-Tulu-8B. Set endpoint.model (or --model)');
   });
 
-  it('an output directory holding a run of another config: FAIL output (generate would refuse it)', async () => {
+  it('an output directory holding a run: ok when this config resumes it, FAIL when generate would refuse it', async () => {
     const s = await sim();
     const dir = tempDir('tf-check-');
     const config = writeConfig(dir, s.url);
-    mkdirSync(join(dir, 'run'));
-    writeFileSync(join(dir, 'run', 'manifest.json'), JSON.stringify({ fingerprint_fields: { 'endpoint.model': 'another-model' }, counts: { accepted: 3, failed: 1, by_reason: {} } }));
-    const r = await check(config);
+    expect((await runCli(['generate', '--config', config, '--limit', '2'])).code).toBe(0);
+    const same = await check(config);
+    expect(linesOf(same.stdout).get('output')).toEqual({ status: 'ok', detail: `${join(dir, 'run')} holds a run this config resumes (2 accepted, 0 failed)` });
+
+    const changed = writeConfig(dir, s.url, { endpoint: { base_url: s.url, model: 'trajforge-sim', api_key_env: 'none', max_tokens: 1024, temperature: 0.2 } });
+    const r = await check(changed);
     expect(r.code).toBe(1);
     const out = linesOf(r.stdout).get('output')!;
     expect(out.status).toBe('FAIL');
-    expect(out.detail).toContain('holds a run made with another config (endpoint.model differ)');
+    expect(out.detail).toContain('holds a run made with another config (endpoint.temperature differ)');
     expect(out.detail).toContain('--allow-config-change');
+
+    // A manifest that is not one: refused as the run store refuses it, not a crash.
+    writeFileSync(join(dir, 'run', 'manifest.json'), 'null');
+    const broken = await check(config);
+    expect(broken.stderr).toBe('');
+    expect(linesOf(broken.stdout).get('output')?.detail).toMatch(/manifest\.json: not a trajforge run manifest/);
   });
 
   it('a questions file with a broken row: FAIL questions naming the file and line', async () => {

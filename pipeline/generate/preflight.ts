@@ -11,7 +11,7 @@
  */
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import type { RunConfig, RunManifest } from '../../schemas/index.js';
+import { RunManifest, type RunConfig } from '../../schemas/index.js';
 import { compareFingerprints, fingerprintFields, resolveApiKey, scrubberFor } from '../config.js';
 import { getDialect } from '../dialects/index.js';
 import type { ToolSpec, TurnAction } from '../dialects/types.js';
@@ -127,21 +127,29 @@ function preview(text: string): string {
 function checkOutput(config: RunConfig, env: NodeJS.ProcessEnv, say: Say): void {
   const dir = config.output.dir;
   const manifestPath = join(dir, MANIFEST);
-  let manifest: RunManifest | undefined;
+  let text: string | undefined;
   try {
-    manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as RunManifest;
+    text = readFileSync(manifestPath, 'utf8');
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT' && (err as NodeJS.ErrnoException).code !== 'ENOTDIR') {
-      return say('FAIL', 'output', `${manifestPath}: ${err instanceof SyntaxError ? 'not valid JSON' : fsReason(err)}: choose another output.dir (or --out)`);
-    }
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== 'ENOENT' && code !== 'ENOTDIR') return say('FAIL', 'output', `${manifestPath}: ${fsReason(err)}: choose another output.dir (or --out)`);
   }
-  if (manifest !== undefined) {
-    const { changed } = compareFingerprints(manifest.fingerprint_fields ?? {}, fingerprintFields(config, env));
-    const counts = manifest.counts ? `${manifest.counts.accepted} accepted, ${manifest.counts.failed} failed` : 'no counts';
+  if (text !== undefined) {
+    // What RunStore.open would refuse, refused here with the same words.
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      return say('FAIL', 'output', `${manifestPath}: not valid JSON: choose another output.dir (or --out)`);
+    }
+    const manifest = RunManifest.safeParse(parsed);
+    if (!manifest.success) return say('FAIL', 'output', `${manifestPath}: not a trajforge run manifest (${manifest.error.issues[0]?.message}): choose another output.dir (or --out)`);
+    const { changed } = compareFingerprints(manifest.data.fingerprint_fields ?? {}, fingerprintFields(config, env));
+    const { accepted, failed } = manifest.data.counts;
     if (changed.length > 0) {
       return say('FAIL', 'output', `${dir} holds a run made with another config (${changed.join(', ')} differ): generate would refuse to resume it. Choose another output.dir (or --out), or resume it on purpose with --allow-config-change`);
     }
-    return say('ok', 'output', `${dir} holds a run this config resumes (${counts})`);
+    return say('ok', 'output', `${dir} holds a run this config resumes (${accepted} accepted, ${failed} failed)`);
   }
   // The nearest part of the path that exists must be a directory we can make files in.
   let existing = resolve(dir);
