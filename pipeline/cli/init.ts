@@ -9,7 +9,7 @@ const list = PRESETS.map((p) => `  ${p.name.padEnd(15)} ${p.summary}`).join('\n'
 
 const USAGE = `trajforge init --preset P [--out DIR] [--force]
 
-Writes DIR/P.yaml, a starter run config with a comment on every field, and DIR/questions.jsonl,
+Writes DIR/P.yaml, a commented starter run config, and DIR/questions.jsonl,
 a copy of the bundled questions it reads. The tool servers it names ship with trajforge, so
 \`trajforge check --config DIR/P.yaml\` is the next step.
 
