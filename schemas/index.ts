@@ -330,6 +330,8 @@ export const EndpointConfig = z.strictObject({
    */
   stream: z.union([z.boolean(), z.literal('auto')]).default('auto'),
   timeout_ms: z.number().int().positive().default(600_000),
+  /** How long `check` and `rerun` wait for `GET /models` (is the endpoint there?), and `check` for its 8-token completion. */
+  probe_timeout_ms: z.number().int().positive().default(10_000),
   max_retries: z.number().int().nonnegative().default(6),
   retry_base_ms: z.number().int().positive().default(500),
   retry_max_ms: z.number().int().positive().default(60_000),

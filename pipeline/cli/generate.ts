@@ -5,6 +5,7 @@ import { tokenCounter } from '../tokens.js';
 import { TrajforgeError } from '../errors.js';
 import { generate, type GenerateSummary } from '../generate/run.js';
 import { stderrSink } from '../generate/progress.js';
+import { configWarnings } from '../generate/warnings.js';
 import { HELP } from './main.js';
 
 export function int(name: string, v: string | undefined): number | undefined {
@@ -117,6 +118,7 @@ export async function run(argv: string[]): Promise<number> {
     if (!(err instanceof TrajforgeError)) throw err;
     throw new TrajforgeError('BAD_CONFIG', `${values.config}: ${err.message}`, { file: values.config, field: 'tokenizer' });
   }
+  for (const w of configWarnings(config)) process.stderr.write(`warning: ${w.message}\n`);
   return runInterruptibly((signal) => generate({ config, signal, progress: stderrSink(), allowConfigChange: values['allow-config-change'] }));
 }
 
