@@ -14,6 +14,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, platform, release } from 'node:os';
 import { join } from 'node:path';
 import { PACKAGE_ROOT } from '../pipeline/paths.js';
+import { benchCurate } from './curate.js';
 import { benchLifecycle } from './lifecycle.js';
 import { benchMemory } from './memory.js';
 import { benchRepairer, benchSink } from './repairer.js';
@@ -28,6 +29,7 @@ const benches: ReadonlyArray<readonly [string, () => Promise<string>]> = [
   ['cpu', benchCpu],
   ['shards', benchShards],
   ['memory', benchMemory],
+  ['curate', benchCurate],
 ];
 
 const FILE = join(PACKAGE_ROOT, 'bench', 'BENCHMARKS.md');

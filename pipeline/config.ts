@@ -9,6 +9,7 @@ import { parse as parseYaml } from 'yaml';
 import type { z } from 'zod';
 import { DialectName, RunConfig } from '../schemas/index.js';
 import { canonicalJson } from './canonical.js';
+import { describeIssues, formatPath, locator, type Position } from './config-hints.js';
 import { TrajforgeError } from './errors.js';
 import { PACKAGE_ROOT } from './paths.js';
 import { runSecrets, Scrubber, SECRET_NAME, type Expansion } from './secrets.js';
@@ -64,32 +65,43 @@ export function expandVars(value: unknown, env: Record<string, string | undefine
   return value;
 }
 
-function formatZodPath(path: readonly PropertyKey[]): string {
-  let out = '';
-  for (const p of path) out += typeof p === 'number' ? `[${p}]` : out ? `.${String(p)}` : String(p);
-  return out || '(root)';
-}
-
-/** A zod failure as one message per bad field: `file: endpoint.model: expected string`. */
-export function zodProblem(error: z.ZodError, file: string): TrajforgeError {
-  const lines = error.issues.map((i) => `${file}: ${formatZodPath(i.path)}: ${i.message}`);
-  const first = error.issues[0];
-  return new TrajforgeError('BAD_CONFIG', lines.join('\n'), { file, field: first ? formatZodPath(first.path) : undefined });
+/**
+ * A zod failure as one message per bad field: `file:line:col: endpoint.model: expected string`
+ * (the line when `locate` finds the field in the file). With the `schema` that failed, an
+ * unknown key gets "did you mean" and an MCP server entry the shape it came closest to.
+ */
+export function zodProblem(error: z.ZodError, file: string, schema?: z.core.$ZodType, locate?: (path: readonly PropertyKey[]) => Position | undefined): TrajforgeError {
+  const issues = describeIssues(error.issues, schema);
+  const lines = issues.map((i) => {
+    const at = locate?.(i.path);
+    return `${file}${at ? `:${at.line}:${at.col}` : ''}: ${formatPath(i.path)}: ${i.message}`;
+  });
+  const first = issues[0];
+  const line = first ? locate?.(first.path)?.line : undefined;
+  return new TrajforgeError('BAD_CONFIG', lines.join('\n'), { file, line, field: first ? formatPath(first.path) : undefined });
 }
 
 export function parseConfigText(text: string, file: string): unknown {
   try {
     return file.endsWith('.json') ? JSON.parse(text) : parseYaml(text);
   } catch (err) {
-    const line = (err as { linePos?: { line: number }[] }).linePos?.[0]?.line;
-    throw new TrajforgeError('BAD_CONFIG', `${file}${line ? `:${line}` : ''}: not valid ${file.endsWith('.json') ? 'JSON' : 'YAML'}: ${(err as Error).message.split('\n')[0]}`, {
+    // The yaml library's position (1-based line and column); JSON.parse gives none.
+    const pos = (err as { linePos?: Position[] }).linePos?.[0];
+    const line = pos?.line;
+    throw new TrajforgeError('BAD_CONFIG', `${file}${pos ? `:${pos.line}:${pos.col}` : ''}: not valid ${file.endsWith('.json') ? 'JSON' : 'YAML'}: ${yamlReason(err as Error)}`, {
       file,
       line,
     });
   }
 }
 
-function applyOverrides(raw: Record<string, any>, o: ConfigOverrides): void {
+/** The parser's message without the position it repeats (shown in front as file:line:col). */
+function yamlReason(err: Error): string {
+  return (err.message.split('\n')[0] ?? '').replace(/ at line \d+, column \d+:?$/, '');
+}
+
+/** Sets what the flags say; returns the paths it set, whose values come from no line of the file. */
+function applyOverrides(raw: Record<string, any>, o: ConfigOverrides): string[] {
   const section = (k: string): Record<string, any> => (raw[k] ??= {});
   if (o.questions !== undefined) section('questions').path = o.questions;
   if (o.limit !== undefined) section('questions').limit = o.limit;
@@ -109,25 +121,48 @@ function applyOverrides(raw: Record<string, any>, o: ConfigOverrides): void {
   if (o.keepToolResults !== undefined) section('context').keep_tool_results = o.keepToolResults;
   if (o.maxContextTokens !== undefined) section('context').max_context_tokens = o.maxContextTokens;
   if (o.retries !== undefined) section('retry').attempts = o.retries;
+  const set: [unknown, string][] = [
+    [o.questions, 'questions.path'], [o.limit, 'questions.limit'], [o.samples, 'questions.samples'], [o.shard, 'questions.shard'],
+    [o.seed, 'questions.seed'], [o.seed, 'endpoint.seed'], [o.out, 'output.dir'], [o.concurrency, 'concurrency'],
+    [o.baseUrl, 'endpoint.base_url'], [o.model, 'endpoint.model'], [o.dialect, 'dialect'], [o.cache, 'executor.cache'],
+    [o.cacheDir, 'executor.cache_dir'], [o.keepToolResults, 'context.keep_tool_results'],
+    [o.maxContextTokens, 'context.max_context_tokens'], [o.retries, 'retry.attempts'],
+  ];
+  return set.flatMap(([v, path]) => (v === undefined ? [] : [path]));
 }
 
-/** Validates a config object (already expanded) with overrides applied. */
-export function resolveConfig(raw: unknown, file: string, overrides: ConfigOverrides = {}): RunConfig {
+/**
+ * Validates a config object (already expanded) with overrides applied. `locate` finds a field's
+ * line in the file, for the error; a field a flag set is not looked for there.
+ */
+export function resolveConfig(raw: unknown, file: string, overrides: ConfigOverrides = {}, locate?: (path: readonly PropertyKey[]) => Position | undefined): RunConfig {
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
     throw new TrajforgeError('BAD_CONFIG', `${file}: expected a mapping of settings at the top level`, { file });
   }
   const copy = structuredClone(raw) as Record<string, any>;
-  applyOverrides(copy, overrides);
+  const flagged = applyOverrides(copy, overrides);
   const parsed = RunConfig.safeParse(copy);
-  if (!parsed.success) throw zodProblem(parsed.error, file);
+  if (!parsed.success) {
+    const inFile = (path: readonly PropertyKey[]): Position | undefined => (flagged.includes(formatPath(path)) ? undefined : locate?.(path));
+    throw zodProblem(parsed.error, file, RunConfig, inFile);
+  }
   try {
-    // The agents' references (sub-agents, servers, prompts, depth) are checked here, so their errors name the file too.
+    // The agents' references (sub-agents, servers, prompts, depth) are checked here, so their errors name the file and line too.
     agentSettings(parsed.data);
   } catch (err) {
-    if (err instanceof TrajforgeError) throw new TrajforgeError('BAD_CONFIG', `${file}: ${err.message}`, { file, field: err.field });
-    throw err;
+    if (!(err instanceof TrajforgeError) || err.field === undefined) throw err;
+    const at = locate?.(fieldPath(err.field));
+    throw new TrajforgeError('BAD_CONFIG', `${file}${at ? `:${at.line}:${at.col}` : ''}: ${err.message}`, { file, line: at?.line, field: err.field });
   }
   return parsed.data;
+}
+
+/** `agents.main.sub_agents[0]` as a path: `['agents', 'main', 'sub_agents', 0]`. */
+function fieldPath(field: string): PropertyKey[] {
+  return field.split('.').flatMap((part) => {
+    const m = /^(.*?)((?:\[\d+\])+)$/.exec(part);
+    return m ? [m[1]!, ...[...m[2]!.matchAll(/\[(\d+)\]/g)].map((i) => Number(i[1]))] : [part];
+  });
 }
 
 export function loadConfig(file: string, overrides: ConfigOverrides = {}, env: NodeJS.ProcessEnv = process.env): RunConfig {
@@ -139,7 +174,7 @@ export function loadConfig(file: string, overrides: ConfigOverrides = {}, env: N
   }
   const vars = { ...env, TRAJFORGE_ROOT: PACKAGE_ROOT, CONFIG_DIR: dirname(resolve(file)) };
   const expanded: Expansion[] = [];
-  const cfg = resolveConfig(expandVars(parseConfigText(text, file), vars, file, '', expanded), file, overrides);
+  const cfg = resolveConfig(expandVars(parseConfigText(text, file), vars, file, '', expanded), file, overrides, locator(text));
   Object.defineProperty(cfg, EXPANDED, { value: expanded, enumerable: true });
   return cfg;
 }
@@ -201,6 +236,8 @@ export function fingerprintFields(cfg: RunConfig, env: NodeJS.ProcessEnv = proce
     prompts: promptHashes(agentDialects(cfg), cfg.agents === undefined ? [] : agentPrompts(cfg)),
     // A run without agents records null: resuming it with agents is a change, refused like any other.
     agents: cfg.agents === undefined ? null : { sections: cfg.agents, max_agent_depth: cfg.max_agent_depth },
+    // Only when set, so runs made before the field existed keep their fingerprint.
+    ...(cfg.tokenizer === undefined ? {} : { tokenizer: cfg.tokenizer }),
   };
 }
 
@@ -292,7 +329,10 @@ export function redactConfig(cfg: RunConfig, env: NodeJS.ProcessEnv = process.en
     }
     return v;
   };
-  return walk(cfg, '') as Record<string, unknown>;
+  const out = walk(cfg, '') as Record<string, unknown>;
+  // A path, not a secret, though its name holds "token"; env values in it are still scrubbed.
+  if (cfg.tokenizer !== undefined) out.tokenizer = scrubber.text(cfg.tokenizer);
+  return out;
 }
 
 function isLoopback(url: string): boolean {

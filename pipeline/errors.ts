@@ -9,6 +9,8 @@ export type ErrorCode =
   | 'BAD_USAGE'
   | 'MISSING_ENV'
   | 'ENDPOINT_FATAL'
+  /** The endpoint did not answer at all (connection refused, no such host, no answer in time). */
+  | 'ENDPOINT_UNREACHABLE'
   | 'TOOL_SERVER_FAILED'
   | 'RUN_MISMATCH'
   | 'RUN_LOCKED'

@@ -18,3 +18,10 @@ export const PACKAGE_ROOT: string = (() => {
 })();
 
 export const PACKAGE_VERSION: string = JSON.parse(readFileSync(join(PACKAGE_ROOT, 'package.json'), 'utf8')).version;
+
+/**
+ * How a user runs trajforge from here, for the commands the CLI suggests: `trajforge` where the
+ * package was installed (it sits in a node_modules folder, its bin on the PATH), `npx trajforge`
+ * in a checkout of the repository.
+ */
+export const CLI_COMMAND: string = PACKAGE_ROOT.split(/[\\/]/).includes('node_modules') ? 'trajforge' : 'npx trajforge';

@@ -51,3 +51,12 @@ export function renderPrompt(template: string, vars: Readonly<Record<string, str
   }
   return out;
 }
+
+/**
+ * The placeholder that stands for tool result `ordinal` (0-based) in a request that holds only
+ * the last `keep` results in full. One function for the requests (context.ts) and for the
+ * export that shows the conversation as the last request showed it.
+ */
+export function omittedResultText(ordinal: number, keep: number): string {
+  return renderPrompt(loadPrompt('tool-result-omitted'), { index: String(ordinal + 1), keep: String(keep) }).trim();
+}

@@ -1,11 +1,45 @@
 /**
- * Token counts with a real BPE tokenizer: gpt-tokenizer's o200k_base (the GPT-4o / o-series
- * vocabulary). Trajectories are trained on many tokenizers; o200k_base is a stated, reproducible
- * yardstick, not the trainee's own count. Named in every message that reports a count.
+ * Token counts with a real BPE tokenizer. By default gpt-tokenizer's o200k_base (the GPT-4o /
+ * o-series vocabulary): a stated, reproducible yardstick. A run config's `tokenizer` (or a
+ * dataset command's `--tokenizer`) names the trainee's own instead — a Hugging Face tokenizer
+ * from local files (tokenizer.ts) — and then the context guard, `limits.tokens`, `stats` and
+ * `export --max-tokens` all count with it. The counter's name is in every message that
+ * reports a count.
  */
 import { createRequire } from 'node:module';
+import { TrajforgeError } from './errors.js';
+import { loadHfTokenizer, type HfTokenizer } from './tokenizer.js';
 
 export const TOKEN_ENCODING = 'o200k_base';
+
+/** The encodings known by name; anything else is the path of a Hugging Face tokenizer. */
+export const TOKEN_ENCODINGS = ['o200k_base', 'cl100k_base'] as const;
+
+/** A way to count tokens, named for messages. */
+export interface TokenCounter {
+  /** `o200k_base`, `cl100k_base`, or the tokenizer path as given. */
+  readonly name: string;
+  count(text: string): number;
+  /** The count when `text` has more than `limit` tokens, otherwise undefined. */
+  over(text: string, limit: number): TokensOver | undefined;
+  /**
+   * Where tokens end in `text`, as UTF-16 offsets, ascending, the last one `text.length` (a
+   * token that ends inside a character counts as ending after it); undefined when the
+   * tokens cannot be mapped back to the text.
+   */
+  boundaries(text: string): number[] | undefined;
+}
+
+/** Token ends from a stream of decoded pieces, each ending on a character boundary. */
+function endsOf(pieces: Iterable<string>, length: number): number[] | undefined {
+  const ends: number[] = [];
+  let at = 0;
+  for (const p of pieces) {
+    at += p.length;
+    ends.push(at);
+  }
+  return at === length ? ends : undefined;
+}
 
 type Encoding = typeof import('gpt-tokenizer/encoding/o200k_base');
 let encoding: Encoding | undefined;
@@ -50,6 +84,80 @@ export function tokensOver(text: string, limit: number): TokensOver | undefined 
   return { count: tokens.length, offset: Math.min(text.length, enc.decode(tokens.slice(0, limit)).length) };
 }
 
+export const O200K: TokenCounter = {
+  name: TOKEN_ENCODING,
+  count: countTokens,
+  over: tokensOver,
+  boundaries: (text) => endsOf(o200k().decodeGenerator(o200k().encode(text, AS_TEXT)), text.length),
+};
+
+type Cl100k = typeof import('gpt-tokenizer/encoding/cl100k_base');
+let cl100k: TokenCounter | undefined;
+
+function cl100kCounter(): TokenCounter {
+  if (cl100k === undefined) {
+    // Loaded only when asked for: its merge table costs as much as o200k's.
+    const enc = createRequire(import.meta.url)('gpt-tokenizer/encoding/cl100k_base') as Cl100k;
+    const count = (text: string): number => enc.countTokens(text, AS_TEXT);
+    cl100k = {
+      name: 'cl100k_base',
+      count,
+      over: (text, limit) => overBy(count, text, limit),
+      boundaries: (text) => endsOf(enc.decodeGenerator(enc.encode(text, AS_TEXT)), text.length),
+    };
+  }
+  return cl100k;
+}
+
+/** `tokensOver` for a counter without an early exit: the byte bound first, then the whole count. */
+function overBy(count: (text: string) => number, text: string, limit: number): TokensOver | undefined {
+  if (text.length <= limit && Buffer.byteLength(text, 'utf8') <= limit) return undefined;
+  const n = count(text);
+  if (n <= limit) return undefined;
+  // Tokens are spread about evenly: the place is an estimate, said so in the message.
+  return { count: n, offset: Math.min(text.length, Math.floor((text.length * limit) / n)) };
+}
+
+/**
+ * The counter `spec` names: undefined → o200k_base; `o200k_base` or `cl100k_base`; otherwise
+ * the path of a Hugging Face tokenizer (a folder, or its tokenizer.json), loaded once. A path
+ * that holds no tokenizer is a BAD_USAGE error that names `field` and the path.
+ */
+export function tokenCounter(spec: string | undefined, field = 'tokenizer'): TokenCounter {
+  if (spec === undefined || spec === TOKEN_ENCODING) return O200K;
+  if (spec === 'cl100k_base') return cl100kCounter();
+  if (/^[a-z0-9]+_base$/.test(spec)) {
+    throw new TrajforgeError('BAD_USAGE', `${field}: unknown encoding "${spec}" (known: ${TOKEN_ENCODINGS.join(', ')}, or the path of a Hugging Face tokenizer)`, { field });
+  }
+  let hf: HfTokenizer;
+  try {
+    hf = loadHfTokenizer(spec, field);
+  } catch (err) {
+    if (!(err instanceof TrajforgeError)) throw err;
+    throw new TrajforgeError(err.code, `${err.message}; or one of the encodings ${TOKEN_ENCODINGS.join(', ')}`, { field, file: err.file });
+  }
+  const count = (text: string): number => hf.count(text);
+  return { name: hf.name, count, over: (text, limit) => overBy(count, text, limit), boundaries: (text) => hfBoundaries(hf, text) };
+}
+
+/** Byte ends of a Hugging Face tokenizer's tokens → UTF-16 offsets (a token ending inside a character ends after it). */
+function hfBoundaries(hf: HfTokenizer, text: string): number[] | undefined {
+  const { byteEnds } = hf.encodeWithOffsets(text);
+  if (byteEnds === undefined) return undefined;
+  const ends: number[] = [];
+  let unit = 0;
+  let byte = 0;
+  for (const end of byteEnds) {
+    while (byte < end && unit < text.length) {
+      const c = text.codePointAt(unit)!;
+      byte += c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+      unit += c >= 0x10000 ? 2 : 1;
+    }
+    if (ends.at(-1) !== unit) ends.push(unit);
+  }
+  return ends;
+}
+
 /** What one chat message costs beyond its text (role and separators), as OpenAI's format counts it. */
 export const MESSAGE_OVERHEAD_TOKENS = 4;
 /** Tokens that prime the reply. */
@@ -64,23 +172,27 @@ const REPLY_PRIMING_TOKENS = 3;
 export function estimateRequestTokens(
   messages: readonly { readonly content?: unknown; readonly tool_calls?: readonly { readonly function: { readonly name: string; readonly arguments: string } }[] | undefined }[],
   tools?: unknown,
+  counter: TokenCounter = O200K,
 ): number {
   let n = REPLY_PRIMING_TOKENS;
-  for (const m of messages) n += messageTokens(m);
-  if (tools !== undefined && !(Array.isArray(tools) && tools.length === 0)) n += countTokens(JSON.stringify(tools));
+  for (const m of messages) n += messageTokens(m, counter);
+  if (tools !== undefined && !(Array.isArray(tools) && tools.length === 0)) n += counter.count(JSON.stringify(tools));
   return n;
 }
 
 /** One message's share of `estimateRequestTokens`. */
-export function messageTokens(m: { readonly content?: unknown; readonly tool_calls?: readonly { readonly function: { readonly name: string; readonly arguments: string } }[] | undefined }): number {
+export function messageTokens(
+  m: { readonly content?: unknown; readonly tool_calls?: readonly { readonly function: { readonly name: string; readonly arguments: string } }[] | undefined },
+  counter: TokenCounter = O200K,
+): number {
   let n = MESSAGE_OVERHEAD_TOKENS;
-  if (typeof m.content === 'string') n += countTokens(m.content);
+  if (typeof m.content === 'string') n += counter.count(m.content);
   else if (Array.isArray(m.content)) {
     for (const part of m.content) {
       const text = (part as { text?: unknown } | null)?.text;
-      if (typeof text === 'string') n += countTokens(text);
+      if (typeof text === 'string') n += counter.count(text);
     }
   }
-  for (const c of m.tool_calls ?? []) n += countTokens(c.function.name) + countTokens(c.function.arguments);
+  for (const c of m.tool_calls ?? []) n += counter.count(c.function.name) + counter.count(c.function.arguments);
   return n;
 }

@@ -175,6 +175,33 @@ export const Experience = z.object({
 });
 export type Experience = z.infer<typeof Experience>;
 
+/** One eval item a row overlaps: which file and item, where in the row, and by how many n-grams. */
+export const ContaminationMatch = z.object({
+  /** The eval file as named on the command line. */
+  eval_file: z.string(),
+  /** The item's id in its file, or `line N` when it has none. */
+  eval_id: z.string(),
+  field: z.enum(['question', 'tool_output', 'answer']),
+  /** For a tool output: the index of the call in `tool_calls`. */
+  call_index: z.number().int().nonnegative().optional(),
+  /** Distinct n-grams of the item found in that field. */
+  ngrams: z.number().int().positive(),
+  /** The item's n-grams: 1 for an item shorter than n words, matched whole. */
+  of: z.number().int().positive(),
+});
+export type ContaminationMatch = z.infer<typeof ContaminationMatch>;
+
+/** Set on every row `trajforge decontaminate` writes: what it was checked against and what matched. */
+export const Decontamination = z.object({
+  /** n-gram length in words. */
+  n: z.number().int().positive(),
+  /** The eval files, as named on the command line. */
+  against: z.array(z.string()),
+  /** Empty: clean. Otherwise one entry per (eval item, field, call) that overlaps. */
+  matches: z.array(ContaminationMatch),
+});
+export type Decontamination = z.infer<typeof Decontamination>;
+
 export const Trajectory = z.object({
   schema_version: schemaVersion,
   id: z.string(),
@@ -216,8 +243,15 @@ export const Trajectory = z.object({
       peak_request_tokens: z.number().int().nonnegative().optional(),
       /** The turn at which the context guard stopped the loop and asked for the answer. */
       guard_turn: z.number().int().nonnegative().optional(),
+      /**
+       * The last request held only the last N tool results in full (the others as the
+       * placeholder); absent when it held them all. `export --view sent` shows this view.
+       */
+      last_request_keep: z.number().int().nonnegative().optional(),
     })
     .optional(),
+  /** native: the `tools` offered in every request (name, description, parameter schema), as sent. */
+  tools: z.array(z.unknown()).optional(),
   /** Set on an attempt seeded by the failure of the previous one (failure-experience retry). */
   experience: Experience.optional(),
   /**
@@ -231,6 +265,8 @@ export const Trajectory = z.object({
   parent_call: z.number().int().nonnegative().optional(),
   depth: z.number().int().nonnegative().optional(),
   family_id: z.string().optional(),
+  /** Set by `trajforge decontaminate`. */
+  decontamination: Decontamination.optional(),
 });
 export type Trajectory = z.infer<typeof Trajectory>;
 
@@ -308,6 +344,8 @@ export const EndpointConfig = z.strictObject({
    */
   stream: z.union([z.boolean(), z.literal('auto')]).default('auto'),
   timeout_ms: z.number().int().positive().default(600_000),
+  /** How long `check` and `rerun` wait for `GET /models` (is the endpoint there?), and `check` for its 8-token completion. */
+  probe_timeout_ms: z.number().int().positive().default(10_000),
   max_retries: z.number().int().nonnegative().default(6),
   retry_base_ms: z.number().int().positive().default(500),
   retry_max_ms: z.number().int().positive().default(60_000),
@@ -531,6 +569,13 @@ export const RunConfig = z.strictObject({
    * requests keep the endpoint busy. Default: `concurrency`, twice that with agents.
    */
   samples_in_flight: z.number().int().positive().optional(),
+  /**
+   * What counts tokens for the context guard (and for `stats`, `export --max-tokens` and
+   * `limits.tokens` on this run): `o200k_base` (default), `cl100k_base`, or the path of the
+   * trainee's Hugging Face tokenizer (a folder with tokenizer.json and tokenizer_config.json,
+   * or the tokenizer.json).
+   */
+  tokenizer: z.string().min(1).optional(),
 });
 export type RunConfig = z.infer<typeof RunConfig>;
 export type RunConfigInput = z.input<typeof RunConfig>;
@@ -597,6 +642,102 @@ export const RunManifest = z.object({
 });
 export type RunManifest = z.infer<typeof RunManifest>;
 
+// ---------------------------------------------------------------------------------------
+// Curation: dedup and decontaminate (options with their defaults, and the records they write)
+
+export const DEDUP_KEEP_RULES = ['first', 'accepted', 'shortest', 'longest', 'most-calls', 'fewest-calls'] as const;
+
+export const DedupOptions = z.strictObject({
+  /** What two rows must share to be near-duplicates: their questions, their final answers, or both. */
+  by: z.enum(['question', 'answer', 'both']).default('question'),
+  /** Words per shingle. */
+  shingle_size: z.number().int().min(1).max(16).default(3),
+  /** Jaccard similarity of the shingle sets at or above which two texts are near-duplicates. */
+  threshold: z.number().gt(0).max(1).default(0.8),
+  /** Most MinHash functions the LSH index may use; bands × rows is derived from the threshold within it. */
+  max_hashes: z.number().int().min(1).max(1024).default(64),
+  /** Shingles kept per text (the smallest hashes): texts up to this size are compared exactly. */
+  sketch_size: z.number().int().min(8).max(65_535).default(128),
+  /** Earlier members of an LSH bucket each row is compared with; pairs further apart are counted, not compared. */
+  bucket_window: z.number().int().positive().default(50),
+  /** Which member of a cluster is kept; ties go to the earliest row. */
+  keep: z.enum(DEDUP_KEEP_RULES).default('first'),
+  /**
+   * Near-duplicates must have the same content words (all but a short list of function words,
+   * numbers included): a template's slot filled twice (France/Peru, Chrome/Chrome Android,
+   * 52/26 weeks) is never a near-duplicate, however long the rest.
+   */
+  slot_guard: z.boolean().default(true),
+});
+export type DedupOptions = z.infer<typeof DedupOptions>;
+
+/** A row as the dedup report names it. */
+export const DedupMember = z.object({
+  /** The file the row was read from (a run directory's trajectories.jsonl or failures.jsonl). */
+  input: z.string(),
+  line: z.number().int().positive(),
+  id: z.string(),
+  kept: z.boolean(),
+  /** Jaccard similarity to the kept row's text (the higher of the word and clause views); a member joined through another can be below the threshold. */
+  similarity: z.number().min(0).max(1),
+  /** The compared text (the question, or the final answer with `by: answer`), cut at 300 characters. */
+  text: z.string(),
+});
+
+/** A line of `dedup --clusters`: a cluster of two or more near-duplicate rows. */
+export const DedupCluster = z.object({
+  schema_version: schemaVersion,
+  /** 1-based, in the order of each cluster's first row. */
+  cluster: z.number().int().positive(),
+  size: z.number().int().min(2),
+  keep: z.enum(DEDUP_KEEP_RULES),
+  members: z.array(DedupMember),
+});
+export type DedupCluster = z.infer<typeof DedupCluster>;
+
+export const DECONTAMINATION_FIELDS = ['question', 'tool_output', 'answer'] as const;
+
+export const DecontaminateOptions = z.strictObject({
+  /** n-gram length in words (13, as the GPT-3 and later model reports use). */
+  n: z.number().int().min(1).max(64).default(13),
+  /** Eval items shorter than n words are matched whole; items shorter than this are not checked (counted). */
+  min_words: z.number().int().min(1).max(64).default(8),
+  /** Distinct n-grams of one eval item a field must hold to be flagged. */
+  min_ngrams: z.number().int().positive().default(1),
+  /**
+   * The item's n-grams found in a field must also cover every content word of the item (words
+   * outside dedup's list of function words): a leaked item brings its slot values, a question
+   * of the same template whose fixed text is n words or longer does not. Off: n-grams alone
+   * decide (GPT-3's rule).
+   */
+  content_check: z.boolean().default(true),
+  /** The parts of each row that are scanned. */
+  fields: z.array(z.enum(DECONTAMINATION_FIELDS)).min(1).default(['question', 'tool_output', 'answer']),
+  /** Field names tried, in order, for an eval item's text and id (JSONL, JSON and CSV eval files). */
+  eval_fields: z
+    .strictObject({
+      question: z.array(z.string()).default(['question', 'query', 'prompt', 'problem', 'input']),
+      id: z.array(z.string()).default(['id', 'qid', 'question_id', 'sample_id', '_id']),
+    })
+    .prefault({}),
+});
+export type DecontaminateOptions = z.infer<typeof DecontaminateOptions>;
+
+/** A line of `decontaminate --report`: a flagged row and what it overlaps. */
+export const ContaminationFlag = z.object({
+  schema_version: schemaVersion,
+  input: z.string(),
+  line: z.number().int().positive(),
+  id: z.string(),
+  matches: z.array(
+    ContaminationMatch.extend({
+      /** The eval item's text, cut at 300 characters. */
+      eval_text: z.string(),
+    }),
+  ),
+});
+export type ContaminationFlag = z.infer<typeof ContaminationFlag>;
+
 export const schemas = {
   Question,
   ToolCallRecord,
@@ -604,4 +745,6 @@ export const schemas = {
   FailureRecord,
   RunManifest,
   RunConfig,
+  DedupCluster,
+  ContaminationFlag,
 } as const;

@@ -4,7 +4,7 @@
  * is a scripted endpoint on loopback that plays every role (tests/agents-model.ts); the tool
  * server is the real corpus server.
  */
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -287,11 +287,15 @@ describe('the agents section of the config', () => {
       loadConfig(file);
       return 'ok';
     } catch (err) {
-      return (err as Error).message.replace(`${file}: `, 'FILE: ');
+      return (err as Error).message.replace(new RegExp(`^${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}(:\\d+:\\d+)?: `), 'FILE: ');
     }
   };
 
-  it('names the field of every bad reference, and the file', () => {
+  it('names the field of every bad reference, and the file and line', () => {
+    const dir = tempDir('tf-agents-cfg-');
+    const file = writeConfig(dir, 'http://127.0.0.1:9/v1', { agents: { main: { sub_agents: ['nobody'] }, researcher: {} } });
+    const line = readFileSync(file, 'utf8').split('\n').findIndex((l) => l.includes('- nobody')) + 1;
+    expect(() => loadConfig(file)).toThrow(`${file}:${line}:`);
     expect(load({ main: { sub_agents: ['nobody'] }, researcher: {} })).toBe('FILE: agents.main.sub_agents[0]: no agent named nobody (have: researcher)');
     expect(load({ researcher: { servers: ['web'] } })).toBe('FILE: agents.researcher.servers[0]: no server named web in mcpServers (have: corpus)');
     expect(load({ researcher: { sub_agents: ['helper'] }, helper: {} })).toBe(
@@ -309,8 +313,8 @@ describe('the agents section of the config', () => {
   });
 
   it('refuses an unknown key with its path, and a name that cannot go into an id', () => {
-    expect(load({ researcher: { budget: { max_turns: 3 } } })).toMatch(/^FILE: agents\.researcher: Unrecognized key: "budget"/);
-    expect(load({ researcher: { budgets: { max_turn: 3 } } })).toMatch(/^FILE: agents\.researcher\.budgets: Unrecognized key: "max_turn"/);
+    expect(load({ researcher: { budget: { max_turns: 3 } } })).toBe('FILE: agents.researcher.budget: unknown key (did you mean budgets?)');
+    expect(load({ researcher: { budgets: { max_turn: 3 } } })).toMatch(/^FILE: agents\.researcher\.budgets\.max_turn: unknown key/);
     expect(load({ 'my/agent': {} })).toMatch(/^FILE: agents\.my\/agent: an agent name is letters, digits, _ and -/);
   });
 

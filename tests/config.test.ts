@@ -44,7 +44,42 @@ describe('config', () => {
     const file = write('d.yaml', 'endpoint: {model: m}\ndialect: klingon\n');
     const err = errorOf(() => loadConfig(file));
     expect(err.field).toBe('dialect');
-    expect(err.message).toContain(`${file}: dialect`);
+    // file:line:col, where the field is written.
+    expect(err.message).toContain(`${file}:2:1: dialect`);
+    expect(err.line).toBe(2);
+  });
+
+  it('suggests the key a typo meant, at the place it was written (did you mean …?)', () => {
+    const file = write(
+      'typos.yaml',
+      ['endpoint:', '  model: m', '  max_token: 5', '  baseUrl: http://127.0.0.1:1/v1', 'mcp_servers: {}', 'budgets: {max_turn: 3, zzzzzzzz: 1}', 'questions:', '  pth: q.jsonl', ''].join('\n'),
+    );
+    const lines = errorOf(() => loadConfig(file)).message.split('\n');
+    expect(lines).toContain(`${file}:3:3: endpoint.max_token: unknown key (did you mean max_tokens?)`);
+    // Case, - and _ do not count as a slip: baseUrl is base_url, mcp_servers is mcpServers.
+    expect(lines).toContain(`${file}:4:3: endpoint.baseUrl: unknown key (did you mean base_url?)`);
+    expect(lines).toContain(`${file}:5:1: mcp_servers: unknown key (did you mean mcpServers?)`);
+    expect(lines).toContain(`${file}:6:11: budgets.max_turn: unknown key (did you mean max_turns?)`);
+    expect(lines).toContain(`${file}:8:3: questions.pth: unknown key (did you mean path?)`);
+    // Nothing near: the keys that place takes, not a wild guess.
+    expect(lines).toContain(`${file}:6:24: budgets.zzzzzzzz: unknown key (expected one of: max_turns, max_tool_calls, max_nudges, forced_answer_attempts, max_total_tokens)`);
+  });
+
+  it('explains an MCP server entry by the shape it came closest to, not "Invalid input"', () => {
+    const file = write('servers.yaml', ['endpoint: {model: m}', 'mcpServers:', '  corpus:', '    comand: node', '  web:', '    url: not-a-url', ''].join('\n'));
+    const message = errorOf(() => loadConfig(file)).message;
+    expect(message).not.toContain('Invalid input\n');
+    expect(message).toContain(`${file}:4:5: mcpServers.corpus.comand: unknown key (did you mean command?)`);
+    // A missing field is placed at the entry that lacks it.
+    expect(message).toContain(`${file}:3:3: mcpServers.corpus.command: missing (expected string)`);
+    expect(message).toContain(`${file}:6:5: mcpServers.web.url: Invalid URL`);
+  });
+
+  it('places no line on a value a flag set: the file does not hold it', () => {
+    const file = write('flag.yaml', 'endpoint: {model: m}\ndialect: tulu\n');
+    const err = errorOf(() => loadConfig(file, { dialect: 'klingon' }));
+    expect(err.message).toMatch(new RegExp(`^${file.replace(/[/.]/g, '\\$&')}: dialect: `));
+    expect(err.line).toBeUndefined();
   });
 
   it('rejects unknown keys, so a typo does not pass silently', () => {
@@ -75,10 +110,11 @@ describe('config', () => {
     expect(() => resolveConfig({ endpoint: { model: 'm' }, mcpServers: { s: { type: 'sse', command: 'x' } } }, 'run.yaml')).toThrow(/mcpServers\.s/);
   });
 
-  it('reports a YAML syntax error with its line', () => {
+  it('reports a YAML syntax error with its line and column, said once', () => {
     const file = write('bad.yaml', 'endpoint:\n  model: m\n   x: [\n');
     const err = errorOf(() => loadConfig(file));
-    expect(err.message).toMatch(new RegExp(`^${file.replace(/[/.]/g, '\\$&')}:\\d+: not valid YAML`));
+    expect(err.message).toBe(`${file}:2:10: not valid YAML: Nested mappings are not allowed in compact mappings`);
+    expect(err.line).toBe(2);
   });
 
   it('expands ${VAR}, ${VAR:-default} and the built-in TRAJFORGE_ROOT', () => {

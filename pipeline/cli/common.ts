@@ -1,10 +1,15 @@
 /**
  * The front every dataset command shares (validate, filter, stats, export, report): one input
- * (a file, a run directory or `-`), `--on-bad-row`, `--help`, and the reader options.
+ * (a file, a run directory or `-`), `--on-bad-row`, `--help`, and the reader options; dedup and
+ * decontaminate take several inputs.
  */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { TrajforgeError } from '../errors.js';
+import { statPath } from '../files.js';
 import type { ReadOptions } from '../dataset/readers.js';
+import { tokenCounter, type TokenCounter } from '../tokens.js';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 
@@ -13,17 +18,25 @@ const SHARED = {
   help: { type: 'boolean', short: 'h' },
 } as const satisfies Options;
 
+/** The flags and positionals, or undefined when `--help` was asked for (the help is printed). */
+function parse<O extends Options>(argv: string[], options: O, help: string) {
+  const config = { args: argv, options: { ...SHARED, ...options } as typeof SHARED & O, allowPositionals: true as const, strict: true as const };
+  const parsed = parseArgs(config);
+  if ((parsed.values as { help?: boolean }).help) {
+    process.stdout.write(help);
+    return undefined;
+  }
+  return parsed;
+}
+
 /**
  * Parses a dataset command's flags (its own `options` plus the shared ones). Undefined when
  * `--help` was asked for (the help is printed); otherwise the values and the one input.
  */
 export function parseDatasetArgs<O extends Options>(command: string, argv: string[], options: O, help: string) {
-  const config = { args: argv, options: { ...SHARED, ...options } as typeof SHARED & O, allowPositionals: true as const, strict: true as const };
-  const { values, positionals } = parseArgs(config);
-  if ((values as { help?: boolean }).help) {
-    process.stdout.write(help);
-    return undefined;
-  }
+  const parsed = parse(argv, options, help);
+  if (!parsed) return undefined;
+  const { values, positionals } = parsed;
   if (positionals.length !== 1) throw new TrajforgeError('BAD_USAGE', `${command}: expected one input (a file, a run directory or -), got ${positionals.length}`);
   return { values, input: positionals[0]! };
 }
@@ -35,4 +48,37 @@ export function readOptions(format: string | undefined, onBadRow: string | undef
   const bad = onBadRow ?? 'error';
   if (bad !== 'error' && bad !== 'skip') throw new TrajforgeError('BAD_USAGE', `--on-bad-row: expected error or skip, got "${bad}"`);
   return { format: f as ReadOptions['format'], onBadRow: bad };
+}
+
+/**
+ * `parseDatasetArgs` for a command that reads several inputs as one dataset, in order (shards of
+ * one job, or runs to be curated together): one or more positionals.
+ */
+export function parseDatasetInputs<O extends Options>(command: string, argv: string[], options: O, help: string) {
+  const parsed = parse(argv, options, help);
+  if (!parsed) return undefined;
+  const { values, positionals } = parsed;
+  if (positionals.length === 0) throw new TrajforgeError('BAD_USAGE', `${command}: expected one or more inputs (files, run directories${command === 'dedup' ? '' : ' or -'})`);
+  return { values, inputs: positionals };
+}
+
+/**
+ * What counts tokens for a dataset command: `--tokenizer` when given; else, for a run
+ * directory, the `tokenizer` of the config it was made with (its manifest); else o200k_base.
+ */
+export function datasetTokenCounter(input: string, flag: string | undefined): TokenCounter {
+  if (flag !== undefined) return tokenCounter(flag, '--tokenizer');
+  if (input !== '-' && statPath(input)?.isDirectory()) {
+    const manifest = join(input, 'manifest.json');
+    if (existsSync(manifest)) {
+      let spec: unknown;
+      try {
+        spec = (JSON.parse(readFileSync(manifest, 'utf8')) as { config?: { tokenizer?: unknown } }).config?.tokenizer;
+      } catch {
+        // An unreadable manifest says nothing about the tokenizer; the readers report the run's own problems.
+      }
+      if (typeof spec === 'string') return tokenCounter(spec, `${manifest}: config.tokenizer`);
+    }
+  }
+  return tokenCounter(undefined);
 }

@@ -1,42 +1,67 @@
 /**
- * `npm run demo`: the whole pipeline offline. Starts sim on a free loopback port, generates
- * trajectories for 50 bundled questions with the corpus server, prints where they are and a
- * summary. `npm run demo -- --misbehave all=0.2` makes the sim misbehave more;
- * `npm run demo -- --dialect mcp-xml` (or `native`) runs the same questions in another format.
+ * `trajforge demo` (`npm run demo` in the repository): the whole pipeline offline. Starts sim
+ * on a free loopback port, generates trajectories for 50 bundled questions with the corpus
+ * server, prints where they are, a summary and the commands to try next.
+ * `--misbehave all=0.2` makes the sim misbehave more; `--dialect mcp-xml` (or `native`) runs
+ * the same questions in another format.
  */
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { pathToFileURL } from 'node:url';
 import { startSim } from '../../sim/server.js';
 import { parseMisbehave } from '../../sim/cli.js';
 import { main } from './main.js';
-import { PACKAGE_ROOT } from '../paths.js';
+import { CLI_COMMAND, PACKAGE_ROOT } from '../paths.js';
+import { shellWord } from '../generate/preflight.js';
 
-const { values } = parseArgs({
-  args: process.argv.slice(2),
-  options: {
-    misbehave: { type: 'string', multiple: true, default: ['all=0.05'] },
-    seed: { type: 'string', default: '1' },
-    limit: { type: 'string', default: '50' },
-    out: { type: 'string' },
-    dialect: { type: 'string', default: 'tulu' },
-  },
-});
-
-const sim = await startSim({ port: 0, seed: Number(values.seed), misbehave: parseMisbehave(values.misbehave ?? []) });
-process.stderr.write(`sim listening on ${sim.url} (misbehave ${(values.misbehave ?? []).join(' ')})\n`);
-const stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '').replace('T', '-');
-const out = values.out ?? join('runs', `demo-${stamp}`);
-let code: number;
-try {
-  code = await main([
-    'generate',
-    '--config', join(PACKAGE_ROOT, 'data/configs/demo.yaml'),
-    '--base-url', sim.url,
-    '--out', out,
-    '--limit', values.limit ?? '50',
-    '--dialect', values.dialect ?? 'tulu',
-  ]);
-} finally {
-  await sim.close();
+export async function run(argv: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      misbehave: { type: 'string', multiple: true, default: ['all=0.05'] },
+      seed: { type: 'string', default: '1' },
+      limit: { type: 'string', default: '50' },
+      out: { type: 'string' },
+      dialect: { type: 'string', default: 'tulu' },
+    },
+  });
+  const sim = await startSim({ port: 0, seed: Number(values.seed), misbehave: parseMisbehave(values.misbehave ?? []) });
+  process.stderr.write(`sim listening on ${sim.url} (misbehave ${(values.misbehave ?? []).join(' ')})\n`);
+  const stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '').replace('T', '-');
+  const out = values.out ?? join('runs', `demo-${stamp}`);
+  let code: number;
+  try {
+    code = await main([
+      'generate',
+      '--config', join(PACKAGE_ROOT, 'data/configs/demo.yaml'),
+      '--base-url', sim.url,
+      '--out', out,
+      '--limit', values.limit ?? '50',
+      '--dialect', values.dialect ?? 'tulu',
+    ]);
+  } finally {
+    await sim.close();
+  }
+  if (existsSync(join(out, 'trajectories.jsonl'))) printNext(out);
+  return code;
 }
-process.exit(code);
+
+/** The summary's last lines: what to do with the run just made, with its real path. */
+function printNext(dir: string): void {
+  const d = shellWord(dir);
+  const tf = CLI_COMMAND;
+  const steps: [string, string][] = [
+    [`${tf} stats ${d}`, 'what the data looks like'],
+    [`${tf} report ${d} --out ${shellWord(join(dir, 'report.html'))}`, 'every trajectory, in a browser'],
+    [`${tf} export ${d} --format messages --out ${shellWord(join(dir, 'train.jsonl'))}`, 'training rows with loss masks'],
+    [`${tf} init --preset vllm-tulu`, 'a starter config for a real endpoint (then: check)'],
+  ];
+  const width = Math.max(...steps.map(([c]) => c.length));
+  process.stdout.write(`next       ${steps.map(([c, why]) => `${c.padEnd(width)}  # ${why}`).join('\n           ')}\n`);
+}
+
+// Run as a script (`node dist/pipeline/cli/demo.js`, what `npm run demo` does).
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  process.exit(await run(process.argv.slice(2)));
+}

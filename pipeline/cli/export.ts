@@ -1,32 +1,54 @@
-/** `trajforge export <in> --format messages|sharegpt|text --out F`: training-ready rows with loss masks. */
+/** `trajforge export <in> --format messages|sharegpt|text|tokens --out F`: training-ready rows with loss masks. */
 import { TrajforgeError } from '../errors.js';
 import { checkOutputFile } from '../files.js';
-import { EXPORT_FORMATS, exportRows, formatExportCounts, latestFilter, latestIndexFor, tokenCounter, TOKENIZERS, type ExportFormat, type ExportOptions } from '../dataset/export.js';
+import { EXPORT_FORMATS, Exporter, exportRows, formatExportCounts, latestFilter, latestIndexFor, type ExportFormat, type ExportOptions } from '../dataset/export.js';
+import { MASK_STRATEGIES } from '../dataset/token-rows.js';
+import { TOOL_ROLES, VIEW_MODES } from '../dataset/training-view.js';
+import { TOKEN_ENCODINGS } from '../tokens.js';
 import { abortAllWriters, JsonlWriter } from '../jsonl.js';
 import { readDataset } from '../dataset/readers.js';
-import { parseDatasetArgs, readOptions } from './common.js';
+import { datasetTokenCounter, parseDatasetArgs, readOptions } from './common.js';
 
-const HELP = `Usage: trajforge export <file|run|-> --format messages|sharegpt|text --out F [options]
+const HELP = `Usage: trajforge export <file|run|-> --format messages|sharegpt|text|tokens --out F [options]
 
-Writes one training row per accepted trajectory (status ok), JSONL, with what to train on
-marked. '-' reads stdin / writes stdout; a file is written whole or not at all.
+Writes the training rows of every accepted trajectory (status ok), JSONL, with what to train
+on marked. '-' reads stdin / writes stdout; a file is written whole or not at all. Rows from
+other systems (DR Tulu, chat) are validated first: one that breaks a rule is a failed row.
 
-  --format F        messages  OpenAI chat messages, each with train: true (assistant turns)
-                              or false (system, question, tool outputs); tools for native rows
-                    sharegpt  {conversations: [{from: human|gpt|function_call|observation, value}]};
-                              a turn that ends in a call is one function_call entry (think included)
-                    text      {question, text, mask_spans: [[start, end), …]}: the interleaved
-                              text, and the span of every tool output (tags included; end
-                              exclusive; offsets in code points)
-  --out F           output JSONL ('-' for stdout; required)
-  --tokenizer NAME  token counts for tokens/train_tokens and --max-tokens: ${TOKENIZERS.join(' (default), ')}
-  --max-tokens N    drop (and count) rows over N tokens (8k = 8000)
-  --all             include failed trajectories too (a run directory: the latest attempt of each id)
-  --format-in F     input row format: auto (default), trajforge, drtulu, chat
-  --on-bad-row M    error (default) or skip: count unreadable or unexportable rows and go on
+  --format F          messages  chat messages as the model saw them, each with train: true
+                                (the model's turns) or false; native rows keep reasoning_content,
+                                tool_calls and tools with their schemas
+                      sharegpt  {conversations: [{from: human|gpt|function_call|observation, value}]}
+                      text      {question, text, mask_spans}: the interleaved text and the span of
+                                every tool output, widened to whole tokens (code points, end exclusive)
+                      tokens    {input_ids, labels, num_tokens}: rendered through the chat template
+                                of --tokenizer and tokenised by it; labels -100 where masked
+  --out F             output JSONL ('-' for stdout; required)
+  --view V            sent (default): the conversation as the last request showed it (keep-K
+                      placeholders); full: every tool result in full
+  --tool-role R       tool (default): tool outputs as tool turns (native: with call ids);
+                      user: as user turns, MiroVerse-style
+  --tokenizer T       ${TOKEN_ENCODINGS.join(', ')}, or the path of the trainee's Hugging Face tokenizer
+                      (folder, or tokenizer.json with tokenizer_config.json): counts tokens, sets
+                      the text format's token boundaries; required by tokens. Default: a run
+                      directory's config tokenizer, else ${TOKEN_ENCODINGS[0]}
+  --chat-template F   a Jinja file to render with instead of the tokenizer's own template
+  --mask S            tokens: train_on_assistant (default), train_on_last, train_on_all
+  --empty-think       tokens: MiroTrain's handling of turns without think for Qwen3 thinking
+                      templates: an empty <think></think> block before each, masked
+  --max-tokens N      drop (and count) rows over N tokens (8k = 8000); tokens: num_tokens
+  --all               include failed trajectories too (a run directory: the latest attempt of each id)
+  --format-in F       input row format: auto (default), trajforge, drtulu, chat
+  --on-bad-row M      error (default) or skip: count unreadable or unexportable rows and go on
 
 Counts (rows in, written, dropped over max tokens, failed skipped) are printed to stderr.
 `;
+
+function oneOf<T extends string>(flag: string, value: string | undefined, allowed: readonly T[]): T | undefined {
+  if (value === undefined) return undefined;
+  if (!(allowed as readonly string[]).includes(value)) throw new TrajforgeError('BAD_USAGE', `--${flag}: expected ${allowed.join(', ')}; got "${value}"`, { field: flag });
+  return value as T;
+}
 
 function parseMaxTokens(v: string | undefined): number | undefined {
   if (v === undefined) return undefined;
@@ -41,6 +63,11 @@ export async function run(argv: string[]): Promise<number> {
       format: { type: 'string', short: 'f' },
       out: { type: 'string', short: 'o' },
       tokenizer: { type: 'string' },
+      'chat-template': { type: 'string' },
+      view: { type: 'string' },
+      'tool-role': { type: 'string' },
+      mask: { type: 'string' },
+      'empty-think': { type: 'boolean' },
       'max-tokens': { type: 'string' },
       all: { type: 'boolean' },
       'format-in': { type: 'string' },
@@ -53,16 +80,32 @@ export async function run(argv: string[]): Promise<number> {
   if (!values.out) throw new TrajforgeError('BAD_USAGE', 'export: --out F is required (- for stdout)');
   const out = values.out;
   checkOutputFile('export', 'out', out);
-  const tokenizer = values.tokenizer ?? TOKENIZERS[0];
   // Checked (and loaded) before anything is read or written.
-  tokenCounter(tokenizer);
+  const counter = datasetTokenCounter(input, values.tokenizer);
+  // A Hugging Face tokenizer (not a named encoding) is what `tokens` renders and tokenises with.
+  const tokenizerPath = (TOKEN_ENCODINGS as readonly string[]).includes(counter.name) ? undefined : counter.name;
+  if (format !== 'tokens') {
+    for (const flag of ['mask', 'empty-think', 'chat-template'] as const) {
+      if (values[flag] !== undefined) throw new TrajforgeError('BAD_USAGE', `--${flag} is for --format tokens`, { field: flag });
+    }
+  } else if (tokenizerPath === undefined) {
+    throw new TrajforgeError('BAD_USAGE', "export --format tokens needs --tokenizer PATH: the trainee's Hugging Face tokenizer (a folder with tokenizer.json and tokenizer_config.json, or the tokenizer.json)", { field: 'tokenizer' });
+  }
   const opts: ExportOptions = {
     format: format as ExportFormat,
-    tokenizer,
+    counter,
+    tokenizerPath,
+    chatTemplate: values['chat-template'],
+    view: oneOf('view', values.view, VIEW_MODES),
+    toolRole: oneOf('tool-role', values['tool-role'], TOOL_ROLES),
+    strategy: oneOf('mask', values.mask, MASK_STRATEGIES),
+    emptyThink: values['empty-think'] === true,
     maxTokens: parseMaxTokens(values['max-tokens']),
     all: values.all === true,
     onBadRow: values['on-bad-row'] === 'skip' ? 'skip' : 'error',
   };
+  // The tokenizer and the chat template load (and fail) here, before anything is read or written.
+  const exporter = new Exporter(opts);
   const read = readOptions(values['format-in'], values['on-bad-row']);
   // Failed attempts matter only with --all; then a run directory counts each id once, by its latest state.
   const latest = opts.all ? await latestIndexFor(input, read) : undefined;
@@ -77,7 +120,7 @@ export async function run(argv: string[]): Promise<number> {
   let writer: JsonlWriter | undefined;
   try {
     writer = new JsonlWriter(out);
-    const counts = await exportRows(rows, writer, opts, latest ? latestFilter(latest) : undefined);
+    const counts = await exportRows(rows, writer, opts, latest ? latestFilter(latest) : undefined, exporter);
     if (counts.outputClosed) {
       writer.abort();
       return 0;

@@ -5,7 +5,8 @@ import { checkOutputFile } from '../files.js';
 import { compileFilter, FIELDS, FilterSpecError, filterRows } from '../dataset/filter.js';
 import { abortAllWriters, JsonlWriter } from '../jsonl.js';
 import { readDataset } from '../dataset/readers.js';
-import { parseDatasetArgs, readOptions } from './common.js';
+import { datasetTokenCounter, parseDatasetArgs, readOptions } from './common.js';
+import { ForeignCheck, validatedRows } from '../dataset/foreign.js';
 
 const HELP = `Usage: trajforge filter <file|run|-> [--keep EXPR]… [--drop EXPR]… --out F [--rejects F]
 
@@ -16,8 +17,15 @@ given). '-' reads stdin / writes stdout. Files are written whole or not at all (
   --drop EXPR       drop rows matching EXPR (repeatable: any drops)
   --out F           kept rows, JSONL ('-' for stdout; required)
   --rejects F       the other rows, JSONL
+  --valid           keep only rows that pass validation (as well as every --keep)
   --format F        row format: auto (default), trajforge, drtulu, chat
   --on-bad-row M    error (default) or skip
+  --tokenizer T     what counts the tokens of rows from other systems (the tokens field):
+                    o200k_base (default; a run directory: its config's tokenizer), cl100k_base,
+                    or the path of a Hugging Face tokenizer
+
+Rows from other systems (DR Tulu, chat) are run through the validator's rules first: one that
+breaks a rule has status failed, reason invalid, verdict fail, and its issues.
 
 Expressions: FIELD OP VALUE, joined by and, or, not and parentheses.
   status == ok            reason in (max_turns, truncated)     verdict == fail
@@ -39,6 +47,8 @@ export async function run(argv: string[]): Promise<number> {
       out: { type: 'string', short: 'o' },
       rejects: { type: 'string' },
       format: { type: 'string' },
+      valid: { type: 'boolean' },
+      tokenizer: { type: 'string' },
   }, HELP);
   if (!args) return 0;
   const { values, input } = args;
@@ -52,7 +62,7 @@ export async function run(argv: string[]): Promise<number> {
   if (rejectsPath !== undefined) checkOutputFile('filter', 'rejects', rejectsPath);
   let keep;
   try {
-    keep = compileFilter({ keep: values.keep ?? [], drop: values.drop ?? [] });
+    keep = compileFilter({ keep: [...(values.keep ?? []), ...(values.valid ? ['verdict == pass'] : [])], drop: values.drop ?? [] });
   } catch (err) {
     if (err instanceof FilterSpecError) {
       const pad = ' '.repeat(err.column - 1);
@@ -61,7 +71,9 @@ export async function run(argv: string[]): Promise<number> {
     throw err;
   }
   const read = readOptions(values.format, values['on-bad-row']);
-  const { rows, report } = readDataset(input, read);
+  const counter = datasetTokenCounter(input, values.tokenizer);
+  const { rows: read_, report } = readDataset(input, read);
+  const rows = validatedRows(read_, new ForeignCheck({ counter, countTokens: true }));
 
   const writers: JsonlWriter[] = [];
   const onSignal = (): void => {

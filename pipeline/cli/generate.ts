@@ -1,9 +1,11 @@
 /** `trajforge generate`: flags over the config file, progress, summary, exit code. */
 import { parseArgs } from 'node:util';
 import { loadConfig, type ConfigOverrides } from '../config.js';
+import { tokenCounter } from '../tokens.js';
 import { TrajforgeError } from '../errors.js';
 import { generate, type GenerateSummary } from '../generate/run.js';
 import { stderrSink } from '../generate/progress.js';
+import { configWarnings } from '../generate/warnings.js';
 import { HELP } from './main.js';
 
 export function int(name: string, v: string | undefined): number | undefined {
@@ -114,6 +116,14 @@ export async function run(argv: string[]): Promise<number> {
   }
   const config = loadConfig(values.config, overrides);
   if (onBadRow !== undefined) config.questions.on_bad_row = onBadRow;
+  // Loaded before the run starts: a tokenizer path that holds none stops here, not mid-run.
+  try {
+    tokenCounter(config.tokenizer);
+  } catch (err) {
+    if (!(err instanceof TrajforgeError)) throw err;
+    throw new TrajforgeError('BAD_CONFIG', `${values.config}: ${err.message}`, { file: values.config, field: 'tokenizer' });
+  }
+  for (const w of configWarnings(config)) process.stderr.write(`warning: ${w.message}\n`);
   return runInterruptibly((signal) => generate({ config, signal, progress: stderrSink(), allowConfigChange: values['allow-config-change'] }));
 }
 

@@ -10,6 +10,8 @@ import { PACKAGE_VERSION } from '../paths.js';
 const HELP = `trajforge ${PACKAGE_VERSION}: agentic SFT trajectories over MCP tools
 
 Usage:
+  trajforge init [--preset P] [--out DIR]   write a commented starter config and a questions file
+  trajforge check --config F                 can a run start? endpoint, key, model, servers, tools, questions, output
   trajforge generate --config F [options]   run the model over questions, write a run directory
   trajforge <command> --help                that command's options
   trajforge validate <file|run|-> [--rules F] [--json] [--judge --config F]   check every row against the rules
@@ -19,9 +21,12 @@ Usage:
   trajforge merge <run…> --out DIR                       merge shard runs into one
   trajforge export <file|run|-> --format messages|sharegpt|text --out F   training rows with loss masks
   trajforge report <file|run|-> --out report.html        one self-contained HTML report and trajectory viewer
+  trajforge dedup <file|run>… --out F [--clusters F]     drop near-duplicate questions, one kept per cluster
+  trajforge decontaminate <file|run|->… --against F… [--drop] --out F   flag rows that overlap eval sets (13-grams)
   (validate, filter and stats read trajforge records, DR Tulu generator rows and chat rows;
    --format F forces one, --on-bad-row skip counts bad rows instead of stopping)
   trajforge sim [options]                   start the offline OpenAI-compatible model stand-in
+  trajforge demo [--dialect D] [--limit N] [--out DIR]   the sim, the bundled corpus server, a run: no network, no keys
   trajforge --version | --help
 
 trajforge generate options (each overrides the config file):
@@ -64,13 +69,18 @@ export async function main(argv: string[]): Promise<number> {
       case 'sim':
         return await cmdSim(rest);
       case 'generate':
+      case 'check':
+      case 'init':
+      case 'demo':
       case 'validate':
       case 'filter':
       case 'stats':
       case 'rerun':
       case 'merge':
       case 'export':
-      case 'report': {
+      case 'report':
+      case 'dedup':
+      case 'decontaminate': {
         const mod = (await import(`./${cmd}.js`)) as { run(argv: string[]): Promise<number> };
         return await mod.run(rest);
       }
@@ -90,7 +100,7 @@ export async function main(argv: string[]): Promise<number> {
   } catch (err) {
     if (err instanceof TrajforgeError) {
       process.stderr.write(`error: ${err.message}\n`);
-      return err.code === 'WRITE_FAILED' || err.code === 'ENDPOINT_FATAL' ? 1 : 2;
+      return err.code === 'WRITE_FAILED' || err.code === 'ENDPOINT_FATAL' || err.code === 'ENDPOINT_UNREACHABLE' ? 1 : 2;
     }
     // parseArgs reports unknown flags with a code of its own.
     if ((err as NodeJS.ErrnoException).code?.startsWith('ERR_PARSE_ARGS')) {

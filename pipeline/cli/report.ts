@@ -4,7 +4,7 @@ import { checkOutputFile } from '../files.js';
 import { abortAllWriters } from '../jsonl.js';
 import { buildReport } from '../dataset/report/build.js';
 import { DEFAULT_ROW_OPTIONS } from '../dataset/report/rows.js';
-import { parseDatasetArgs, readOptions } from './common.js';
+import { datasetTokenCounter, parseDatasetArgs, readOptions } from './common.js';
 
 const HELP = `Usage: trajforge report <file|run|-> --out report.html [options]
 
@@ -20,6 +20,11 @@ are those of 'trajforge stats'. A run directory shows the latest state of each i
                       the rest is cut with a note, which keeps 10,000 trajectories near 50 MB
   --format F          input row format: auto (default), trajforge, drtulu, chat
   --on-bad-row M      error (default) or skip
+  --tokenizer T       what counts the tokens of rows from other systems: o200k_base (default;
+                      a run directory: its config's tokenizer), cl100k_base, or the path of a
+                      Hugging Face tokenizer
+
+Rows from other systems (DR Tulu, chat) are run through the validator's rules, as in stats.
 `;
 
 function positiveInt(flag: string, v: string | undefined): number | undefined {
@@ -35,6 +40,7 @@ export async function run(argv: string[]): Promise<number> {
       title: { type: 'string' },
       'output-chars': { type: 'string' },
       format: { type: 'string' },
+      tokenizer: { type: 'string' },
   }, HELP);
   if (!args) return 0;
   const { values, input } = args;
@@ -52,7 +58,7 @@ export async function run(argv: string[]): Promise<number> {
   process.once('SIGTERM', onSignal);
   try {
     const started = performance.now();
-    const result = await buildReport(input, out, { read, ...(values.title ? { title: values.title } : {}), ...(outputChars ? { outputChars } : {}) });
+    const result = await buildReport(input, out, { read, counter: datasetTokenCounter(input, values.tokenizer), ...(values.title ? { title: values.title } : {}), ...(outputChars ? { outputChars } : {}) });
     if (result.outputClosed || !result.stats) return 0;
     const s = result.stats;
     const bad = s.rows.bad ? `, ${s.rows.bad} bad rows skipped` : '';

@@ -3,12 +3,14 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { FailureReason, type RunConfig } from '../../schemas/index.js';
-import { loadConfig, resolveConfig, type ConfigOverrides } from '../config.js';
+import { loadConfig, resolveApiKey, resolveConfig, type ConfigOverrides } from '../config.js';
 import { TrajforgeError } from '../errors.js';
 import { fsReason } from '../files.js';
 import { stderrSink } from '../generate/progress.js';
 import { DEFAULT_MAX_ATTEMPTS, rerun } from '../dataset/rerun.js';
+import { assertReachable } from '../generate/probe.js';
 import { MANIFEST } from '../generate/store.js';
+import { configWarnings } from '../generate/warnings.js';
 import { int, runInterruptibly } from './generate.js';
 
 const USAGE = `trajforge rerun <run> [options]
@@ -70,5 +72,8 @@ export async function run(argv: string[]): Promise<number> {
   if (maxAttempts === 0) throw new TrajforgeError('BAD_USAGE', '--max-attempts: at least 1');
   const overrides: ConfigOverrides = { baseUrl: values['base-url'], concurrency: int('concurrency', values.concurrency) };
   const base = values.config ? loadConfig(values.config, overrides) : resolveConfig(configFromManifest(dir), join(dir, MANIFEST), overrides);
+  for (const w of configWarnings(base)) process.stderr.write(`warning: ${w.message}\n`);
+  // One GET before any attempt is spent: a run's endpoint (a demo's sim above all) may be long gone.
+  await assertReachable(base.endpoint, resolveApiKey(base, process.env));
   return runInterruptibly((signal) => rerun({ dir, config: base, reasons, maxAttempts, signal, progress: stderrSink(), allowConfigChange: values['allow-config-change'] }));
 }

@@ -1,27 +1,35 @@
 /** `trajforge stats <file|run|->`: the shape of a dataset, as a table or one JSON object. */
 import { formatStats, statsForInput, statsToJson } from '../dataset/stats.js';
-import { parseDatasetArgs, readOptions } from './common.js';
+import { datasetTokenCounter, parseDatasetArgs, readOptions } from './common.js';
 
-const HELP = `Usage: trajforge stats <file|run|-> [--json] [--format F] [--on-bad-row skip]
+const HELP = `Usage: trajforge stats <file|run|-> [--json] [--format F] [--on-bad-row skip] [--tokenizer T]
 
 The shape of a dataset: counts by status and reason, acceptance rate, tool calls, turns and
-tokens per trajectory (mean, p50, p90, max), tools, repairs, rollbacks, citations, and the
-validation rules that failed. A run directory counts the latest state of each id: an accepted
-id once, as accepted; an id that only failed once, by its latest attempt.
+tokens per trajectory (mean, p50, p90, max), tools, repairs, rollbacks, citations, the
+validation rules that failed, and the rows \`trajforge decontaminate\` checked and flagged.
+A run directory counts the latest state of each id: an accepted id once, as accepted; an id
+that only failed once, by its latest attempt.
 
   --json            print the figures as one JSON object (no histograms)
   --format F        row format: auto (default), trajforge, drtulu, chat
   --on-bad-row M    error (default) or skip: count unreadable rows and go on
+  --tokenizer T     what counts the tokens of rows from other systems (which no endpoint
+                    counted): o200k_base (default; a run directory: its config's tokenizer),
+                    cl100k_base, or the path of a Hugging Face tokenizer
+
+Rows from other systems (DR Tulu, chat) are run through the validator's rules here, so a row
+that breaks one counts as failed (reason invalid).
 `;
 
 export async function run(argv: string[]): Promise<number> {
   const args = parseDatasetArgs('stats', argv, {
       json: { type: 'boolean' },
       format: { type: 'string' },
+      tokenizer: { type: 'string' },
   }, HELP);
   if (!args) return 0;
   const { values, input } = args;
-  const stats = await statsForInput(input, readOptions(values.format, values['on-bad-row']));
+  const stats = await statsForInput(input, readOptions(values.format, values['on-bad-row']), datasetTokenCounter(input, values.tokenizer));
   if (stats.rows.bad) process.stderr.write(`stats: skipped ${stats.rows.bad} bad rows\n`);
   const text = values.json ? `${JSON.stringify(statsToJson(stats), null, 2)}\n` : formatStats(stats, input === '-' ? 'stdin' : input);
   // A reader that stops early (`| head`) is not an error of ours.

@@ -9,7 +9,7 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { parseDatasetArgs, readOptions } from './common.js';
+import { datasetTokenCounter, parseDatasetArgs, readOptions } from './common.js';
 import type { Trajectory, Validation, ValidationIssue } from '../../schemas/index.js';
 import { loadConfig, parseConfigText, zodProblem } from '../config.js';
 import { getDialect, type Dialect } from '../dialects/index.js';
@@ -34,9 +34,11 @@ means its accepted rows (${TRAJECTORIES}); name failures.jsonl to check those.
   --judge           grade answers against gold answers with an LLM (SimpleQA style: CORRECT,
                     INCORRECT, NOT_ATTEMPTED) through the endpoint of --config F
   --config F        the run config whose endpoint the judge uses
+  --tokenizer T     what counts tokens for limits.tokens: ${TOKEN_ENCODING} (default; a run
+                    directory: its config's tokenizer), cl100k_base, or the path of a Hugging
+                    Face tokenizer (folder or tokenizer.json)
 
-Token counts (limits.tokens) use the ${TOKEN_ENCODING} encoding (gpt-tokenizer), and are only
-computed when a token limit is set.
+Token counts (limits.tokens) are only computed when a token limit is set.
 
 Exit codes: 0 no row has an error, 1 some row has, 2 bad input or usage.
 `;
@@ -228,6 +230,7 @@ export async function run(argv: string[]): Promise<number> {
       format: { type: 'string' },
       judge: { type: 'boolean' },
       config: { type: 'string' },
+      tokenizer: { type: 'string' },
   }, HELP);
   if (!args) return 0;
   const { values, input } = args;
@@ -235,7 +238,7 @@ export async function run(argv: string[]): Promise<number> {
   if (values.config && !values.judge) throw new TrajforgeError('BAD_USAGE', 'validate: --config is only used by --judge');
   const readOpts = readOptions(values.format, values['on-bad-row']);
   const rules = values.rules ? loadRules(values.rules) : RulesFile.parse({});
-  const base = validateOptionsFrom(rules);
+  const base: Omit<ValidateOptions, 'dialect'> = { ...validateOptionsFrom(rules), tokenCounter: datasetTokenCounter(input, values.tokenizer) };
   const onBadRow = readOpts.onBadRow ?? 'error';
 
   // The judge's modules (the model client, the run config) load only when it is asked for.

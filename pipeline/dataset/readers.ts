@@ -463,6 +463,33 @@ function chatDialect(messages: readonly ChatMessage[]): Dialect | undefined {
   return undefined;
 }
 
+/**
+ * Which turns of a chat transcript are tool results: a `tool` turn, or a user turn right after
+ * an assistant turn that made a call, unless it is a summary prompt (an instruction). The
+ * reader and the export's training view classify a transcript by this one rule.
+ */
+export function classifyChat(
+  messages: readonly ChatMessage[],
+  dialect: Dialect,
+  questionIndex: number,
+): { called: boolean[]; isResult: boolean[]; lastAssistant: number } {
+  const n = messages.length;
+  const called = new Array<boolean>(n).fill(false);
+  const isResult = new Array<boolean>(n).fill(false);
+  let lastAssistant = -1;
+  for (let i = 0; i < n; i++) {
+    const m = messages[i]!;
+    if (m.role === 'assistant') {
+      called[i] = hasCall(dialect, m.content);
+      lastAssistant = i;
+    } else if ((m.role === 'user' || m.role === 'tool') && i > questionIndex) {
+      const prev = messages[i - 1]!;
+      isResult[i] = (m.role === 'tool' || (prev.role === 'assistant' && called[i - 1]!)) && !isSummaryPrompt(m.content);
+    }
+  }
+  return { called, isResult, lastAssistant };
+}
+
 /** Escapes `<answer`/`</answer` in a report so the wrapper around it stays the only one. */
 function escapeAnswerTags(s: string): string {
   return s.replace(/<(\/?answer)/gi, '&lt;$1');
@@ -507,19 +534,7 @@ function fromChat(row: Obj, ctx: ReadContext): Trajectory {
 
   // Classify the turns first: whether the last assistant turn is a report decides how it is written.
   const n = messages.length;
-  const called = new Array<boolean>(n).fill(false);
-  const isResult = new Array<boolean>(n).fill(false);
-  let lastA = -1;
-  for (let i = 0; i < n; i++) {
-    const m = messages[i]!;
-    if (m.role === 'assistant') {
-      called[i] = hasCall(dialect, m.content);
-      lastA = i;
-    } else if ((m.role === 'user' || m.role === 'tool') && i > qIdx) {
-      const prev = messages[i - 1]!;
-      isResult[i] = (m.role === 'tool' || (prev.role === 'assistant' && called[i - 1]!)) && !isSummaryPrompt(m.content);
-    }
-  }
+  const { called, isResult, lastAssistant: lastA } = classifyChat(messages, dialect, qIdx);
   let answerSource: 'boxed' | 'report' | 'answer_tag' | 'none' = 'none';
   if (dialect === mcpXml && lastA > qIdx + 1 && !called[lastA]) {
     const prompt = messages[lastA - 1]!;

@@ -16,6 +16,8 @@ import { basename } from 'node:path';
 import type { Trajectory } from '../../schemas/index.js';
 import { statPath } from '../files.js';
 import { inputFiles, readDataset, type DatasetRow, type ReadOptions, type ReadReport } from './readers.js';
+import { ForeignCheck, validatedRows } from './foreign.js';
+import type { TokenCounter } from '../tokens.js';
 import { FAILURES } from '../generate/store.js';
 
 // ---------------------------------------------------------------------------------------
@@ -179,7 +181,8 @@ export interface Stats {
   /** Failure reasons of the counted rows; a failed row without one counts as `(none)`. */
   reasons: Record<string, number>;
   dialects: Record<string, number>;
-  validation: { passed: number; failed: number };
+  /** `validated_here`: rows from other systems whose verdict these figures made (foreign.ts). */
+  validation: { passed: number; failed: number; validated_here?: number };
   per_trajectory: { tool_calls: Distribution; turns: Distribution; tokens: Distribution };
   /**
    * Per tool name: trajectories that used it (`tools_used`), calls made, calls that never reached
@@ -193,6 +196,11 @@ export interface Stats {
   failures_by_rule: Record<string, number>;
   /** Rule → trajectories with an issue of that rule at severity `warn`. */
   warnings_by_rule: Record<string, number>;
+  /**
+   * Rows that carry the `decontamination` field `trajforge decontaminate` writes: how many it
+   * checked, how many overlap an eval item, and those by field and by eval file.
+   */
+  decontamination: { checked: number; flagged: number; by_field: Record<string, number>; by_eval_file: Record<string, number> };
   /** For the terminal only; `statsToJson` leaves them out. */
   histograms: { tool_calls: HistogramBin[]; turns: HistogramBin[]; tokens: HistogramBin[] };
 }
@@ -258,6 +266,10 @@ class Accumulator {
   withUnresolved = 0;
   readonly errorRules: Counts = new Map();
   readonly warnRules: Counts = new Map();
+  decontaminationChecked = 0;
+  decontaminationFlagged = 0;
+  readonly contaminatedFields: Counts = new Map();
+  readonly contaminatedBy: Counts = new Map();
   // Reused per row: the distinct kinds of one trajectory.
   readonly #seen = new Set<string>();
 
@@ -313,6 +325,23 @@ class Accumulator {
       for (const r of seen) inc(this.errorRules, r);
       for (const r of warned) inc(this.warnRules, r);
     }
+    this.#decontamination((t as { decontamination?: unknown }).decontamination);
+  }
+
+  #decontamination(d: unknown): void {
+    const matches = (d as { matches?: unknown } | null | undefined)?.matches;
+    if (!Array.isArray(matches)) return;
+    this.decontaminationChecked++;
+    if (matches.length === 0) return;
+    this.decontaminationFlagged++;
+    const fields = new Set<string>();
+    const files = new Set<string>();
+    for (const m of matches as { field?: unknown; eval_file?: unknown }[]) {
+      if (typeof m?.field === 'string') fields.add(m.field);
+      if (typeof m?.eval_file === 'string') files.add(m.eval_file);
+    }
+    for (const f of fields) inc(this.contaminatedFields, f);
+    for (const f of files) inc(this.contaminatedBy, f);
   }
 
   #kinds(list: unknown, key: 'kind' | 'condition', count: Counts, trajectories: Counts): void {
@@ -387,6 +416,7 @@ export async function computeStats(rows: AsyncIterable<DatasetRow>, opts: StatsO
     citations: { cited: acc.cited, resolved: Math.max(0, acc.cited - acc.unresolved), unresolved: acc.unresolved, trajectories_with_unresolved: acc.withUnresolved },
     failures_by_rule: sorted(acc.errorRules),
     warnings_by_rule: sorted(acc.warnRules),
+    decontamination: { checked: acc.decontaminationChecked, flagged: acc.decontaminationFlagged, by_field: sorted(acc.contaminatedFields), by_eval_file: sorted(acc.contaminatedBy) },
     histograms: { tool_calls: acc.toolCalls.histogram(), turns: acc.turns.histogram(), tokens: acc.tokens.histogram() },
   };
 }
@@ -395,7 +425,7 @@ export async function computeStats(rows: AsyncIterable<DatasetRow>, opts: StatsO
  * Stats of a file, `-` (stdin) or a run directory. A run directory is read twice: its
  * failures.jsonl for the latest attempt of each id, then both files for the figures.
  */
-export async function statsForInput(input: string, opts: ReadOptions = {}): Promise<Stats> {
+export async function statsForInput(input: string, opts: ReadOptions = {}, counter?: TokenCounter): Promise<Stats> {
   const isRun = input !== '-' && statPath(input)?.isDirectory() === true;
   let latest: LatestIndex | undefined;
   if (isRun) {
@@ -405,7 +435,11 @@ export async function statsForInput(input: string, opts: ReadOptions = {}): Prom
     if (failures !== undefined) latest = await indexLatestFailures(readDataset(failures, opts).rows, failures);
   }
   const { rows, report } = readDataset(input, opts);
-  return computeStats(rows, { latest, report });
+  // Rows from other systems carry no verdict and no token count of their own: both are made here.
+  const foreign = new ForeignCheck({ counter, countTokens: true });
+  const stats = await computeStats(validatedRows(rows, foreign), { latest, report });
+  stats.validation.validated_here = foreign.validated;
+  return stats;
 }
 
 /** The figures as `--json` prints them: everything but the histograms. */
@@ -448,7 +482,7 @@ export function formatStats(stats: Stats, source?: string): string {
   out.push(...table([
     ['rows', rowParts.join(', ')],
     ['accepted', stats.acceptance_rate === null ? '-' : `${stats.status.ok ?? 0} of ${r.counted} (${pct(stats.status.ok ?? 0, r.counted)})`],
-    ['validation', `${stats.validation.passed} passed, ${stats.validation.failed} failed`],
+    ['validation', `${stats.validation.passed} passed, ${stats.validation.failed} failed${stats.validation.validated_here ? ` (${stats.validation.validated_here} rows from other systems validated here)` : ''}`],
     ['dialects', Object.entries(stats.dialects).map(([k, n]) => `${k} ${n}`).join(', ') || '-'],
   ], '', true));
 
@@ -479,6 +513,15 @@ export function formatStats(stats: Stats, source?: string): string {
   ]);
   section(['failed rule (error)', 'trajectories'], Object.entries(stats.failures_by_rule));
   if (Object.keys(stats.warnings_by_rule).length) section(['warned rule', 'trajectories'], Object.entries(stats.warnings_by_rule));
+  const dc = stats.decontamination;
+  if (dc.checked > 0) {
+    section(['decontamination', 'rows', 'share'], [
+      ['checked', dc.checked, pct(dc.checked, r.counted)],
+      ['flagged', dc.flagged, pct(dc.flagged, dc.checked)],
+      ...Object.entries(dc.by_field).map(([f, n]): (string | number)[] => [`  in ${f}`, n, pct(n, dc.checked)]),
+      ...Object.entries(dc.by_eval_file).map(([f, n]): (string | number)[] => [`  from ${f}`, n, pct(n, dc.checked)]),
+    ]);
+  }
 
   const h = stats.histograms;
   for (const [title, bins] of [

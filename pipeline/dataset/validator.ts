@@ -10,7 +10,7 @@
 import type { ToolCallRecord, Trajectory, Validation, ValidationIssue } from '../../schemas/index.js';
 import { extractBoxed } from '../dialects/mcp-xml.js';
 import type { Dialect, Segment, ToolResultView } from '../dialects/types.js';
-import { TOKEN_ENCODING, tokensOver } from '../tokens.js';
+import { O200K, TOKEN_ENCODING, type TokenCounter } from '../tokens.js';
 
 // One definition of "the box" for the dialect that answers in boxes and for gold matching.
 export { extractBoxed };
@@ -33,7 +33,7 @@ export const RULES = {
   'answer.final_mismatch': { severity: 'warn', description: "the answer in interleaved_text and the record's final_answer differ (neither holds the other)" },
   'calls.repeated': { severity: 'warn', description: 'a call repeats an earlier one: same tool, same normalised query' },
   'limits.turns': { severity: 'error', description: 'more model turns than the turn limit' },
-  'limits.tokens': { severity: 'error', description: `interleaved_text has more tokens (${TOKEN_ENCODING}) than the token limit` },
+  'limits.tokens': { severity: 'error', description: `interleaved_text has more tokens (${TOKEN_ENCODING}, or the tokenizer given) than the token limit` },
   'gold.judge': { severity: 'error', description: 'an LLM judge graded the answer INCORRECT (NOT_ATTEMPTED or an unreadable grading: warn at most)' },
   'agent.report_mismatch': { severity: 'error', description: "a sub-agent's answer in interleaved_text is not its final_answer, the report its caller was given" },
   'family.report_mismatch': { severity: 'error', description: "a call to a sub-agent whose tool output is not the dialect's rendering of that sub-agent's report (or, when it failed, not an error)" },
@@ -74,8 +74,10 @@ export interface ValidateOptions {
   readonly f1Threshold?: number | undefined;
   /** `limits.turns`: more turns than this is an issue. Unset: not checked. */
   readonly maxTurns?: number | undefined;
-  /** `limits.tokens`: more o200k_base tokens in interleaved_text than this is an issue. Unset: not checked (and no tokenizer runs). */
+  /** `limits.tokens`: more tokens in interleaved_text than this is an issue. Unset: not checked (and no tokenizer runs). */
   readonly maxTokens?: number | undefined;
+  /** What counts the tokens of `limits.tokens`; default o200k_base. */
+  readonly tokenCounter?: TokenCounter | undefined;
   /** Rule id → severity override; `off` disables a rule. */
   readonly severities?: Readonly<Record<string, RuleSeverity>> | undefined;
 }
@@ -470,9 +472,10 @@ export function validateTrajectory(t: Trajectory, opts: ValidateOptions): Valida
 
   // The tokenizer is the one costly check: it runs only when a limit is set and the rule is on.
   if (opts.maxTokens !== undefined && on('limits.tokens')) {
-    const over = tokensOver(t.interleaved_text, opts.maxTokens);
+    const counter = opts.tokenCounter ?? O200K;
+    const over = counter.over(t.interleaved_text, opts.maxTokens);
     if (over !== undefined) {
-      report('limits.tokens', `interleaved_text is ${over.count} tokens (${TOKEN_ENCODING}); the limit is ${opts.maxTokens}, passed near character ${over.offset}`, { offset: over.offset });
+      report('limits.tokens', `interleaved_text is ${over.count} tokens (${counter.name}); the limit is ${opts.maxTokens}, passed near character ${over.offset}`, { offset: over.offset });
     }
   }
 

@@ -88,6 +88,11 @@ export class Agents {
     for (const s of settings.values()) this.#plans.set(s.name, plan(s, settings, opts.executor));
   }
 
+  /** Each agent and the tools it is offered (its MCP tools, then its sub-agents), main first. */
+  offered(): [string, readonly ToolSpec[]][] {
+    return [...this.#plans.values()].map((p) => [p.name, p.tools]);
+  }
+
   /** The main agent's dialect, config and tools: what a failure summary is asked with. */
   get main(): Pick<AgentPlan, 'dialect' | 'config' | 'tools'> {
     return this.#plans.get(MAIN_AGENT)!;

@@ -40,9 +40,12 @@ export class EndpointError extends Error {
 
 /** The connection failed or dropped before the answer was whole. */
 export class ConnectionError extends Error {
-  constructor(message: string) {
+  /** The system's code, when there was one: `ECONNREFUSED`, `ENOTFOUND`, `ECONNRESET`, a TLS code… */
+  readonly code: string | undefined;
+  constructor(message: string, code?: string) {
     super(message);
     this.name = 'ConnectionError';
+    this.code = code;
   }
 }
 
@@ -239,8 +242,39 @@ function send(wire: ChatWire, body: string, signal: AbortSignal): Promise<Incomi
     const onAbort = (): void => void req.destroy();
     signal.addEventListener('abort', onAbort, { once: true });
     req.once('close', () => signal.removeEventListener('abort', onAbort));
-    req.on('error', (err) => reject(signal.aborted ? new RequestAborted() : new ConnectionError(err.message)));
+    req.on('error', (err: NodeJS.ErrnoException) => reject(signal.aborted ? new RequestAborted() : new ConnectionError(err.message, err.code)));
     req.end(body);
+  });
+}
+
+/**
+ * GETs `path` below `baseUrl` (`/models`: the cheapest request an OpenAI-compatible server
+ * answers) and resolves with the parsed JSON body, or undefined when the body is not JSON. A
+ * non-2xx answer is an EndpointError, a failed connection a ConnectionError (with its code).
+ */
+export function getJson(baseUrl: string, path: string, apiKey: string, signal: AbortSignal, maxBytes: number): Promise<unknown> {
+  if (signal.aborted) return Promise.reject(new RequestAborted());
+  const url = new URL(`${baseUrl.replace(/\/+$/, '')}${path}`);
+  const secure = url.protocol === 'https:';
+  const headers = { ...chatWire(baseUrl, apiKey).headers };
+  delete (headers as Record<string, string>)['content-type'];
+  return new Promise((resolve, reject) => {
+    const req = (secure ? httpsRequest : request)(url, { method: 'GET', headers, agent: secure ? httpsAgent : agent }, (res) => {
+      const status = res.statusCode ?? 0;
+      readAll(res, signal, status >= 200 && status < 300 ? maxBytes : MAX_ERROR_BODY).then(({ text }) => {
+        if (status < 200 || status >= 300) return reject(statusError(status, text, res.headers));
+        try {
+          resolve(JSON.parse(text) as unknown);
+        } catch {
+          resolve(undefined);
+        }
+      }, reject);
+    });
+    const onAbort = (): void => void req.destroy();
+    signal.addEventListener('abort', onAbort, { once: true });
+    req.once('close', () => signal.removeEventListener('abort', onAbort));
+    req.on('error', (err: NodeJS.ErrnoException) => reject(signal.aborted ? new RequestAborted() : new ConnectionError(err.message, err.code)));
+    req.end();
   });
 }
 

@@ -5,12 +5,13 @@
  *   short placeholder (prompts/tool-result-omitted.txt) in the same message slot, so the
  *   turn structure the model sees never changes. The transcript keeps every result.
  * - the guard: before a request goes out its prompt is counted with a real tokenizer
- *   (o200k_base, `estimateRequestTokens`); a request that, with the completion it may
- *   produce and a safety margin, would pass the configured window is not sent.
+ *   (the run's `tokenizer`, o200k_base by default; `estimateRequestTokens`); a request that,
+ *   with the completion it may produce and a safety margin, would pass the configured window
+ *   is not sent.
  */
 import type { ChatMessage, RunConfig } from '../../schemas/index.js';
-import { loadPrompt, renderPrompt } from '../prompts.js';
-import { estimateRequestTokens, messageTokens } from '../tokens.js';
+import { omittedResultText } from '../prompts.js';
+import { estimateRequestTokens, messageTokens, O200K, type TokenCounter } from '../tokens.js';
 
 export class ConversationContext {
   readonly keep: number | undefined;
@@ -25,14 +26,22 @@ export class ConversationContext {
   readonly #omitted = new Set<number>();
   readonly #placeholders = new Map<string, ChatMessage>();
   readonly #tokens = new WeakMap<ChatMessage, number>();
+  readonly #counter: TokenCounter;
   /** The largest request sent, in estimated tokens; counted only with a window (without one nothing is tokenised). */
   peak = 0;
+  /**
+   * How many tool results the latest request held in full, when it left some out; undefined
+   * when it held them all. Recorded so that an export can show the conversation as the last
+   * request showed it.
+   */
+  lastKeep: number | undefined;
 
-  constructor(cfg: RunConfig['context'], maxTokens: number, tools: readonly unknown[] | undefined) {
+  constructor(cfg: RunConfig['context'], maxTokens: number, tools: readonly unknown[] | undefined, counter: TokenCounter = O200K) {
     this.keep = cfg.keep_tool_results;
     this.window = cfg.max_context_tokens;
     this.#reserve = maxTokens + cfg.safety_margin_tokens;
     this.#tools = tools;
+    this.#counter = counter;
   }
 
   /** The message at `index` of the transcript is a tool result. */
@@ -46,6 +55,7 @@ export class ConversationContext {
 
   /** The request for `messages`: all but the last `keep` tool results replaced by the placeholder. */
   view(messages: readonly ChatMessage[], keep: number | undefined = this.keep, sent = true): ChatMessage[] {
+    if (sent) this.lastKeep = keep === undefined || this.#results.length <= keep ? undefined : keep;
     if (keep === undefined || this.#results.length <= keep) return [...messages];
     const cut = this.#results.length - keep;
     const out = [...messages];
@@ -60,7 +70,7 @@ export class ConversationContext {
 
   /** Estimated prompt tokens of a request (each message counted once and remembered). */
   tokens(request: readonly ChatMessage[], extra: readonly ChatMessage[] = []): number {
-    this.#toolsTokens ??= this.#tools === undefined || this.#tools.length === 0 ? 0 : estimateRequestTokens([], this.#tools) - estimateRequestTokens([]);
+    this.#toolsTokens ??= this.#tools === undefined || this.#tools.length === 0 ? 0 : estimateRequestTokens([], this.#tools, this.#counter) - estimateRequestTokens([]);
     let n = estimateRequestTokens([]) + this.#toolsTokens;
     for (const m of request) n += this.#count(m);
     for (const m of extra) n += this.#count(m);
@@ -93,7 +103,7 @@ export class ConversationContext {
     const key = `${index}:${keep}`;
     let p = this.#placeholders.get(key);
     if (p === undefined) {
-      const content = renderPrompt(loadPrompt('tool-result-omitted'), { index: String(ordinal + 1), keep: String(keep) }).trim();
+      const content = omittedResultText(ordinal, keep);
       p = { role: original.role, content, ...(original.tool_call_id === undefined ? {} : { tool_call_id: original.tool_call_id }) };
       this.#placeholders.set(key, p);
     }
@@ -103,7 +113,7 @@ export class ConversationContext {
   #count(m: ChatMessage): number {
     let n = this.#tokens.get(m);
     if (n === undefined) {
-      n = messageTokens(m);
+      n = messageTokens(m, this.#counter);
       this.#tokens.set(m, n);
     }
     return n;

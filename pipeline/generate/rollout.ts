@@ -27,6 +27,7 @@ import { makeCallId, skippedCall, type CallSite, type ExecResult, type Toolbox }
 import { LlmError, type Completion, type CompletionRequest } from './llm.js';
 import { loadPrompt, renderPrompt } from '../prompts.js';
 import { validateTrajectory } from '../dataset/validator.js';
+import { tokenCounter } from '../tokens.js';
 
 export interface RolloutDeps {
   readonly llm: { complete(req: CompletionRequest): Promise<Completion> };
@@ -281,7 +282,7 @@ class Session {
     this.#seed = sampleSeed(deps.config.endpoint.seed, sample.sample_id, attempt);
     this.#specs = deps.tools ?? [];
     this.#requestTools = deps.dialect.requestTools?.(this.#specs);
-    this.#ctx = new ConversationContext(deps.config.context, deps.config.endpoint.max_tokens, this.#requestTools);
+    this.#ctx = new ConversationContext(deps.config.context, deps.config.endpoint.max_tokens, this.#requestTools, tokenCounter(deps.config.tokenizer));
     this.#messages = [
       { role: 'system', content: deps.systemPrompt },
       { role: 'user', content: questionMessage(sample.question.question, experience) },
@@ -696,8 +697,10 @@ class Session {
               omitted_results: ctx.omittedResults,
               ...(ctx.window === undefined ? {} : { max_context_tokens: ctx.window, peak_request_tokens: ctx.peak }),
               ...(this.#guardTurn === undefined ? {} : { guard_turn: this.#guardTurn }),
+              ...(ctx.lastKeep === undefined ? {} : { last_request_keep: ctx.lastKeep }),
             },
           }),
+      ...(this.#requestTools === undefined ? {} : { tools: this.#requestTools }),
       ...(this.#experience === undefined ? {} : { experience: this.#experience }),
       ...this.#agentFields(),
     };

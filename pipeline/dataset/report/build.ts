@@ -12,6 +12,8 @@ import { latestFilter, latestIndexFor } from '../export.js';
 import { JsonlWriter, OutputClosedError } from '../../jsonl.js';
 import { PACKAGE_VERSION } from '../../paths.js';
 import { readDataset, type DatasetRow, type ReadOptions } from '../readers.js';
+import { ForeignCheck, validatedRows } from '../foreign.js';
+import type { TokenCounter } from '../../tokens.js';
 import { computeStats, type Stats } from '../stats.js';
 import { overview, pageHead, pageTail, ROWS_END } from './page.js';
 import { DEFAULT_ROW_OPTIONS, rowLine, type RowOptions } from './rows.js';
@@ -23,6 +25,8 @@ export interface ReportOptions extends Partial<RowOptions> {
   readonly generatedAt?: string;
   /** Where `-` writes; default stdout. */
   readonly stdout?: NodeJS.WritableStream;
+  /** Counts the tokens of rows from other systems; default o200k_base. */
+  readonly counter?: TokenCounter | undefined;
 }
 
 export interface ReportResult {
@@ -43,7 +47,10 @@ export async function buildReport(input: string, out: string, opts: ReportOption
     if (!(Number.isInteger(v) && v > 0)) throw new TrajforgeError('BAD_USAGE', `report: ${name} must be a positive integer, got ${v}`);
   }
   const latest = await latestIndexFor(input, read);
-  const { rows, report } = readDataset(input, read);
+  const { rows: readRows, report } = readDataset(input, read);
+  // Rows from other systems get their verdict and token count here, as in `stats`.
+  const foreign = new ForeignCheck({ counter: opts.counter, countTokens: true });
+  const rows = validatedRows(readRows, foreign);
   const listedRow = latest ? latestFilter(latest) : undefined;
 
   const writer = new JsonlWriter(out, opts.stdout ? { stdout: opts.stdout } : {});
@@ -67,6 +74,7 @@ export async function buildReport(input: string, out: string, opts: ReportOption
       }
     }
     const stats = await computeStats(tee(), { latest, report });
+    stats.validation.validated_here = foreign.validated;
     await put(ROWS_END);
     await put(overview(stats, listed, rowOpts));
     await put(pageTail());

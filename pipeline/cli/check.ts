@@ -1,0 +1,59 @@
+/** `trajforge check --config F`: whether a run can start, one line per check (generate/preflight.ts). */
+import { parseArgs } from 'node:util';
+import { loadConfig } from '../config.js';
+import { TrajforgeError } from '../errors.js';
+import { preflight, shellWord, type CheckLine } from '../generate/preflight.js';
+import { CLI_COMMAND } from '../paths.js';
+
+const USAGE = `trajforge check --config F [options]
+
+Checks, with the real pieces and a handful of small requests, that a run of this config can
+start: the key, the questions file (its first rows as parsed), the output directory, every MCP
+server (started and stopped again), the tools offered to the model, the endpoint (GET /models,
+an 8-token completion, one turn of the first question in the run's dialect). One line per
+check: ok, warn, FAIL (with what to do) or skip. Writes nothing.
+
+  --config F        the run config (required)
+  --questions F     --out DIR   --base-url URL   --model M   --dialect D   as for generate
+
+Exit codes: 0 a run can start (warnings included), 1 a check failed, 2 bad config or usage.
+`;
+
+const WIDTH = 16;
+
+function format(line: CheckLine): string {
+  const head = `${line.status.padEnd(5)} ${line.name.padEnd(WIDTH)} ${line.detail}`;
+  const pad = ' '.repeat(6 + WIDTH + 1);
+  return [head, ...(line.more ?? []).map((m) => `${pad}${m}`)].join('\n');
+}
+
+export async function run(argv: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      config: { type: 'string' },
+      questions: { type: 'string' },
+      out: { type: 'string' },
+      'base-url': { type: 'string' },
+      model: { type: 'string' },
+      dialect: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    strict: true,
+  });
+  if (values.help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  if (!values.config) throw new TrajforgeError('BAD_USAGE', `check: --config F is required\n\n${USAGE}`);
+  const config = loadConfig(values.config, { questions: values.questions, out: values.out, baseUrl: values['base-url'], model: values.model, dialect: values.dialect });
+  const out = (l: string): void => void process.stdout.write(`${l}\n`);
+  out(`trajforge check ${values.config}: ${config.dialect} dialect, model ${config.endpoint.model} at ${config.endpoint.base_url}`);
+  const result = await preflight({ config, onLine: (l) => out(format(l)) });
+  const count = (s: string): number => result.lines.filter((l) => l.status === s).length;
+  const warnings = count('warn');
+  const tail = warnings ? ` (${warnings} warning${warnings > 1 ? 's' : ''})` : '';
+  if (result.canRun) out(`\na run can start${tail}: ${CLI_COMMAND} generate ${argv.map(shellWord).join(' ')}`);
+  else out(`\n${count('FAIL')} check${count('FAIL') > 1 ? 's' : ''} failed${tail}: fix the FAIL lines, then check again`);
+  return result.canRun ? 0 : 1;
+}

@@ -1,0 +1,141 @@
+/** `trajforge dedup <in…> --out F [--rejects F] [--clusters F]`: drop near-duplicate rows, one kept per cluster. */
+import { statSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { DEDUP_KEEP_RULES, DedupOptions } from '../../schemas/index.js';
+import { indexNearDuplicates, writeDeduplicated, type DedupSummary } from '../dataset/dedup.js';
+import { banding, minimumHashes } from '../dataset/minhash.js';
+import { TrajforgeError } from '../errors.js';
+import { abortAllWriters, JsonlWriter } from '../jsonl.js';
+import { parseDatasetInputs, readOptions } from './common.js';
+import { checkedOptions, numberFlag } from './flags.js';
+
+const D = DedupOptions.parse({});
+
+const HELP = `Usage: trajforge dedup <file|run>… --out F [--rejects F] [--clusters F] [options]
+
+Finds near-duplicate rows (MinHash and LSH over word shingles, candidates checked by their
+Jaccard similarity), clusters them, keeps one row per cluster and writes it to --out; the
+others go to --rejects. Several inputs are one dataset, read in order (shards of one job).
+The input is read twice; stdin is not accepted. Files are written whole or not at all.
+
+  --out F           kept rows, JSONL ('-' for stdout; required)
+  --rejects F       dropped rows, JSONL
+  --clusters F      one JSON line per cluster of two or more rows: members, the kept one, similarity
+  --by W            what near-duplicates share: question (default), answer (final answers), or both
+  --threshold T     Jaccard similarity at or above which two texts are near-duplicates (default ${D.threshold})
+  --shingle K       words per shingle (default ${D.shingle_size})
+  --keep RULE       which row of a cluster is kept (default ${D.keep}; ties go to the earlier row):
+                    ${DEDUP_KEEP_RULES.join(', ')}
+                    (accepted: status ok first; shortest/longest: characters of the trajectory;
+                    most-calls/fewest-calls: tool calls)
+  --slots-may-differ     let Jaccard alone decide: by default near-duplicates must have the same
+                    content words (all but function words like the, is, with, what/which), so
+                    "capital of France" and "capital of Peru", "Chrome" and "Chrome Android",
+                    "52 weeks" and "26 weeks" never make near-duplicates, however long the rest
+  --max-hashes N    MinHash functions the LSH index may use (default ${D.max_hashes})
+  --sketch-size N   shingles kept per text; texts within it are compared exactly (default ${D.sketch_size})
+  --bucket-window N earlier rows of an LSH bucket each row is compared with (default ${D.bucket_window})
+  --json            print the summary as JSON on stdout
+  --format F        row format: auto (default), trajforge, drtulu, chat
+  --on-bad-row M    error (default) or skip
+`;
+
+const FLAGS: Record<string, string> = {
+  by: 'by',
+  threshold: 'threshold',
+  shingle_size: 'shingle',
+  keep: 'keep',
+  max_hashes: 'max-hashes',
+  sketch_size: 'sketch-size',
+  bucket_window: 'bucket-window',
+};
+
+function samePlace(a: string, b: string): boolean {
+  return a === b || (a !== '-' && b !== '-' && resolve(a) === resolve(b));
+}
+
+export function formatDedupSummary(s: DedupSummary): string {
+  const parts = [`dedup: ${s.rows} rows in, ${s.kept} kept, ${s.dropped} dropped in ${s.clusters} clusters (largest ${s.largest_cluster})`];
+  if (s.bad) parts.push(`${s.bad} bad rows skipped`);
+  if (s.empty) parts.push(`${s.empty} rows with no text to compare kept as they are`);
+  if (s.window_overflows) parts.push(`${s.window_overflows} bucket entries beyond --bucket-window were not compared`);
+  return `${parts.join('; ')}\n`;
+}
+
+export async function run(argv: string[]): Promise<number> {
+  const args = parseDatasetInputs('dedup', argv, {
+    out: { type: 'string', short: 'o' },
+    rejects: { type: 'string' },
+    clusters: { type: 'string' },
+    by: { type: 'string' },
+    threshold: { type: 'string' },
+    shingle: { type: 'string' },
+    keep: { type: 'string' },
+    'slots-may-differ': { type: 'boolean' },
+    'max-hashes': { type: 'string' },
+    'sketch-size': { type: 'string' },
+    'bucket-window': { type: 'string' },
+    json: { type: 'boolean' },
+    format: { type: 'string' },
+  }, HELP);
+  if (!args) return 0;
+  const { values, inputs } = args;
+  const options = checkedOptions('dedup', DedupOptions, {
+    by: values.by,
+    threshold: numberFlag('threshold', values.threshold),
+    shingle_size: numberFlag('shingle', values.shingle),
+    keep: values.keep,
+    max_hashes: numberFlag('max-hashes', values['max-hashes']),
+    sketch_size: numberFlag('sketch-size', values['sketch-size']),
+    bucket_window: numberFlag('bucket-window', values['bucket-window']),
+    slot_guard: values['slots-may-differ'] ? false : undefined,
+  }, FLAGS);
+  if (!values.out) throw new TrajforgeError('BAD_USAGE', 'dedup: --out F is required (- for stdout)');
+  const outputs: [string, string][] = [];
+  for (const [flag, path] of [['out', values.out], ['rejects', values.rejects], ['clusters', values.clusters]] as const) if (path !== undefined) outputs.push([flag, path]);
+  for (const [flag, path] of outputs) {
+    if (path !== '-' && statSync(path, { throwIfNoEntry: false })?.isDirectory()) throw new TrajforgeError('BAD_USAGE', `dedup: --${flag} ${path} is a directory; name a file`);
+    for (const [other, p] of outputs) if (other !== flag && samePlace(path, p) && flag < other) throw new TrajforgeError('BAD_USAGE', `dedup: --${flag} and --${other} name the same place (${path})`);
+    for (const input of inputs) if (path !== '-' && samePlace(path, input)) throw new TrajforgeError('BAD_USAGE', `dedup: --${flag} ${path} is also an input`);
+  }
+  if (values.json && outputs.some(([, p]) => p === '-')) throw new TrajforgeError('BAD_USAGE', 'dedup: --json prints on stdout, so no output can be -');
+  if (banding(options.threshold, options.max_hashes) === undefined) {
+    throw new TrajforgeError('BAD_USAGE', `dedup: --max-hashes ${options.max_hashes} is too few for --threshold ${options.threshold}: LSH needs at least ${minimumHashes(options.threshold)}`);
+  }
+  const read = readOptions(values.format, values['on-bad-row']);
+
+  const writers: JsonlWriter[] = [];
+  const onSignal = (): void => {
+    abortAllWriters();
+    process.exit(130);
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  try {
+    // Opened first, so a bad path fails before the input is read.
+    const out = new JsonlWriter(values.out);
+    writers.push(out);
+    const rejects = values.rejects === undefined ? undefined : new JsonlWriter(values.rejects);
+    if (rejects) writers.push(rejects);
+    const clusters = values.clusters === undefined ? undefined : new JsonlWriter(values.clusters);
+    if (clusters) writers.push(clusters);
+
+    const index = await indexNearDuplicates(inputs, read, options);
+    const finished = await writeDeduplicated(index, { out, rejects, clusters });
+    if (!finished) {
+      for (const w of writers) w.abort();
+      return 0;
+    }
+    for (const w of writers) await w.commit();
+    if (values.json) process.stdout.write(`${JSON.stringify(index.summary, null, 2)}\n`);
+    process.stderr.write(formatDedupSummary(index.summary));
+    return 0;
+  } catch (err) {
+    for (const w of writers) w.abort();
+    if ((err as Error).name === 'OutputClosedError') return 0;
+    throw err;
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+}

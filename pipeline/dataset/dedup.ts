@@ -1,0 +1,483 @@
+/**
+ * `trajforge dedup`: near-duplicate rows found with MinHash and LSH, clustered, one kept per
+ * cluster by a stated rule. Several inputs are read as one dataset, in order (merged shards).
+ *
+ * Two passes over the input, never a row held:
+ * 1. `indexNearDuplicates` reads every row once and keeps, per row, the shingle sets of the
+ *    compared text (pipeline/dataset/shingles.ts: the word view and, for a question of several
+ *    clauses, the clause view), a hash of its content words and the keep rule's key, in typed arrays;
+ *    then bands the sets with MinHash (pipeline/dataset/minhash.ts), one band at a time: each
+ *    row's band key and index packed in one float, sorted, so rows sharing a key are adjacent.
+ *    Every row is compared with the `bucket_window` earlier rows of its bucket that are not yet
+ *    in its cluster; a pair is joined (union-find) when its similarity, the higher of the two
+ *    views' Jaccard, is at least the threshold and (the slot guard) both texts have the same
+ *    content words. With the guard on, band keys include a hash of the content words, so a
+ *    template's siblings never share a bucket.
+ * 2. `writeDeduplicated` reads the input again and writes each row to `out` (kept) or
+ *    `rejects` (dropped), and the clusters of two or more rows to `clusters`.
+ *
+ * Memory: about 4 bytes per stored shingle (a 20-word question stores ~22 per view) plus ~50
+ * bytes per row (offsets, lengths, the content hash, union-find, the band being sorted), and
+ * during pass 2 the ids and texts of the rows that are in clusters. Sets longer than
+ * `sketch_size` keep their smallest hashes (a bottom-k sketch), so a long text costs no more
+ * than `sketch_size` × 4 bytes; texts within it are compared exactly.
+ *
+ * Stable: the same inputs and options give the same clusters, kept rows and report, byte for
+ * byte: the hashes are seeded constants, and every tie goes to the earlier row.
+ */
+import { statSync } from 'node:fs';
+import { SCHEMA_VERSION, type DedupCluster, type DedupOptions, type Trajectory } from '../../schemas/index.js';
+import { TrajforgeError } from '../errors.js';
+import { OutputClosedError, type JsonlWriter } from '../jsonl.js';
+import { banding as bandingFor, jaccard, minimumHashes, MinHasher, type Banding } from './minhash.js';
+import { inputFiles, readDataset, type DatasetRow, type ReadOptions } from './readers.js';
+import { textShingles, type ShingleSet } from './shingles.js';
+
+/** Int32 slots per arena chunk (16 MB); a row's sets never straddle two. */
+const CHUNK_BITS = 22;
+const CHUNK = 1 << CHUNK_BITS;
+/** Characters of a member's text the cluster report shows. */
+const REPORT_TEXT_CHARS = 300;
+
+const WHOLE_0 = 1;
+const WHOLE_1 = 2;
+const WHOLE_2 = 4;
+
+function grown<T extends Int32Array | Uint32Array | Uint16Array | Uint8Array | Float64Array>(a: T, need: number): T {
+  if (need <= a.length) return a;
+  const b = new (a.constructor as new (n: number) => T)(Math.max(need, a.length * 2));
+  b.set(a);
+  return b;
+}
+
+/**
+ * Per row, up to three shingle sets in a chunked Int32 arena: slot 0 the compared text's word
+ * view, slot 1 its clause view (empty when it has one clause: then slot 0 stands for it),
+ * slot 2 the final answer's (with `by: both`); and the hash of the compared text's content words.
+ */
+class RowSets {
+  readonly #chunks: Int32Array[] = [];
+  #fill = 0;
+  n = 0;
+  start = new Uint32Array(1024);
+  len0 = new Uint16Array(1024);
+  len1 = new Uint16Array(1024);
+  len2 = new Uint16Array(1024);
+  whole = new Uint8Array(1024);
+  content = new Int32Array(1024);
+  /** Rows with a clause view of their own. */
+  clauseRows = 0;
+
+  add(s0: ShingleSet, s1: ShingleSet | undefined, s2: ShingleSet | undefined, content: number): number {
+    const i = this.n++;
+    if (i >= this.start.length) {
+      const need = i + 1;
+      this.start = grown(this.start, need);
+      this.len0 = grown(this.len0, need);
+      this.len1 = grown(this.len1, need);
+      this.len2 = grown(this.len2, need);
+      this.whole = grown(this.whole, need);
+      this.content = grown(this.content, need);
+    }
+    const l0 = s0.hashes.length;
+    const l1 = s1?.hashes.length ?? 0;
+    const l2 = s2?.hashes.length ?? 0;
+    if (this.#chunks.length === 0 || this.#fill + l0 + l1 + l2 > CHUNK) {
+      this.#chunks.push(new Int32Array(CHUNK));
+      this.#fill = 0;
+    }
+    const chunk = this.#chunks.length - 1;
+    const arena = this.#chunks[chunk]!;
+    const at = this.#fill;
+    arena.set(s0.hashes, at);
+    if (s1) arena.set(s1.hashes, at + l0);
+    if (s2) arena.set(s2.hashes, at + l0 + l1);
+    this.#fill += l0 + l1 + l2;
+    this.start[i] = chunk * CHUNK + at;
+    this.len0[i] = l0;
+    this.len1[i] = l1;
+    this.len2[i] = l2;
+    this.whole[i] = (s0.whole ? WHOLE_0 : 0) | (s1 === undefined || s1.whole ? WHOLE_1 : 0) | (s2 === undefined || s2.whole ? WHOLE_2 : 0);
+    this.content[i] = content;
+    if (l1 > 0) this.clauseRows++;
+    return i;
+  }
+
+  arena(i: number): Int32Array {
+    return this.#chunks[this.start[i]! >>> CHUNK_BITS]!;
+  }
+
+  offset(i: number): number {
+    return this.start[i]! & (CHUNK - 1);
+  }
+
+  /** Bytes held in typed arrays. */
+  get bytes(): number {
+    return this.#chunks.length * CHUNK * 4 + this.start.length * (4 + 2 * 3 + 1 + 4);
+  }
+}
+
+/** Union-find over row indices; a root is its cluster's smallest row index. */
+class Clusters {
+  readonly parent: Int32Array;
+
+  constructor(n: number) {
+    this.parent = new Int32Array(n);
+    for (let i = 0; i < n; i++) this.parent[i] = i;
+  }
+
+  find(x: number): number {
+    const p = this.parent;
+    while (p[x] !== x) {
+      const up = p[p[x]!]!;
+      p[x] = up;
+      x = up;
+    }
+    return x;
+  }
+
+  union(a: number, b: number): void {
+    const ra = this.find(a);
+    const rb = this.find(b);
+    if (ra < rb) this.parent[rb] = ra;
+    else if (rb < ra) this.parent[ra] = rb;
+  }
+}
+
+/** The key the keep rule ranks rows by: lower wins; ties go to the earlier row. */
+function rankOf(t: Partial<Trajectory>, keep: DedupOptions['keep']): number {
+  const calls = typeof t.total_tool_calls === 'number' ? t.total_tool_calls : Array.isArray(t.tool_calls) ? t.tool_calls.length : 0;
+  const length = typeof t.interleaved_text === 'string' ? t.interleaved_text.length : 0;
+  switch (keep) {
+    case 'first':
+      return 0;
+    case 'accepted':
+      return t.status === 'ok' ? 0 : 1;
+    case 'shortest':
+      return length;
+    case 'longest':
+      return -length;
+    case 'most-calls':
+      return -calls;
+    case 'fewest-calls':
+      return calls;
+  }
+}
+
+function str(v: unknown): string {
+  return typeof v === 'string' ? v : '';
+}
+
+/** The text a row is compared by (the question, or the final answer with `by: answer`). */
+function comparedText(t: Partial<Trajectory>, by: DedupOptions['by']): string {
+  return by === 'answer' ? str(t.final_answer) : str(t.question);
+}
+
+export interface DedupSummary {
+  /** Rows read and compared (bad rows skipped with `--on-bad-row skip` not included). */
+  rows: number;
+  /** Rows that could not be read and were skipped. */
+  bad: number;
+  kept: number;
+  dropped: number;
+  /** Clusters of two or more rows. */
+  clusters: number;
+  largest_cluster: number;
+  /** Rows whose compared text has no words: never clustered. */
+  empty: number;
+  /** The LSH banding the threshold gave. */
+  bands: number;
+  rows_per_band: number;
+  /** Pairs whose similarity was computed, and those at or above the threshold. */
+  pairs_compared: number;
+  pairs_similar: number;
+  /** Row-band pairs whose bucket held more earlier rows than `bucket_window`; the ones beyond it were not compared. */
+  window_overflows: number;
+}
+
+export interface DedupIndex {
+  readonly inputs: readonly string[];
+  readonly read: ReadOptions;
+  readonly options: DedupOptions;
+  readonly banding: Banding;
+  readonly sets: RowSets;
+  readonly clusters: Clusters;
+  /** Per cluster root: the kept row, and the cluster's size. */
+  readonly best: Int32Array;
+  readonly size: Int32Array;
+  /** The files read, with their size and mtime when pass 1 started. */
+  readonly files: readonly { file: string; size: number; mtimeMs: number }[];
+  readonly summary: DedupSummary;
+}
+
+function fileStates(inputs: readonly string[]): { file: string; size: number; mtimeMs: number }[] {
+  return inputs.flatMap((input) => {
+    if (input === '-') throw new TrajforgeError('BAD_USAGE', 'dedup reads its input twice (to find clusters, then to write); give files or run directories, not - (stdin)');
+    return inputFiles(input).map((file) => {
+      const st = statSync(file);
+      return { file, size: st.size, mtimeMs: st.mtimeMs };
+    });
+  });
+}
+
+function checkUnchanged(files: DedupIndex['files']): void {
+  for (const f of files) {
+    const st = statSync(f.file, { throwIfNoEntry: false });
+    if (!st || st.size !== f.size || st.mtimeMs !== f.mtimeMs) {
+      throw new TrajforgeError(
+        'BAD_INPUT',
+        `${f.file}: changed while dedup was reading it (dedup reads its input twice); run it on a finished run or a copy. Nothing was written.`,
+        { file: f.file },
+      );
+    }
+  }
+}
+
+async function* rowsOf(inputs: readonly string[], read: ReadOptions, bad: { count: number }): AsyncGenerator<DatasetRow> {
+  for (const input of inputs) {
+    const { rows, report } = readDataset(input, read);
+    yield* rows;
+    bad.count += report.bad.length;
+  }
+}
+
+/** Pass 1: the sets of every row, then the clusters. */
+export async function indexNearDuplicates(inputs: readonly string[], read: ReadOptions, options: DedupOptions): Promise<DedupIndex> {
+  if (inputs.length === 0) throw new TrajforgeError('BAD_USAGE', 'dedup: no input given');
+  const banding = bandingFor(options.threshold, options.max_hashes);
+  if (banding === undefined) {
+    throw new TrajforgeError('BAD_USAGE', `dedup: max_hashes ${options.max_hashes} is too few for threshold ${options.threshold}: LSH needs at least ${minimumHashes(options.threshold)}`);
+  }
+  const files = fileStates(inputs);
+  const { by, shingle_size: k, sketch_size: cap } = options;
+  const sets = new RowSets();
+  let ranks = new Float64Array(options.keep === 'first' ? 0 : 1024);
+  let empty = 0;
+  const bad = { count: 0 };
+  for await (const row of rowsOf(inputs, read, bad)) {
+    const t = row.trajectory as Partial<Trajectory>;
+    const main = textShingles(comparedText(t, by), k, cap, by !== 'answer');
+    const answer = by === 'both' ? textShingles(str(t.final_answer), k, cap, false) : undefined;
+    if (main.words === 0) empty++;
+    const i = sets.add(main.plain, main.clauses, answer?.plain, main.content);
+    if (options.keep !== 'first') {
+      ranks = grown(ranks, i + 1);
+      ranks[i] = rankOf(t, options.keep);
+    }
+  }
+
+  const n = sets.n;
+  const clusters = new Clusters(n);
+  const stats = lsh(sets, clusters, banding, options);
+
+  const best = new Int32Array(n).fill(-1);
+  const size = new Int32Array(n);
+  for (let i = 0; i < n; i++) {
+    const r = clusters.find(i);
+    size[r]!++;
+    const b = best[r]!;
+    if (b < 0 || (options.keep !== 'first' && ranks[i]! < ranks[b]!)) best[r] = i;
+  }
+  let groups = 0;
+  let largest = n > 0 ? 1 : 0;
+  for (let i = 0; i < n; i++) {
+    if (size[i]! >= 2) {
+      groups++;
+      if (size[i]! > largest) largest = size[i]!;
+    }
+  }
+  let kept = 0;
+  for (let i = 0; i < n; i++) if (size[i]! > 0) kept++;
+  return {
+    inputs,
+    read,
+    options,
+    banding,
+    sets,
+    clusters,
+    best,
+    size,
+    files,
+    summary: {
+      rows: n,
+      bad: bad.count,
+      kept,
+      dropped: n - kept,
+      clusters: groups,
+      largest_cluster: largest,
+      empty,
+      bands: banding.bands,
+      rows_per_band: banding.rows,
+      ...stats,
+    },
+  };
+}
+
+/**
+ * The similarity of rows x and y that the threshold is tested on; -1 when the slot guard keeps
+ * them apart (their content words differ).
+ */
+function similarity(sets: RowSets, x: number, y: number, options: DedupOptions): number {
+  if (options.slot_guard && sets.content[x] !== sets.content[y]) return -1;
+  const k = options.sketch_size;
+  const ax = sets.arena(x);
+  const ay = sets.arena(y);
+  const ox = sets.offset(x);
+  const oy = sets.offset(y);
+  const wx = sets.whole[x]!;
+  const wy = sets.whole[y]!;
+  const l0x = sets.len0[x]!;
+  const l0y = sets.len0[y]!;
+  let s = jaccard(ax, ox, l0x, (wx & WHOLE_0) !== 0, ay, oy, l0y, (wy & WHOLE_0) !== 0, k);
+  const l1x = sets.len1[x]!;
+  const l1y = sets.len1[y]!;
+  if (s < 1 && (l1x > 0 || l1y > 0)) {
+    // A text of one clause is its own clause view.
+    const c = jaccard(
+      ax, l1x > 0 ? ox + l0x : ox, l1x > 0 ? l1x : l0x, l1x > 0 ? (wx & WHOLE_1) !== 0 : (wx & WHOLE_0) !== 0,
+      ay, l1y > 0 ? oy + l0y : oy, l1y > 0 ? l1y : l0y, l1y > 0 ? (wy & WHOLE_1) !== 0 : (wy & WHOLE_0) !== 0,
+      k,
+    );
+    if (c > s) s = c;
+  }
+  if (options.by === 'both') {
+    const a = jaccard(ax, ox + l0x + l1x, sets.len2[x]!, (wx & WHOLE_2) !== 0, ay, oy + l0y + l1y, sets.len2[y]!, (wy & WHOLE_2) !== 0, k);
+    if (a < s) s = a;
+  }
+  return s;
+}
+
+function lsh(sets: RowSets, clusters: Clusters, banding: Banding, options: DedupOptions): Pick<DedupSummary, 'pairs_compared' | 'pairs_similar' | 'window_overflows'> {
+  const n = sets.n;
+  const out = { pairs_compared: 0, pairs_similar: 0, window_overflows: 0 };
+  if (n < 2) return out;
+  const hasher = new MinHasher(banding);
+  // Key and row in one double: the row in the low bits, the key above, shortened when rows need more than 21 bits.
+  const rowBits = Math.max(1, Math.ceil(Math.log2(n)));
+  const scale = 2 ** rowBits;
+  const keyShift = Math.max(0, 32 - (53 - rowBits));
+  const entries = new Float64Array(n + sets.clauseRows);
+  const window = options.bucket_window;
+  const t = options.threshold;
+  // With the slot guard, only rows with the same content words can be near-duplicates: keying
+  // the bands by them too keeps a template's siblings out of each other's buckets.
+  const salted = options.slot_guard;
+  for (let band = 0; band < banding.bands; band++) {
+    let m = 0;
+    for (let i = 0; i < n; i++) {
+      const arena = sets.arena(i);
+      const at = sets.offset(i);
+      const l0 = sets.len0[i]!;
+      const salt = salted ? sets.content[i]! : 0;
+      const k0 = hasher.bandKey(arena, at, l0, band, salt);
+      if (k0 === undefined) continue;
+      entries[m++] = (k0 >>> keyShift) * scale + i;
+      const l1 = sets.len1[i]!;
+      if (l1 > 0) {
+        const k1 = hasher.bandKey(arena, at + l0, l1, band, salt)!;
+        if (k1 !== k0) entries[m++] = (k1 >>> keyShift) * scale + i;
+      }
+    }
+    const sorted = entries.subarray(0, m).sort();
+    let s = 0;
+    while (s < m) {
+      const key = Math.floor(sorted[s]! / scale);
+      let e = s + 1;
+      while (e < m && Math.floor(sorted[e]! / scale) === key) e++;
+      for (let p = s + 1; p < e; p++) {
+        const x = sorted[p]! - key * scale;
+        if (p - s > window) out.window_overflows++;
+        for (let q = p - 1, stop = Math.max(s, p - window); q >= stop; q--) {
+          const y = sorted[q]! - key * scale;
+          if (y === x || clusters.find(x) === clusters.find(y)) continue;
+          out.pairs_compared++;
+          if (similarity(sets, x, y, options) >= t) {
+            out.pairs_similar++;
+            clusters.union(x, y);
+          }
+        }
+      }
+      s = e;
+    }
+  }
+  return out;
+}
+
+export interface DedupWriters {
+  readonly out: JsonlWriter;
+  readonly rejects?: JsonlWriter | undefined;
+  readonly clusters?: JsonlWriter | undefined;
+}
+
+interface Member {
+  row: number;
+  input: string;
+  line: number;
+  id: string;
+  text: string;
+}
+
+/**
+ * Pass 2: each row to `out` (kept) or `rejects` (dropped), then the clusters. Returns false
+ * when a stdout reader went away before the end (the caller drops the files).
+ */
+export async function writeDeduplicated(index: DedupIndex, writers: DedupWriters): Promise<boolean> {
+  checkUnchanged(index.files);
+  const { sets, clusters, best, size, options } = index;
+  const members = new Map<number, Member[]>();
+  let i = 0;
+  try {
+    for await (const row of rowsOf(index.inputs, index.read, { count: 0 })) {
+      if (i >= sets.n) {
+        // More rows than the first pass saw: counted for the error below, never written.
+        i++;
+        continue;
+      }
+      const r = clusters.find(i);
+      const kept = best[r] === i;
+      const w = kept ? writers.out : writers.rejects;
+      if (w) {
+        const p = row.raw === undefined ? w.write(row.trajectory) : w.writeLine(row.raw);
+        if (p) await p;
+      }
+      if (size[r]! >= 2 && writers.clusters) {
+        const t = row.trajectory as Partial<Trajectory>;
+        let list = members.get(r);
+        if (!list) members.set(r, (list = []));
+        list.push({ row: i, input: row.file === '-' ? '<stdin>' : row.file, line: row.line, id: typeof t.id === 'string' ? t.id : '', text: comparedText(t, options.by).slice(0, REPORT_TEXT_CHARS) });
+      }
+      i++;
+    }
+    checkUnchanged(index.files);
+    if (i !== sets.n) {
+      throw new TrajforgeError('BAD_INPUT', `the input held ${sets.n} rows on the first pass and ${i} on the second; run dedup on a finished run or a copy. Nothing was written.`);
+    }
+    if (writers.clusters) {
+      let number = 0;
+      for (const root of [...members.keys()].sort((a, b) => a - b)) {
+        const list = members.get(root)!;
+        const keptRow = best[root]!;
+        const record: DedupCluster = {
+          schema_version: SCHEMA_VERSION,
+          cluster: ++number,
+          size: list.length,
+          keep: options.keep,
+          members: list.map((m) => ({
+            input: m.input,
+            line: m.line,
+            id: m.id,
+            kept: m.row === keptRow,
+            similarity: m.row === keptRow ? 1 : Math.max(0, Math.round(similarity(index.sets, m.row, keptRow, { ...options, slot_guard: false }) * 1e4) / 1e4),
+            text: m.text,
+          })),
+        };
+        const p = writers.clusters.write(record);
+        if (p) await p;
+      }
+    }
+  } catch (err) {
+    if (err instanceof OutputClosedError) return false;
+    throw err;
+  }
+  return true;
+}

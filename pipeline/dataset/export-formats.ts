@@ -1,0 +1,215 @@
+/**
+ * The row formats of `trajforge export` built from strings (the `tokens` format, built through
+ * the chat template, is token-rows.ts). Each row has `id`, `tokens` (the token counts of the
+ * row's strings, summed: a chat template's own tokens are not in it; `tokens` rows count
+ * those) and `train_tokens` (the part with loss on), counted with the chosen tokenizer.
+ *
+ * - `messages`: the training view (training-view.ts) as OpenAI chat messages, each with
+ *   `train`; native rows keep `reasoning_content`, `tool_calls`, `tool_call_id` and the
+ *   row's `tools` with their descriptions and parameter schemas.
+ * - `sharegpt`: `{id, system?, conversations: [{from, value}]}` from the same view: human (the
+ *   question, and every prompt the loop sent), gpt (a turn that does not end in a call),
+ *   function_call (a turn whose last call or answer is a call), observation (a tool output).
+ *   A turn with think + call is NOT split: one function_call entry holds the whole turn as
+ *   written. ShareGPT readers (LLaMA-Factory) require model entries to alternate with
+ *   human/observation entries and drop a row where two model entries follow each other; and
+ *   the think belongs to the call it led to.
+ * - `text`: `{id, question, text, mask_spans}`: `text` is `interleaved_text` as is (DR Tulu
+ *   trains on it: loss on everything but the tool outputs) and `mask_spans` the `[start, end)`
+ *   of every tool output, tags included, widened to whole tokens of the chosen tokenizer (a
+ *   token that holds the end of an output and the newline after it, such as `>\n`, is masked
+ *   whole), counted in Unicode code points (Python's `text[start:end]`).
+ */
+import type { Trajectory } from '../../schemas/index.js';
+import { getDialect } from '../dialects/index.js';
+import type { TokenCounter } from '../tokens.js';
+import { textSteps, trainingView, UnexportableRow, type ToolRole, type TrainingView, type ViewMessage, type ViewMode } from './training-view.js';
+
+export interface MessagesRow {
+  id: string;
+  messages: ViewMessage[];
+  tools?: unknown[];
+  tokens: number;
+  train_tokens: number;
+}
+
+export interface ShareGptRow {
+  id: string;
+  system?: string;
+  conversations: { from: 'human' | 'gpt' | 'function_call' | 'observation'; value: string }[];
+  tokens: number;
+  train_tokens: number;
+}
+
+export interface TextRow {
+  id: string;
+  question: string;
+  text: string;
+  /** `[start, end)` in code points, on token boundaries. */
+  mask_spans: [number, number][];
+  tokens: number;
+  train_tokens: number;
+}
+
+/** A token counter, with a memo for system prompts: often a row's longest string, and the same in every row. */
+export class Counter {
+  readonly counter: TokenCounter;
+  #lastSystem: string | undefined;
+  #lastCount = 0;
+
+  constructor(counter: TokenCounter) {
+    this.counter = counter;
+  }
+
+  count(text: string): number {
+    return this.counter.count(text);
+  }
+
+  system(text: string): number {
+    if (text !== this.#lastSystem) {
+      this.#lastSystem = text;
+      this.#lastCount = this.counter.count(text);
+    }
+    return this.#lastCount;
+  }
+}
+
+export interface ViewChoice {
+  readonly view?: ViewMode | undefined;
+  readonly toolRole?: ToolRole | undefined;
+}
+
+function messageTokens(m: ViewMessage, count: Counter): number {
+  let n = m.role === 'system' ? count.system(m.content) : count.count(m.content);
+  if (m.reasoning_content !== undefined) n += count.count(m.reasoning_content);
+  if (m.tool_calls !== undefined) n += count.count(JSON.stringify(m.tool_calls.map((c) => c.function)));
+  return n;
+}
+
+export function toMessages(t: Trajectory, count: Counter, choice: ViewChoice = {}, view: TrainingView = trainingView(t, choice)): MessagesRow {
+  let tokens = 0;
+  let train = 0;
+  for (const m of view.messages) {
+    const n = messageTokens(m, count);
+    tokens += n;
+    if (m.train) train += n;
+  }
+  return { id: t.id, messages: view.messages, ...(view.tools ? { tools: view.tools } : {}), tokens, train_tokens: train };
+}
+
+/** Whether an XML turn's last call or answer is a call. */
+function endsWithCall(t: Trajectory, text: string): boolean {
+  let last: 'call' | 'answer' | undefined;
+  for (const s of getDialect(t.dialect).parseTrajectory(text).segments) if (s.kind === 'call' || s.kind === 'answer') last = s.kind;
+  return last === 'call';
+}
+
+export function toShareGpt(t: Trajectory, count: Counter, choice: ViewChoice = {}): ShareGptRow {
+  const view = trainingView(t, choice);
+  const conversations: ShareGptRow['conversations'] = [];
+  let system: string | undefined;
+  let tokens = 0;
+  let train = 0;
+  view.messages.forEach((m, i) => {
+    const kind = view.kinds[i]!;
+    if (kind === 'system') {
+      system = m.content;
+      tokens += count.system(m.content);
+      return;
+    }
+    let entry: ShareGptRow['conversations'][number];
+    if (kind === 'output') entry = { from: 'observation', value: m.content };
+    else if (kind !== 'model') entry = { from: 'human', value: m.content };
+    else if (m.tool_calls !== undefined && m.tool_calls.length > 0) {
+      // LLaMA-Factory's function_call value: {name, arguments}, a list for several calls; the reasoning and prose before it.
+      const calls = m.tool_calls.map((c) => ({ name: c.function.name, arguments: safeJson(c.function.arguments) }));
+      const json = JSON.stringify(calls.length === 1 ? calls[0] : calls);
+      const head = [m.reasoning_content === undefined ? '' : `<think>${m.reasoning_content}</think>`, m.content].filter((s) => s.trim() !== '').join('\n');
+      entry = { from: 'function_call', value: head === '' ? json : `${head}\n${json}` };
+    } else {
+      const head = m.reasoning_content === undefined ? '' : `<think>${m.reasoning_content}</think>\n`;
+      entry = { from: t.dialect !== 'native' && endsWithCall(t, m.content) ? 'function_call' : 'gpt', value: head + m.content };
+    }
+    conversations.push(entry);
+    const n = count.count(entry.value);
+    tokens += n;
+    if (kind === 'model' && m.train) train += n;
+  });
+  return { id: t.id, ...(system === undefined ? {} : { system }), conversations, tokens, train_tokens: train };
+}
+
+function safeJson(s: string): unknown {
+  try {
+    return JSON.parse(s);
+  } catch {
+    return s;
+  }
+}
+
+/** UTF-16 offsets → code point offsets, for the (sorted) offsets given. */
+function toCodePoints(text: string, offsets: readonly number[]): number[] {
+  // Text without surrogates (nearly all) needs no walk.
+  if (!/[\uD800-\uDFFF]/.test(text)) return [...offsets];
+  const out: number[] = [];
+  let cp = 0;
+  let unit = 0;
+  for (const target of offsets) {
+    while (unit < target) {
+      const c = text.charCodeAt(unit);
+      unit += c >= 0xd800 && c <= 0xdbff && unit + 1 < text.length && (text.charCodeAt(unit + 1) & 0xfc00) === 0xdc00 ? 2 : 1;
+      cp++;
+    }
+    out.push(cp);
+  }
+  return out;
+}
+
+/** The `[start, end)` UTF-16 spans of the tool outputs of `t`. */
+function outputSpans(t: Trajectory): [number, number][] {
+  const text = t.interleaved_text;
+  if (t.dialect !== 'native') {
+    return textSteps(t).flatMap((s) => (s.kind === 'output' ? [[s.start, s.end] as [number, number]] : []));
+  }
+  // No parser for native text: each record's output, found in order.
+  const spans: [number, number][] = [];
+  let from = 0;
+  for (const r of t.tool_calls ?? []) {
+    if (!r.output_text) continue;
+    const at = text.indexOf(r.output_text, from);
+    if (at < 0) throw new UnexportableRow(`tool output of call ${r.call_id} is not in interleaved_text, so it cannot be masked`);
+    spans.push([at, at + r.output_text.length]);
+    from = at + r.output_text.length;
+  }
+  return spans;
+}
+
+/** Spans widened to whole tokens: the start to the token it falls in, the end to the end of its token. */
+function onTokens(spans: readonly [number, number][], ends: readonly number[]): [number, number][] {
+  let k = 0;
+  return spans.map(([s, e]) => {
+    // The largest token end at or before s is where the token holding s starts.
+    while (k < ends.length && ends[k]! <= s) k++;
+    const start = k === 0 ? 0 : Math.min(s, ends[k - 1]!);
+    let j = k;
+    while (j < ends.length && ends[j]! < e) j++;
+    const end = j < ends.length ? ends[j]! : e;
+    return [start, end] as [number, number];
+  });
+}
+
+export function toText(t: Trajectory, count: Counter): TextRow {
+  const text = t.interleaved_text;
+  let spans = outputSpans(t);
+  const ends = spans.length > 0 ? count.counter.boundaries(text) : undefined;
+  if (ends !== undefined) spans = onTokens(spans, ends);
+  let train = 0;
+  let pos = 0;
+  for (const [s, e] of spans) {
+    if (s > pos) train += count.count(text.slice(pos, s));
+    pos = Math.max(pos, e);
+  }
+  if (pos < text.length) train += count.count(text.slice(pos));
+  const cps = toCodePoints(text, spans.flat());
+  const mask: [number, number][] = spans.map((_, i) => [cps[2 * i]!, cps[2 * i + 1]!]);
+  return { id: t.id, question: t.question, text, mask_spans: mask, tokens: count.count(t.question) + count.count(text), train_tokens: train };
+}

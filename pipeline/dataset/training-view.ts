@@ -1,0 +1,239 @@
+/**
+ * The training view: the conversation a model was conditioned on, turn by turn, as chat
+ * messages a trainer (and a chat template) understands. Every export format but `text` is
+ * written from it.
+ *
+ * Read from the record, not re-derived from how the rollout works:
+ * - trajforge rows: `messages`, the transcript the requests were built from. It already holds
+ *   what the model saw beyond the question: the failure-experience prefix (in the first user
+ *   turn), nudges, force-answer and summary prompts (user turns), and leaves out rolled-back
+ *   turns. A turn the model was nudged for (a `no_action` repair at that turn) stays in, as the
+ *   model saw it, with `train: false`: it is what the nudge answers, not a turn to learn.
+ *   Tool outputs are told from prompts by their records: the k-th output is the user (or
+ *   `tool`) turn that holds exactly `tool_calls[k].output_text`.
+ * - chat rows (MiroVerse…): their `messages` as given, tool results told apart by the
+ *   reader's rule (`classifyChat`).
+ * - DR Tulu generator rows keep no transcript: their `interleaved_text` split into model turns
+ *   and outputs by the dialect's parser (the newline that joins a turn to an output dropped).
+ *
+ * Views (`--view`):
+ * - `sent` (default): with keep-K (`context.keep_tool_results`), different requests showed
+ *   different results in full. A training row is one sequence, so it shows the conversation
+ *   as the LAST request showed it: the results that request left out (all but the last
+ *   `context.last_request_keep`, or `keep_tool_results` for records older than that field)
+ *   are the placeholder (prompts/tool-result-omitted.txt) the model read in their place. The
+ *   final answer was written from exactly this view; earlier turns saw more.
+ * - `full`: every tool result in full, as MiroThinker trains.
+ *
+ * Tool outputs go in `tool` turns (native rows keep their `tool_call_id`) or in `user` turns,
+ * MiroVerse-style (`--tool-role`). The default is `tool` in every dialect: Qwen3's chat
+ * template (DR-Tulu-8B and MiroThinker are Qwen3 models) wraps a `tool` turn in
+ * `<tool_response>` and does not count it as a new question, while a user turn is a new
+ * question and the template drops `<think>` from every assistant turn before it.
+ */
+import type { ChatMessage, NativeToolCall, Trajectory } from '../../schemas/index.js';
+import { getDialect } from '../dialects/index.js';
+import type { Segment } from '../dialects/types.js';
+import { omittedResultText } from '../prompts.js';
+import { classifyChat } from './readers.js';
+
+export type ViewMode = 'sent' | 'full';
+export const VIEW_MODES: readonly ViewMode[] = ['sent', 'full'];
+export type ToolRole = 'tool' | 'user';
+export const TOOL_ROLES: readonly ToolRole[] = ['tool', 'user'];
+
+/** The tool role when none is asked for: `tool` in every dialect (see the file comment). */
+export function defaultToolRole(_dialect: Trajectory['dialect']): ToolRole {
+  return 'tool';
+}
+
+/** What a turn of the view is, beyond its role: what masks and checks go by. */
+export type TurnKind = 'system' | 'question' | 'prompt' | 'model' | 'output';
+
+export interface ViewMessage {
+  role: 'system' | 'user' | 'assistant' | 'tool';
+  content: string;
+  /** native: the reasoning channel, as the endpoint returned it. */
+  reasoning_content?: string;
+  tool_calls?: NativeToolCall[];
+  tool_call_id?: string;
+  /** Loss on this turn: the model's own turns, except one it was nudged for. */
+  train: boolean;
+}
+
+export interface TrainingView {
+  readonly messages: ViewMessage[];
+  /** `kinds[i]` says what `messages[i]` is. */
+  readonly kinds: TurnKind[];
+  /** native: the tools offered, with descriptions and parameter schemas. */
+  readonly tools?: unknown[];
+}
+
+export interface ViewOptions {
+  readonly view?: ViewMode | undefined;
+  readonly toolRole?: ToolRole | undefined;
+}
+
+/** A row that cannot be exported in the asked form; skipped and counted, like a bad row. */
+export class UnexportableRow extends Error {}
+
+/** One step of a DR Tulu row's view, in order. */
+export type Step =
+  | {
+      readonly kind: 'model';
+      readonly text: string;
+      /** Its last call or answer is a call: the turn hands over to a tool (sharegpt's function_call). */
+      readonly endsWithCall: boolean;
+    }
+  | { readonly kind: 'output'; readonly text: string; /** [start, end) in `interleaved_text`, UTF-16 units. */ readonly start: number; readonly end: number };
+
+/**
+ * The model turns and tool outputs of a tulu or mcp-xml text, from its parsed segments. A
+ * region between outputs that is only whitespace is no turn (nothing to train on).
+ */
+export function stepsOf(text: string, segments: readonly Segment[]): Step[] {
+  const steps: Step[] = [];
+  let regionStart = 0;
+  let regionEndsWithCall = false;
+  let afterOutput = false;
+  const closeRegion = (end: number, beforeOutput: boolean): void => {
+    let from = regionStart;
+    let to = end;
+    if (afterOutput && from < to && text.charCodeAt(from) === 0x0a) from++;
+    if (beforeOutput && to > from && text.charCodeAt(to - 1) === 0x0a) to--;
+    const piece = text.slice(from, to);
+    if (piece.trim() !== '') steps.push({ kind: 'model', text: piece, endsWithCall: regionEndsWithCall });
+    regionEndsWithCall = false;
+  };
+  for (const s of segments) {
+    if (s.kind === 'output') {
+      closeRegion(s.offset, true);
+      const end = s.offset + s.text.length;
+      steps.push({ kind: 'output', text: s.text, start: s.offset, end });
+      regionStart = end;
+      afterOutput = true;
+    } else if (s.kind === 'call' || s.kind === 'answer') regionEndsWithCall = s.kind === 'call';
+  }
+  closeRegion(text.length, false);
+  return steps;
+}
+
+/** The steps of a row's `interleaved_text` (not for native rows, whose calls live in records). */
+export function textSteps(t: Trajectory): Step[] {
+  const text = t.interleaved_text;
+  return stepsOf(text, getDialect(t.dialect).parseTrajectory(text).segments);
+}
+
+function isExternal(t: Trajectory, format: string): boolean {
+  return (t.meta as Record<string, unknown> | undefined)?.source_format === format;
+}
+
+/** Which transcript turns are tool outputs (true) of a row that has a transcript. */
+function outputTurns(t: Trajectory, messages: readonly ChatMessage[]): boolean[] {
+  if (isExternal(t, 'chat')) {
+    const q = messages.findIndex((m) => m.role === 'user');
+    return classifyChat(messages, getDialect(t.dialect), q).isResult;
+  }
+  const records = Array.isArray(t.tool_calls) ? t.tool_calls : [];
+  const out = new Array<boolean>(messages.length).fill(false);
+  let next = 0;
+  let seenQuestion = false;
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i]!;
+    if (m.role === 'tool') {
+      out[i] = true;
+      next++;
+    } else if (m.role === 'user') {
+      if (!seenQuestion) seenQuestion = true;
+      else if (next < records.length && m.content === records[next]!.output_text) {
+        out[i] = true;
+        next++;
+      }
+    }
+  }
+  return out;
+}
+
+/** Model turns (0-based, in transcript order) the rollout nudged the model for. */
+function nudgedTurns(t: Trajectory): Set<number> {
+  const turns = new Set<number>();
+  for (const r of Array.isArray(t.repairs) ? t.repairs : []) if (r.kind === 'no_action') turns.add(r.turn);
+  return turns;
+}
+
+/** The `tools` of a native row: as sent (`tools`), else as the source kept them (`meta.tools`), else bare names. */
+function nativeTools(t: Trajectory): unknown[] {
+  if (Array.isArray(t.tools)) return t.tools;
+  const given = (t.meta as Record<string, unknown> | undefined)?.tools;
+  if (Array.isArray(given)) return given;
+  const names = [...new Set((t.tool_calls ?? []).map((r) => r.tool_name))];
+  return names.map((name) => ({ type: 'function', function: { name, parameters: { type: 'object' } } }));
+}
+
+/** How many tool results the last request held in full, when it left some out. */
+function lastKeep(t: Trajectory): number | undefined {
+  const c = t.context;
+  return c?.last_request_keep ?? c?.keep_tool_results;
+}
+
+function fromTranscript(t: Trajectory, opts: ViewOptions, toolRole: ToolRole): TrainingView {
+  const source = t.messages;
+  const isOutput = outputTurns(t, source);
+  const outputs = isOutput.filter(Boolean).length;
+  const keep = opts.view === 'full' ? undefined : lastKeep(t);
+  const omitted = keep === undefined ? 0 : Math.max(0, outputs - keep);
+  const nudged = isExternal(t, 'chat') ? new Set<number>() : nudgedTurns(t);
+  const messages: ViewMessage[] = [];
+  const kinds: TurnKind[] = [];
+  let ordinal = 0;
+  let turn = 0;
+  let seenQuestion = false;
+  for (let i = 0; i < source.length; i++) {
+    const m = source[i]!;
+    if (isOutput[i]) {
+      const content = ordinal < omitted ? omittedResultText(ordinal, keep!) : m.content;
+      ordinal++;
+      messages.push(toolRole === 'tool' ? { role: 'tool', content, ...(m.tool_call_id === undefined ? {} : { tool_call_id: m.tool_call_id }), train: false } : { role: 'user', content, train: false });
+      kinds.push('output');
+    } else if (m.role === 'assistant') {
+      const msg: ViewMessage = { role: 'assistant', content: m.content, train: !nudged.has(turn) };
+      if (m.reasoning_content !== undefined && m.reasoning_content !== '') msg.reasoning_content = m.reasoning_content;
+      if (m.tool_calls !== undefined && m.tool_calls.length > 0) msg.tool_calls = m.tool_calls;
+      messages.push(msg);
+      kinds.push('model');
+      turn++;
+    } else if (m.role === 'system') {
+      messages.push({ role: 'system', content: m.content, train: false });
+      kinds.push(i === 0 ? 'system' : 'prompt');
+    } else {
+      // A user turn: the question (with what a failed attempt learned, when it did), or a prompt the loop sent.
+      messages.push({ role: 'user', content: m.content, train: false });
+      kinds.push(seenQuestion ? 'prompt' : 'question');
+      seenQuestion = true;
+    }
+  }
+  return { messages, kinds, ...(t.dialect === 'native' ? { tools: nativeTools(t) } : {}) };
+}
+
+function fromText(t: Trajectory, toolRole: ToolRole): TrainingView {
+  if (t.dialect === 'native') throw new UnexportableRow('a native row without a transcript (messages): its calls cannot be placed');
+  const messages: ViewMessage[] = [{ role: 'user', content: t.question, train: false }];
+  const kinds: TurnKind[] = ['question'];
+  for (const s of textSteps(t)) {
+    if (s.kind === 'model') {
+      messages.push({ role: 'assistant', content: s.text, train: true });
+      kinds.push('model');
+    } else {
+      messages.push({ role: toolRole, content: s.text, train: false });
+      kinds.push('output');
+    }
+  }
+  return { messages, kinds };
+}
+
+/** The conversation the model saw (or, with `view: 'full'`, every result in full), as chat turns. */
+export function trainingView(t: Trajectory, opts: ViewOptions = {}): TrainingView {
+  const toolRole = opts.toolRole ?? defaultToolRole(t.dialect);
+  if (Array.isArray(t.messages) && t.messages.length > 0) return fromTranscript(t, opts, toolRole);
+  return fromText(t, toolRole);
+}
