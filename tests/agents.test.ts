@@ -15,7 +15,7 @@ import { reportView, validateFamily, validateTrajectory } from '../pipeline/data
 import { generate } from '../pipeline/generate/run.js';
 import { rerun } from '../pipeline/dataset/rerun.js';
 import { agentsPatch, startAgentsModel, type AgentsModel } from './agents-model.js';
-import { readJsonl, tempDir, writeConfig } from './helpers.js';
+import { readJsonl, runCli, tempDir, writeConfig } from './helpers.js';
 
 let model: AgentsModel;
 beforeAll(async () => {
@@ -82,7 +82,7 @@ async function run(patch: Record<string, unknown>, limit: number) {
 
 describe.each(['tulu', 'mcp-xml', 'native'] as const)('%s: a main agent with a sub-agent', (dialect) => {
   it('writes both kinds of records, each child linked to the call whose output is its report, and validation passes', async () => {
-    const { summary, ok, failed, all } = await run(agentsPatch(dialect), 3);
+    const { summary, ok, failed, all, dir } = await run(agentsPatch(dialect), 3);
     expect(summary.status).toBe('completed');
     expect(failed).toEqual([]);
     const roots = ok.filter((t) => t.parent_id === undefined);
@@ -114,6 +114,12 @@ describe.each(['tulu', 'mcp-xml', 'native'] as const)('%s: a main agent with a s
     // The main agent was offered the sub-agent as a tool and never the MCP tools (servers: []).
     expect(roots[0]!.messages[0]!.content).not.toContain('pubmed_search');
     if (dialect !== 'native') expect(roots[0]!.messages[0]!.content).toContain('research');
+    // `trajforge validate` passes the accepted ones, both kinds (the scripted model's answers match no gold).
+    const rules = join(dir, 'rules.yaml');
+    writeFileSync(rules, stringify({ gold: { mode: 'off' } }));
+    const v = await runCli(['validate', dir, '--rules', rules, '--json']);
+    expect(v.code, v.stderr).toBe(0);
+    expect(v.stdout.trim().split('\n').map((l) => JSON.parse(l).passed)).toEqual(ok.map(() => true));
   });
 });
 
@@ -353,6 +359,5 @@ describe('the agents section of the config', () => {
       'agents.researcher.as_tool.name: researcher is offered to main as pubmed_search, a name its server corpus also has; give the sub-agent another name (agents.main.sub_agents[0])',
     );
     expect(readJsonl(join(dir, 'run', 'trajectories.jsonl'))).toEqual([]);
-    writeFileSync(join(dir, 'unused.yaml'), stringify({}));
   });
 });

@@ -96,7 +96,7 @@ export interface LlmStats {
  * longest, never to one that arrives meanwhile, so with agents a sub-agent's requests and
  * every other family's share the endpoint in the order they asked.
  */
-class AdaptiveGate {
+export class AdaptiveGate {
   #limit: number;
   readonly #max: number;
   #inFlight = 0;
