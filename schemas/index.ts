@@ -566,7 +566,9 @@ export const RunConfig = z.strictObject({
   /**
    * Samples (with agents: families) rolled out at once. `concurrency` counts model requests in
    * flight; a sample waiting on a tool or a sub-agent holds none, so more samples than
-   * requests keep the endpoint busy. Default: `concurrency`, twice that with agents.
+   * requests keep the endpoint busy. Default: `concurrency`; with agents, 4 × `concurrency`
+   * (a family is a chain of requests, one after another: the more of them side by side, the
+   * closer together the last ones of a run finish; bench/BENCHMARKS.md, "Agents").
    */
   samples_in_flight: z.number().int().positive().optional(),
   /**

@@ -92,6 +92,9 @@ export interface InputReport {
 
 const MANIFEST_EVERY_MS = 30_000;
 
+/** With agents, the default `samples_in_flight` per model request slot (`concurrency`); documented with that option. */
+const AGENT_FAMILIES_PER_REQUEST = 4;
+
 /** What a session runs: `generate` and `rerun` differ only in where the samples come from. */
 export interface SessionPlan extends GenerateOptions {
   /** Samples in the question set, for the progress line; null when unknown. */
@@ -389,9 +392,10 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
   };
   let failure: string | undefined;
 
-  // Samples (families) in flight: with agents, more than the requests allowed, so that the
-  // endpoint stays busy while some families wait on tools and sub-agents between requests.
-  const inFlight = config.samples_in_flight ?? (agents.configured ? 2 * config.concurrency : config.concurrency);
+  // Samples (families) in flight: with agents, more than the requests allowed (AGENT_FAMILIES_PER_REQUEST
+  // per request slot), so that the endpoint stays busy while families wait on tools between requests,
+  // and the last families of a run, each a chain of requests one after another, finish close together.
+  const inFlight = config.samples_in_flight ?? (agents.configured ? AGENT_FAMILIES_PER_REQUEST * config.concurrency : config.concurrency);
   const queue = new PQueue({ concurrency: inFlight });
   const { samples, skipped, input } = plan.samples(store);
   let status: RunManifest['status'] = 'failed';
