@@ -131,7 +131,8 @@ export class Agents {
     const s = agent.settings!;
     const id = `${parent.id}/${name}#${site.nextChild(name)}`;
     const place: Place = { id, attempt: parent.attempt, depth: parent.depth + 1, familyId: parent.familyId };
-    const question = renderPrompt(loadPrompt(s.taskPrompt!), { subtask });
+    // Without the file's last newline, as the agents' prompts are sent.
+    const question = renderPrompt(loadPrompt(s.taskPrompt!), { subtask }).trimEnd();
     const sample: Sample = { sample_id: id, sample_index: 0, question: { schema_version: SCHEMA_VERSION, id, question } };
     const role: AgentRole = {
       name,

@@ -503,7 +503,9 @@ class Session {
   #finalAnswerAsk(): ChatMessage {
     const { dialect, agent } = this.#deps;
     const question = this.#sample.question.question;
-    return { role: 'user', content: renderPrompt(loadPrompt(agent?.finalAnswerPrompt ?? dialect.finalAnswerPrompt ?? 'force-answer'), { question, task: agent?.task ?? question }) };
+    const text = renderPrompt(loadPrompt(agent?.finalAnswerPrompt ?? dialect.finalAnswerPrompt ?? 'force-answer'), { question, task: agent?.task ?? question });
+    // An agent's own prompt goes as MiroThinker sends it, without the file's last newline (the dialects' prompts go as they always have).
+    return { role: 'user', content: agent?.finalAnswerPrompt === undefined ? text : text.trimEnd() };
   }
 
   /** Out of turns, nudges, budget or room: ask for the answer, a bounded number of times. */
