@@ -8,7 +8,8 @@
  * to the report's own list (`window.trajforgeReport.addRows`). Nothing is reloaded, so the
  * list keeps its scroll, filters and search, and the viewer its trajectory; only a run whose
  * files were replaced (the server says `reload`) loads the page anew, and the address keeps the
- * open trajectory (`#id=`).
+ * open trajectory (`#id=`). The charts are redrawn (`overview?…`, for the rows the page holds)
+ * when asked, and once when the run stops.
  *
  * Like the page's own script: plain ES2017 in a string (no backticks or `${`), and data reaches
  * the DOM through textContent only.
@@ -31,6 +32,7 @@ const CSS = `
 #live-newest li:hover{background:#f3f6fc}
 #live-newest .id{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px;overflow:hidden;text-overflow:ellipsis}
 #live-newest .at{margin-left:auto;color:var(--muted);font-size:12px}
+#live-redraw{font:inherit;font-size:12px;padding:1px 8px;border:1px solid var(--line);border-radius:6px;background:#fff;cursor:pointer}
 `;
 
 const SCRIPT = String.raw`
@@ -137,16 +139,49 @@ const SCRIPT = String.raw`
       cursor = d.cursor;
       live.setAttribute('data-rows', String(R ? R.size() : 0));
       pull();
+      redrawIfStopped();
     }, function () {
       busy = false;
       connected(false);
     });
   }
 
+  // The charts are of the rows the page held when they were drawn; this says which.
+  var key = function (c) { return c.generation + ':' + c.trajectories + ':' + c.failures; };
+  var drawnAt = key(cursor), redrawing = false;
+  function note(n, when) {
+    $('live-note').textContent = 'The figures above follow the run as it writes, and new trajectories join the list below. ' +
+      'The charts below are of the ' + num(n) + ' trajectories the page held at ' + when + '.';
+  }
+  function redraw() {
+    if (redrawing) return;
+    redrawing = true;
+    var at = cursor, n = R ? R.size() : 0;
+    fetch('overview?g=' + at.generation + '&t=' + at.trajectories + '&f=' + at.failures, { cache: 'no-store' }).then(function (r) {
+      if (!r.ok) throw new Error('HTTP ' + r.status);
+      return r.text();
+    }).then(function (html) {
+      redrawing = false;
+      // The server's own markup (every text escaped, as in the page it built), parsed inert and moved in.
+      var fresh = new DOMParser().parseFromString(html, 'text/html').getElementById('overview'), old = $('overview');
+      if (!fresh || !old) return;
+      old.parentNode.replaceChild(document.importNode(fresh, true), old);
+      drawnAt = key(at);
+      note(n, new Date().toLocaleTimeString());
+      live.setAttribute('data-charts', drawnAt);
+    }, function () { redrawing = false; });
+  }
+  $('live-redraw').addEventListener('click', redraw);
+  // A run that stopped gets its charts redrawn once, when the page holds all of it.
+  function redrawIfStopped() {
+    var m = latest.manifest;
+    if (m && m.status && m.status !== 'running' && !behind() && key(cursor) !== drawnAt) redraw();
+  }
+
   var loaded = R ? R.size() : 0;
-  $('live-note').textContent = 'The figures above follow the run as it writes, and new trajectories join the list below. ' +
-    'The charts below were drawn when this page was loaded (' + num(loaded) + ' trajectories); reload to redraw them (the open trajectory stays open).';
+  note(loaded, 'load');
   live.setAttribute('data-rows', String(loaded));
+  live.setAttribute('data-charts', drawnAt);
   show(latest);
   var events = new EventSource('events');
   events.addEventListener('figures', function (e) {
@@ -154,6 +189,7 @@ const SCRIPT = String.raw`
     connected(true);
     show(latest);
     pull();
+    redrawIfStopped();
   });
   // EventSource reconnects by itself; until then the panel says the figures may be stale.
   events.onerror = function () { connected(false); };
@@ -169,9 +205,9 @@ export function liveHtml(figures: LiveFigures): string {
 <div class="kpis">${['live-done', 'live-accepted', 'live-failed', 'live-rate', 'live-tokens', 'live-spend'].map(kpi).join('')}</div>
 <div class="cols">
 <div><h3>Failed, by reason (latest attempt of each id)</h3><table class="t" id="live-reasons"></table></div>
-<div><h3>Newest trajectories (click to open)</h3><ol id="live-newest"></ol></div>
+<div><h3>Newest records, every attempt (click to open)</h3><ol id="live-newest"></ol></div>
 </div>
-<p class="none" id="live-note">${esc('The figures above follow the run as it writes.')}</p>
+<p class="none"><span id="live-note">${esc('The figures above follow the run as it writes.')}</span> <button id="live-redraw" type="button">Redraw the charts</button></p>
 </section>
 <script type="application/json" id="live-init">${scriptJson(figures)}</script>`;
 }

@@ -6,11 +6,15 @@
  *   GET /events        server-sent events: `figures` (live.ts) whenever they change, and every
  *                      `heartbeat_s` (which keeps proxies from closing a quiet stream)
  *   GET /rows?g&t&f    the rows a page at that place in the files has not seen (JSON)
+ *   GET /overview?g&t&f  the overview (figures and charts) of the rows a page at that place holds
  *   GET /figures.json  the figures, for scripts
  *
  * One follower (`LiveRun`) looks at the run every `poll_ms` and reads only what was appended;
  * pages are told of changes and fetch the rows they lack. A page load reads the run's files up
- * to the follower's place, so the page and its figures describe the same bytes.
+ * to the follower's place, so the page and its figures describe the same bytes. The charts
+ * need every row counted again (`stats`' figures cannot be followed row by row at the cost of
+ * a few counters), so they are redrawn only when a page asks (a button, and once when the run
+ * stops): one read of the files, never one per look.
  *
  * The page shows the run's trajectories (questions, answers, tool outputs), which can be
  * private: the server listens on loopback unless told otherwise, and while it does it answers
@@ -27,7 +31,9 @@ import { statPath } from '../../files.js';
 import type { TokenCounter } from '../../tokens.js';
 import { latestIndexFor } from '../export.js';
 import { readDataset, type DatasetRow, type ReadOptions } from '../readers.js';
+import { computeStats } from '../stats.js';
 import { writeReport, type ReportData } from './build.js';
+import { overview } from './page.js';
 import { LiveRun, type Cursor } from './live.js';
 import { LIVE_SCRIPT, liveHtml } from './live-page.js';
 import { DEFAULT_ROW_OPTIONS, type RowOptions } from './rows.js';
@@ -141,18 +147,22 @@ export async function serveReport(dir: string, opts: ServeOptions): Promise<Repo
     for (const res of streams) res.write(event);
   };
 
+  /** The run's rows up to `cursor`, as the page builder and `stats` take them. */
+  async function rowsAt(cursor: Cursor): Promise<ReportData> {
+    const files = live.files;
+    const read: ReadOptions = { format: 'trajforge', onBadRow: 'skip', until: new Map([[files.trajectories, cursor.trajectories], [files.failures, cursor.failures]]) };
+    const any = statPath(files.trajectories) !== undefined || statPath(files.failures) !== undefined;
+    return any
+      ? { ...readDataset(dir, read), latest: await latestIndexFor(dir, read), source: dir }
+      : { rows: (async function* (): AsyncGenerator<DatasetRow> {})(), latest: { failuresFile: '', winners: new Map() }, source: dir };
+  }
+
   async function page(req: IncomingMessage, res: ServerResponse): Promise<void> {
     res.writeHead(200, PAGE_HEADERS);
     if (req.method === 'HEAD') return void res.end();
     // The page holds the rows up to where the figures are: the same bytes, however far the run has gone since.
-    const cursor = live.cursor;
     const figures = live.figures();
-    const files = live.files;
-    const read: ReadOptions = { format: 'trajforge', onBadRow: 'skip', until: new Map([[files.trajectories, cursor.trajectories], [files.failures, cursor.failures]]) };
-    const any = statPath(files.trajectories) !== undefined || statPath(files.failures) !== undefined;
-    const data: ReportData = any
-      ? { ...readDataset(dir, read), latest: await latestIndexFor(dir, read), source: dir }
-      : { rows: (async function* (): AsyncGenerator<DatasetRow> {})(), latest: { failuresFile: '', winners: new Map() }, source: dir };
+    const data = await rowsAt(figures.cursor);
     await writeReport(data, '-', {
       stdout: responseStream(res),
       title: opts.title ?? `trajforge live report: ${dir}`,
@@ -163,13 +173,34 @@ export async function serveReport(dir: string, opts: ServeOptions): Promise<Repo
     res.end();
   }
 
-  async function rows(url: URL, res: ServerResponse): Promise<void> {
+  function cursorOf(url: URL): Cursor {
     const n = (k: string): number => {
       const v = url.searchParams.get(k);
       return v !== null && /^\d+$/.test(v) ? Number(v) : Number.NaN;
     };
-    const cursor: Cursor = { generation: n('g'), trajectories: n('t'), failures: n('f') };
-    sendJson(res, 200, await live.rowsSince(cursor, rowOpts));
+    return { generation: n('g'), trajectories: n('t'), failures: n('f') };
+  }
+
+  async function rows(url: URL, res: ServerResponse): Promise<void> {
+    sendJson(res, 200, await live.rowsSince(cursorOf(url), rowOpts));
+  }
+
+  /** Pages at one place get one overview: it is made once. */
+  let drawn: { key: string; html: string } | undefined;
+  async function overviewOf(url: URL, res: ServerResponse): Promise<void> {
+    const cursor = cursorOf(url);
+    const now = live.cursor;
+    if (cursor.generation !== now.generation || !(cursor.trajectories <= now.trajectories) || !(cursor.failures <= now.failures)) {
+      return sendJson(res, 409, { reload: true });
+    }
+    const key = `${cursor.generation}:${cursor.trajectories}:${cursor.failures}`;
+    if (drawn?.key !== key) {
+      const data = await rowsAt(cursor);
+      const stats = await computeStats(data.rows, { latest: data.latest, report: data.report });
+      drawn = { key, html: overview(stats, stats.rows.counted, rowOpts) };
+    }
+    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
+    res.end(drawn.html);
   }
 
   function events(res: ServerResponse): void {
@@ -202,10 +233,12 @@ export async function serveReport(dir: string, opts: ServeOptions): Promise<Repo
           return events(res);
         case '/rows':
           return void rows(url, res).catch(done);
+        case '/overview':
+          return void overviewOf(url, res).catch(done);
         case '/figures.json':
           return sendJson(res, 200, live.figures());
         default:
-          return sendText(res, 404, 'not found: this server has /, /events, /rows and /figures.json');
+          return sendText(res, 404, 'not found: this server has /, /events, /rows, /overview and /figures.json');
       }
     } catch (err) {
       done(err);

@@ -38,15 +38,17 @@ function isNotFound(err: unknown): boolean {
 }
 
 /** The whole lines of `fh` from `from` (a line's start) until at least `budget` bytes are taken or `to` is reached; and where they end. */
-async function wholeLines(fh: FileHandle, from: number, to: number, budget: number): Promise<{ lines: TailLine[]; end: number }> {
+async function wholeLines(fh: FileHandle, from: number, to: number, budget: number): Promise<{ lines: TailLine[]; end: number; read: number }> {
   const lines: TailLine[] = [];
   let pending: Buffer[] = [];
   let lineStart = from;
   let end = from;
+  let read = 0;
   for (let pos = from; pos < to && end - from < budget; ) {
     const buf = Buffer.allocUnsafe(Math.min(CHUNK, to - pos));
     const { bytesRead } = await fh.read(buf, 0, buf.length, pos);
     if (bytesRead === 0) break;
+    read += bytesRead;
     const chunk = buf.subarray(0, bytesRead);
     let start = 0;
     for (let nl = chunk.indexOf(NL); nl !== -1; nl = chunk.indexOf(NL, start)) {
@@ -64,7 +66,7 @@ async function wholeLines(fh: FileHandle, from: number, to: number, budget: numb
     if (start < chunk.length) pending.push(chunk.subarray(start));
     pos += bytesRead;
   }
-  return { lines, end };
+  return { lines, end, read };
 }
 
 /** Whether byte `at` of `fh` is a newline. */
@@ -80,6 +82,7 @@ export class FileTail {
   /** Device and inode of the file read so far: another one at the path is a replacement. */
   #identity: string | undefined;
   #generation = 0;
+  #bytesRead = 0;
 
   constructor(path: string) {
     this.path = path;
@@ -88,6 +91,11 @@ export class FileTail {
   /** Bytes handed back so far as whole lines: where the next read starts. */
   get offset(): number {
     return this.#offset;
+  }
+
+  /** Bytes read from the file so far, every read counted: what following it has cost. */
+  get bytesRead(): number {
+    return this.#bytesRead;
   }
 
   /** How many times reading started over (a new file at the path); 0 at first. */
@@ -116,11 +124,15 @@ export class FileTail {
       let reset = false;
       if (this.#identity !== undefined && identity !== this.#identity) reset = true;
       else if (st.size < this.#offset) reset = true;
-      else if (this.#offset > 0 && !(await newlineAt(fh, this.#offset - 1))) reset = true;
+      else if (this.#offset > 0) {
+        this.#bytesRead++;
+        if (!(await newlineAt(fh, this.#offset - 1))) reset = true;
+      }
       if (reset) this.#startOver(identity);
       this.#identity = identity;
-      const { lines, end } = await wholeLines(fh, this.#offset, st.size, budget);
+      const { lines, end, read } = await wholeLines(fh, this.#offset, st.size, budget);
       this.#offset = end;
+      this.#bytesRead += read;
       return { reset, lines };
     } finally {
       await fh.close();
@@ -155,7 +167,8 @@ export async function linesBetween(path: string, from: number, to: number, budge
   }
   try {
     if (from > 0 && !(await newlineAt(fh, from - 1))) return undefined;
-    return await wholeLines(fh, from, to, budget);
+    const { lines, end } = await wholeLines(fh, from, to, budget);
+    return { lines, end };
   } finally {
     await fh.close();
   }
