@@ -46,8 +46,9 @@ started yet is waited for; a finished one is served as it is. Ctrl-C stops it (e
   --poll-ms N         how often the run's files are looked at (default ${S.poll_ms})
   --window S          seconds samples per minute is measured over (default ${S.rate_window_s})
   --newest N          newest trajectories named in the live panel (default ${S.newest})
-  --price-prompt P    US dollars per million prompt tokens } both: the spend in dollars;
-  --price-completion P  … and per million completion tokens } otherwise tokens only
+  --price-prompt P    US dollars per million prompt tokens, and
+  --price-completion P  per million completion tokens: with both, the spend is shown in
+                      dollars too; without, in tokens only
   --heartbeat S       seconds between keep-alive events to the page (default ${S.heartbeat_s})
   --read-chunk-bytes N  bytes of the run read per step (default ${S.read_chunk_bytes})
 `;

@@ -82,6 +82,9 @@ const PAGE_HEADERS = {
   'content-security-policy': "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; connect-src 'self'; base-uri 'none'; form-action 'none'",
 };
 
+/** Unsent bytes past which an event stream's reader is taken to be gone. */
+const STALLED_STREAM_BYTES = 1 << 20;
+
 function sendJson(res: ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);
   res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
@@ -144,7 +147,12 @@ export async function serveReport(dir: string, opts: ServeOptions): Promise<Repo
   const broadcast = (): void => {
     if (streams.size === 0) return;
     const event = `event: figures\ndata: ${JSON.stringify(live.figures())}\n\n`;
-    for (const res of streams) res.write(event);
+    for (const res of streams) {
+      // A page that stopped reading (a suspended laptop) would have events pile up here: it is let
+      // go, and its EventSource reconnects when it wakes.
+      if (res.writableLength > STALLED_STREAM_BYTES) res.destroy();
+      else res.write(event);
+    }
   };
 
   /** The run's rows up to `cursor`, as the page builder and `stats` take them. */
