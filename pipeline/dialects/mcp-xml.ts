@@ -33,6 +33,14 @@
  *   counts only when no `<answer>` block follows it, so there is at most one answer per
  *   reader-built trajectory.
  * - Citations do not exist in this dialect: `citedIds` is always empty.
+ * - MiroThinker's form (`mcpXmlDialect` with options, config `dialect_options`): a `Today is:`
+ *   sentence closing the prompt's second paragraph, where MiroThinker writes it, and tool
+ *   results sent back as bare user turns. Only `messages` changes: the training view and each
+ *   record's `output_text` keep the `<tool_output>` tags, because the view is one string and
+ *   the tags are what tell a result from the model's own text in it. The validator, the stats,
+ *   the report and the exporters all split the view at them (a call paired with its output,
+ *   snippet ids read from it, a result the model wrote itself caught), and a row carries no
+ *   dialect options to tell them where untagged results would begin.
  * - Structure tags inside tool text are escaped with tulu's escaper plus `<use_mcp_tool`
  *   (`&lt;`), so a web page can forge neither dialect's structure. A `\boxed{}` inside tool
  *   text is left alone: boxes inside an output are never the answer.
@@ -629,11 +637,21 @@ function clip(s: string, max = 120): string {
 // ---------------------------------------------------------------------------------------
 // Generation
 
+/** MiroThinker's form, resolved for one run: see `mcpXmlDialect`. */
+export interface McpXmlSettings {
+  /** `YYYY-MM-DD` for the `Today is:` sentence; undefined: none. */
+  readonly today?: string | undefined;
+  /** `plain`: tool results go back as bare user turns, without `<tool_output>`. */
+  readonly toolResults: 'tagged' | 'plain';
+}
+
+const DEFAULT_SETTINGS: McpXmlSettings = { toolResults: 'tagged' };
+
 /**
  * MiroThinker's layout: the tool-use format first, then every server with its tools and
  * their input schemas. A tool is listed under the MCP server that serves it.
  */
-export function systemPrompt(tools: readonly ToolSpec[]): string {
+export function systemPrompt(tools: readonly ToolSpec[], settings: McpXmlSettings = DEFAULT_SETTINGS): string {
   const byServer = new Map<string, ToolSpec[]>();
   for (const t of tools) {
     const server = t.server ?? 'tools';
@@ -649,7 +667,25 @@ export function systemPrompt(tools: readonly ToolSpec[]): string {
     }
   }
   const listing = lines.length > 0 ? lines.join('\n').trimEnd() : '(no tools are available: answer from what you know)';
-  return renderPrompt(loadPrompt('mcp-xml-system'), { tools: listing });
+  return renderPrompt(loadPrompt('mcp-xml-system'), {
+    tools: listing,
+    // Appended to the paragraph's last sentence, with its space, as MiroThinker writes it.
+    today: settings.today === undefined ? '' : ` Today is: ${settings.today}`,
+    result_wrapping: settings.toolResults === 'plain' ? '' : ', inside <tool_output>...</tool_output>',
+  });
+}
+
+/**
+ * A rendered tool output without its `<tool_output>` wrapper: what a `plain` result turn holds.
+ * The renderer escapes every tag inside tool text, so the wrapper is the first and last tag.
+ */
+export function plainToolResult(rendered: string): string {
+  let s = rendered;
+  if (s.startsWith('<tool_output>')) s = s.slice('<tool_output>'.length);
+  if (s.endsWith('</tool_output>')) s = s.slice(0, -'</tool_output>'.length);
+  if (s.startsWith('\n')) s = s.slice(1);
+  if (s.endsWith('\n')) s = s.slice(0, -1);
+  return s;
 }
 
 /**
@@ -675,3 +711,15 @@ export const mcpXml: Dialect = {
   bindCall: (call, tools) => bindJsonCall(call, tools, call.attributes.server_name ?? ''),
   renderCall,
 };
+
+/**
+ * The dialect in MiroThinker's form: the `Today is:` sentence and, with `plain`, tool results
+ * as bare user turns in `messages`. Reading and validating are unchanged (the view keeps its tags).
+ */
+export function mcpXmlDialect(settings: McpXmlSettings): Dialect {
+  return {
+    ...mcpXml,
+    systemPrompt: (tools) => systemPrompt(tools, settings),
+    ...(settings.toolResults === 'plain' ? { toolMessage: (text: string) => ({ role: 'user', content: plainToolResult(text) }) } : {}),
+  };
+}
