@@ -304,21 +304,26 @@ interface CallFields {
   readonly args: string | undefined;
   /** `</arguments>` was found inside the body. */
   readonly argsClosed: boolean;
+  /** Just after `</arguments>`, when it closes the body's last field (the server and tool names come before it). */
+  readonly argsEnd: number | undefined;
 }
 
 function readCallFields(text: string, f: FieldFinders, from: number, to: number): CallFields {
   const args = readField(text, f.args, '<arguments>', from, to, true);
   let argsClosed = false;
+  let argsEnd: number | undefined;
   if (args !== undefined) {
     const o = f.args[0](from);
     const c = f.args[1](o + '<arguments>'.length);
     argsClosed = c !== -1 && c < to;
+    if (argsClosed && f.server[0](from) < o && f.tool[0](from) < o) argsEnd = c + '</arguments>'.length;
   }
   return {
     server: readField(text, f.server, '<server_name>', from, to, false),
     tool: readField(text, f.tool, '<tool_name>', from, to, false),
     args,
     argsClosed,
+    argsEnd,
   };
 }
 
@@ -511,9 +516,10 @@ function recordDropped(text: string, from: number, log: RepairLog): void {
  * One raw completion → at most one action, in one pass:
  * 1. cut at the first `</use_mcp_tool>` (kept), whether or not the server honoured the stop;
  * 2. the first `<use_mcp_tool>` or `<tool_output>` outside a think closed later is the
- *    turn's structure: a call is the action (unclosed: closed when the finish reason is
- *    `stop`, as the server stripped the stop string; else `unclosed_call`, or `truncated` on
- *    a length cut); a call with no server or tool name is `malformed_call` and no action;
+ *    turn's structure: a call is the action (unclosed: ended after its `</arguments>` when
+ *    text follows them, `unclosed_call`; else closed when the finish reason is `stop`, as the
+ *    server stripped the stop string, else `unclosed_call`, or `truncated` on a length cut);
+ *    a call with no server or tool name is `malformed_call` and no action;
  *    a `<tool_output>` first is cut (`hallucinated_output`);
  * 3. with no call, the answer is what `parseTrajectory` takes for one: the last top-level
  *    `\boxed{}` (or an `<answer>` block); one still open at the end is closed
@@ -590,13 +596,20 @@ export function repairTurn(raw: string, finishReason: FinishReason): TurnRepairR
       prefix = `${prefix.trimEnd()}\n</think>\n`;
     }
     let callText = region.slice(first.start, callEnd);
-    if (closeEv === undefined) {
+    let keptEnd = callEnd;
+    if (closeEv === undefined && fields.argsEnd !== undefined && hasNonSpace(region, fields.argsEnd, bodyEnd)) {
+      // Text after the closed arguments is the model going on, not the call (a server that
+      // stripped the stop string leaves nothing there): the call ends with its arguments.
+      log.add('unclosed_call', `<use_mcp_tool> for ${fields.tool} never closed; ${bodyEnd - fields.argsEnd} characters after </arguments> dropped`);
+      keptEnd = fields.argsEnd;
+      callText = `${region.slice(first.start, keptEnd)}\n</use_mcp_tool>`;
+    } else if (closeEv === undefined) {
       const runsToEnd = bodyEnd === region.length && stop === undefined;
       if (runsToEnd && finishReason === 'length') log.add('truncated', `cut by length inside the call to ${fields.tool}`);
       else if (!(runsToEnd && finishReason === 'stop')) log.add('unclosed_call', `<use_mcp_tool> for ${fields.tool} never closed`);
       callText = `${callText.trimEnd()}${fields.args !== undefined && !fields.argsClosed ? '\n</arguments>' : ''}\n</use_mcp_tool>`;
     }
-    recordDropped(raw, callEnd, log);
+    recordDropped(raw, keptEnd, log);
     return done(prefix + callText, { kind: 'call', call: toParsedCall(fields) }, prefix.length);
   }
 

@@ -381,6 +381,9 @@ describe('misbehaviours apply to both roles', () => {
     expect(args).toBeGreaterThan(call);
     expect(turn.content.slice(args)).not.toMatch(/^<\/arguments>\s*<\/use_mcp_tool>/);
     expect(turn.content.slice(args + '</arguments>'.length).trim()).not.toBe('');
+    // trajforge ends the call after its arguments and says so.
+    expect(turn.repaired.action).toMatchObject({ kind: 'call', call: { toolName: 'search_and_browse' } });
+    expect(turn.repaired.repairs.map((r) => r.kind)).toContain('unclosed_call');
     expect(s.stats().misbehaviours.unclosed_call).toBe(1);
   });
 
