@@ -343,6 +343,8 @@ export function renderTextCall(dialect: TextDialect, call: CallSpec, closed: boo
 export function answerText(evidence: Evidence | null): string {
   if (evidence === null) return NOT_FOUND_ANSWER;
   const { snippet, sentence } = evidence;
+  // Evidence shown under no id (a report sent back as bare text) cannot be cited.
+  if (snippet.id === '') return sentence;
   return snippet.title === null
     ? `<cite id="${snippet.id}">${sentence}</cite>`
     : `${sentence} <cite id="${snippet.id}">${snippet.title}</cite>`;

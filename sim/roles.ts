@@ -167,9 +167,12 @@ export function subtasksFor(question: string, count: number): string[] {
   return out;
 }
 
-/** A report as the main agent reads it: its heading as the title, its quoted lines as the sentences. */
-function reportSnippet(result: string, index: number): Snippet | null {
-  let id = `report-${index + 1}`;
+/**
+ * A report as the main agent reads it: its quoted lines as the sentences, under the snippet id
+ * it was shown with ('' when it came as bare text: nothing to cite).
+ */
+function reportSnippet(result: string): Snippet | null {
+  let id = '';
   let body = unwrap(result);
   // tulu and native show a text result as one snippet; its id is what an answer cites.
   const open = /^<snippet\b[^>]*>/.exec(body);
@@ -195,8 +198,8 @@ function planMain(delegate: ToolChoice, conv: Conversation, messages: readonly C
   const thinks = rng() < 0.6;
   const subtasks = subtasksFor(conv.question, 1 + Math.floor(session() * 2));
   const calls = steps(conv.dialect, messages).filter((s) => s.tool === delegate.name);
-  const reports = calls.flatMap((s, i) => {
-    const r = s.result === null ? null : reportSnippet(s.result, i);
+  const reports = calls.flatMap((s) => {
+    const r = s.result === null ? null : reportSnippet(s.result);
     return r === null ? [] : [r];
   });
   const evidence = bestEvidence(conv.question, reports);
@@ -215,7 +218,7 @@ function planMain(delegate: ToolChoice, conv: Conversation, messages: readonly C
     const reasoning = `${calls.length === 0 ? 'I will hand the search to the browsing agent.' : `I have ${reports.length} report${reports.length === 1 ? '' : 's'} so far.`} Subtask ${calls.length + 1} of ${subtasks.length}: ${next}`;
     return { ...base, kind: 'call', reasoning: thinks ? reasoning : null, call: { tool: delegate, query: next }, lead };
   }
-  const reason = evidence === null ? 'No report answers the question.' : `The report ${evidence.snippet.id} says: ${evidence.sentence}`;
+  const reason = evidence === null ? 'No report answers the question.' : `The report${evidence.snippet.id === '' ? '' : ` ${evidence.snippet.id}`} says: ${evidence.sentence}`;
   // A forced answer (the summary prompt) is the box alone, as MiroThinker restates it.
   const lead = conv.forceAnswer ? '' : evidence === null ? 'The reports do not answer the question.' : `The browsing agent's report states: ${evidence.sentence}`;
   return { ...base, kind: 'answer', reasoning: thinks ? reason : null, call: null, lead };

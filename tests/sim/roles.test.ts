@@ -259,6 +259,18 @@ describe.each(DIALECTS)('%s: the main agent reads its reports', (name) => {
     else expect(dialect.citedIds(answer)).toEqual(['call_0-0']);
   });
 
+  it('cites nothing when a report came back as bare text, with no snippet id to cite', async () => {
+    const { client } = await sim({ seed: 8 });
+    const fact = 'Firefox first supported it in version 52, released 2017-03-07.';
+    const messages = history([report(fact), report('No more.')]).map((m, i) =>
+      i > 1 && (m.role === 'user' || m.role === 'tool') ? { ...m, content: i === 3 ? report(fact) : report('No more.') } : m,
+    );
+    const turn = await ask(client, dialect, messages, [SUBAGENT_TOOL]);
+    const answer = turn.repaired.action.kind === 'answer' ? turn.repaired.action.answer : '';
+    expect(answer).toContain(fact);
+    expect(dialect.citedIds(answer)).toEqual([]);
+  });
+
   it('says it could not find the answer when the reports carry nothing', async () => {
     const { client } = await sim({ seed: 8 });
     const turn = await ask(client, dialect, history(['Error: the browsing agent failed', '']), [SUBAGENT_TOOL]);
