@@ -175,9 +175,13 @@ function resolve(cfg: RunConfig, agents: Record<string, AgentConfig>): Map<strin
       }
     }
     const dialect: DialectName = a.dialect ?? cfg.dialect;
+    if (a.dialect_options !== undefined && dialect !== 'mcp-xml') fail(`${at}.dialect_options`, `only the mcp-xml dialect takes options (today, tool_results); this agent's dialect is ${dialect}`);
+    // An mcp-xml agent inherits the top-level options; an agent of another dialect has none.
+    const dialectOptions = a.dialect_options ?? (dialect === 'mcp-xml' ? cfg.dialect_options : undefined);
     const config: RunConfig = {
       ...cfg,
       dialect,
+      dialect_options: dialectOptions,
       tools: a.tools ?? inheritedTools(cfg.tools, cfg, seen),
       budgets: { ...cfg.budgets, ...defined(a.budgets) },
       context: { ...cfg.context, ...defined(a.context) },

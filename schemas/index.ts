@@ -144,6 +144,29 @@ export type FailureReason = z.infer<typeof FailureReason>;
 export const DialectName = z.enum(['tulu', 'mcp-xml', 'native']);
 export type DialectName = z.infer<typeof DialectName>;
 
+const DATE_OR_RUN = "expected a date YYYY-MM-DD or 'run'";
+
+/**
+ * Options of the mcp-xml dialect that reproduce MiroThinker's own transcripts (MiroVerse rows).
+ * A standalone object so that a config can give it at the top level and per agent. Absent, the
+ * dialect writes exactly what it writes without options.
+ */
+export const DialectOptions = z.strictObject({
+  /**
+   * A `Today is: YYYY-MM-DD` sentence in the system prompt, where MiroThinker puts it: a fixed
+   * date, or `run` for the run's creation date (UTC, from the manifest, so a resumed run renders
+   * the same prompt). Default: no date.
+   */
+  today: z.union([z.literal('run'), z.iso.date({ error: DATE_OR_RUN })], { error: DATE_OR_RUN }).optional(),
+  /**
+   * How tool results go back to the model in `messages`: `tagged` (default) inside
+   * `<tool_output>`, `plain` as a bare user turn, as MiroThinker sends them. The training view
+   * (`interleaved_text`) and `output_text` keep the tags either way.
+   */
+  tool_results: z.enum(['tagged', 'plain']).default('tagged'),
+});
+export type DialectOptions = z.infer<typeof DialectOptions>;
+
 export const NativeToolCall = z.object({
   id: z.string(),
   type: z.literal('function'),
@@ -511,6 +534,8 @@ export const AgentAsTool = z.strictObject({
  */
 export const AgentConfig = z.strictObject({
   dialect: DialectName.optional(),
+  /** mcp-xml only: MiroThinker's form (see DialectOptions). Default: the top-level ones, for an mcp-xml agent. */
+  dialect_options: DialectOptions.optional(),
   /** Text appended to the system prompt (after `objective_prompt`). */
   instructions: z.string().optional(),
   /** A prompt appended to the system prompt: the agent's objective. */
@@ -541,6 +566,8 @@ export type AgentConfig = z.infer<typeof AgentConfig>;
 export const RunConfig = z.strictObject({
   endpoint: EndpointConfig,
   dialect: DialectName.default('tulu'),
+  /** mcp-xml only: MiroThinker's form (see DialectOptions). */
+  dialect_options: DialectOptions.optional(),
   mcpServers: z.record(z.string(), McpServerConfig).default({}),
   tools: ToolsConfig.prefault({}),
   questions: QuestionsConfig.prefault({}),
@@ -643,6 +670,33 @@ export const RunManifest = z.object({
   merged_from: z.array(z.object({ dir: z.string(), run_id: z.string(), counts: RunCounts })).optional(),
 });
 export type RunManifest = z.infer<typeof RunManifest>;
+
+// ---------------------------------------------------------------------------------------
+// `trajforge report --serve`: the live view of a run (pipeline/dataset/report/serve.ts)
+
+export const ReportServeOptions = z.strictObject({
+  /** Address to listen on: loopback unless `allow_remote`, since the page shows the run's trajectories, which may be private. */
+  host: z.string().min(1).default('127.0.0.1'),
+  /** Port to listen on; 0 takes any free one. */
+  port: z.number().int().min(0).max(65_535).default(8321),
+  /** Listen on an address other than loopback (`--allow-remote`): anyone who can reach it reads the run. */
+  allow_remote: z.boolean().default(false),
+  /** Milliseconds between looks at the run's files (and the manifest). */
+  poll_ms: z.number().int().min(20).max(60_000).default(1000),
+  /** Seconds of the recent window that samples per minute is measured over. */
+  rate_window_s: z.number().int().min(1).max(86_400).default(60),
+  /** Newest trajectories named in the live panel. */
+  newest: z.number().int().min(1).max(500).default(10),
+  /** Bytes of the run's files read in one step: a look at the files, or one answer to a page that catches up. */
+  read_chunk_bytes: z.number().int().min(4096).max(1 << 30).default(8 << 20),
+  /** Seconds between keep-alive comments on the page's event stream (proxies close a silent one). */
+  heartbeat_s: z.number().int().min(1).max(3600).default(15),
+  /** US dollars per million prompt tokens: with it, the spend is shown in dollars as well as tokens. */
+  price_prompt: z.number().nonnegative().optional(),
+  /** US dollars per million completion tokens. */
+  price_completion: z.number().nonnegative().optional(),
+});
+export type ReportServeOptions = z.infer<typeof ReportServeOptions>;
 
 // ---------------------------------------------------------------------------------------
 // Curation: dedup and decontaminate (options with their defaults, and the records they write)

@@ -182,10 +182,15 @@ export function composeTurn(
   }
   // The reply to a failure-summary request is data; it carries no thinking in any dialect.
   if (plan.kind === 'summary') return textTurn(plan.summary, true, []);
+  // A sub-agent's report is prose in every dialect, thinking allowed before it (the caller strips it).
+  if (plan.kind === 'report') {
+    const report = plan.report ?? '';
+    return native ? { turn: { reasoning: plan.reasoning ?? '', content: report, toolCalls: [] }, honourStop: true, applied: [] } : textTurn(renderThink(plan.reasoning) + report, true, []);
+  }
   if (plan.kind === 'answer' || plan.call === null) {
     if (native) return { turn: { reasoning: plan.reasoning ?? '', content: answerText(plan.evidence), toolCalls: [] }, honourStop: true, applied: [] };
     const unclosed = drawn.has('unclosed_answer');
-    return textTurn(renderThink(plan.reasoning) + renderTextAnswer(dialect, plan.evidence, !unclosed), true, unclosed ? ['unclosed_answer'] : []);
+    return textTurn(renderThink(plan.reasoning) + renderTextAnswer(dialect, plan.evidence, !unclosed, plan.lead), true, unclosed ? ['unclosed_answer'] : []);
   }
   const applied: MisbehaviourKind[] = [];
   const variant = callVariant(dialect, plan.call, drawn, rng, applied);
@@ -230,7 +235,7 @@ function composeTextCall(
   // Further calls name the same server as the first; only its arguments are malformed.
   const extra = (i: number): string =>
     renderTextCall(dialect, { ...call, query: plan.extraQueries[i] ?? call.query }, true, { ...variant, style: 'json' });
-  let text = renderThink(plan.reasoning);
+  let text = renderThink(plan.reasoning) + (plan.lead === undefined || plan.lead === '' ? '' : `${plan.lead}\n\n`);
 
   if (unclosed) {
     applied.push('unclosed_call');
@@ -283,11 +288,12 @@ function composeNativeCall(
     const args = renderArguments(call.tool.argKey, query, i === 0 ? variant.style : 'json', true);
     return { id: callId(i), name: call.tool.name, arguments: i === 0 && unclosed ? args.slice(0, -1) : args };
   });
-  let content = '';
+  // What a model says beside its calls (roles.ts), then anything it invents.
+  let content = plan.lead ?? '';
   if (drawn.has('hallucinated_output')) {
     applied.push('hallucinated_output');
     const invented = inventToolOutput(plan, rng);
-    content = `${invented}\n${answerText(inventedEvidence(plan, invented))}`;
+    content = `${content === '' ? '' : `${content}\n`}${invented}\n${answerText(inventedEvidence(plan, invented))}`;
   }
   return { turn: { reasoning: plan.reasoning ?? '', content, toolCalls }, honourStop: true, applied };
 }

@@ -1,7 +1,8 @@
 /**
  * An OpenAI-compatible `/v1/chat/completions` on loopback that plays a scripted model
  * (policy.ts) in the dialect each request speaks — DR Tulu, MiroThinker's mcp-xml or native
- * function calling (dialects.ts) — and misbehaves at configured rates (misbehave.ts). It is
+ * function calling (dialects.ts) — and in the role it plays, when it is a main agent or a
+ * browsing sub-agent (roles.ts), and misbehaves at configured rates (misbehave.ts). It is
  * how the demo, the tests and the benchmarks run without a real model.
  *
  * Determinism: a request's draws come from the seed, a hash of its messages (and of the
@@ -27,6 +28,7 @@ import {
   type MisbehaviourRates,
 } from './misbehave.js';
 import { countToolOutputs, planTurn, readConversation, type ChatMessage, type Rng } from './policy.js';
+import { detectRole, planRoleTurn, sessionLabel } from './roles.js';
 
 export interface SimOptions {
   /** Port to listen on; 0 (the default) picks a free one. */
@@ -105,6 +107,12 @@ export interface SimStats {
   toolOutputsPerRequest: Record<string, number>;
   /** Chat requests by the dialect they were answered in. */
   requestsByDialect: Record<SimDialect, number>;
+  /**
+   * Chat requests that reached the policy, by the role they were answered in (roles.ts):
+   * `main` (can delegate a subtask), `browsing` (a sub-agent), `report` (a sub-agent asked for
+   * its summary), `none` (a plain agent).
+   */
+  requestsByRole: Record<'main' | 'browsing' | 'report' | 'none', number>;
   /** Chat requests by the field that carried the completion limit (`none` when neither did). */
   requestsByMaxTokensParam: Record<'max_tokens' | 'max_completion_tokens' | 'none', number>;
   /** Assistant messages sent back with their reasoning, by field. */
@@ -257,6 +265,7 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
     clientAborts: 0,
     toolOutputsPerRequest: {},
     requestsByDialect: Object.fromEntries(SIM_DIALECTS.map((d) => [d, 0])) as Record<SimDialect, number>,
+    requestsByRole: { main: 0, browsing: 0, report: 0, none: 0 },
     requestsByMaxTokensParam: { max_tokens: 0, max_completion_tokens: 0, none: 0 },
     reasoningSentBack: { reasoning: 0, reasoning_content: 0 },
   };
@@ -377,7 +386,13 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
     }
 
     const conversation = readConversation(request.messages, request.tools, dialect);
-    const plan = planTurn(conversation, { callsPerSample }, rng('policy'));
+    const role = detectRole(request.messages, request.tools, dialect);
+    stats.requestsByRole[role === null ? 'none' : role.kind === 'browsing' && role.summary ? 'report' : role.kind]++;
+    // A role's session-wide choices come from the seed and the session's first user message.
+    const plan =
+      role === null
+        ? planTurn(conversation, { callsPerSample }, rng('policy'))
+        : planRoleTurn(role, conversation, request.messages, rng('policy'), seededRng(`${seed}\u0000session\u0000${sessionLabel(request.messages)}`));
     // A repetition loop runs past max_tokens (or the context), so the server cuts it: finish_reason length.
     const composed = composeTurn(plan, dialect, drawn, rng('content'), {
       repeatChars: Math.min(request.maxTokens ?? 4096, contextWindow ?? Infinity) * CHARS_PER_TOKEN + 64,

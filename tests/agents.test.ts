@@ -316,6 +316,25 @@ describe('the agents section of the config', () => {
     expect(load({ a: { as_tool: { name: 'same' } }, b: { as_tool: { name: 'same' } } })).toBe('FILE: agents.b.as_tool.name: sub-agents a and b are both offered as same; give one another as_tool.name');
     expect(load({ a: { final_answer: 'when_needed' } })).toBe('FILE: agents.a.final_answer: a sub-agent always ends with its final-answer prompt: its reply is the report its caller gets');
     expect(load({ researcher: {} })).toBe('ok');
+    expect(load({ researcher: { dialect: 'tulu', dialect_options: { today: 'run' } } }, { dialect: 'mcp-xml' })).toBe(
+      "FILE: agents.researcher.dialect_options: only the mcp-xml dialect takes options (today, tool_results); this agent's dialect is tulu",
+    );
+  });
+
+  it('dialect_options: an mcp-xml agent inherits the top-level ones, an agent of another dialect has none, its own win', async () => {
+    const { agentSettings } = await import('../pipeline/agent-config.js');
+    const dir = tempDir('tf-agents-cfg-');
+    const cfg = loadConfig(
+      writeConfig(dir, 'http://127.0.0.1:9/v1', {
+        dialect: 'mcp-xml',
+        dialect_options: { today: '2025-06-08', tool_results: 'plain' },
+        agents: { a: { dialect: 'tulu' }, b: { dialect_options: { today: 'run' } } },
+      }),
+    );
+    const s = agentSettings(cfg)!;
+    expect(s.get('main')!.config.dialect_options).toEqual({ today: '2025-06-08', tool_results: 'plain' });
+    expect(s.get('a')!.config.dialect_options).toBeUndefined();
+    expect(s.get('b')!.config.dialect_options).toEqual({ today: 'run', tool_results: 'tagged' });
   });
 
   it('refuses an unknown key with its path, and a name that cannot go into an id', () => {

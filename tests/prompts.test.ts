@@ -21,7 +21,17 @@ const QUESTION = 'Which enzyme does aspirin inhibit irreversibly?';
 
 const USES: Readonly<Record<string, Use>> = {
   'tulu-system': { caller: 'dialects/tulu.ts systemPrompt', vars: { tools: '- pubmed_search: Search PubMed abstracts (TOOLS_LISTING_1)' } },
-  'mcp-xml-system': { caller: 'dialects/mcp-xml.ts systemPrompt', vars: { tools: '## Server name: corpus\n### Tool name: pubmed_search (TOOLS_LISTING_2)' } },
+  'mcp-xml-system': {
+    caller: 'dialects/mcp-xml.ts systemPrompt',
+    vars: { tools: '## Server name: corpus\n### Tool name: pubmed_search (TOOLS_LISTING_2)', today: ' Today is: 2025-06-08', result_wrapping: ', inside <tool_output>...</tool_output>' },
+  },
+  // Hierarchical agents (#15): the agents' config defaults, and what the sim's roles key on.
+  // Every final-answer prompt is rendered with {question} and {task} (rollout.ts #finalAnswerAsk), so an agent's `final_answer_prompt` may use either.
+  subtask: { caller: "generate/agents.ts: a sub-agent's first user message (task_prompt)", vars: { subtask: 'Find the year aspirin was first synthesised.' } },
+  'browsing-agent-summary': { caller: "rollout.ts: a sub-agent's final-report prompt", vars: { question: 'Find the year aspirin was first synthesised.', task: 'Find the year aspirin was first synthesised.' }, optional: ['question'] },
+  'main-agent-summary': { caller: "rollout.ts: the main agent's final-answer prompt (MiroThinker's)", vars: { question: QUESTION, task: QUESTION }, optional: ['task'] },
+  'main-agent-objective': { caller: "generate/agents.ts: appended to the main agent's system prompt (objective_prompt, raw)", vars: {} },
+  'browsing-agent-objective': { caller: "generate/agents.ts: appended to the browsing sub-agent's system prompt (objective_prompt, raw)", vars: {} },
   'mcp-xml-summary': { caller: 'rollout.ts final-answer prompt (mcp-xml)', vars: { question: QUESTION } },
   'force-answer': { caller: 'rollout.ts final-answer prompt (tulu)', vars: { question: QUESTION }, optional: ['question'] },
   'native-final-answer': { caller: 'rollout.ts final-answer prompt (native)', vars: { question: QUESTION }, optional: ['question'] },
@@ -37,12 +47,6 @@ const USES: Readonly<Record<string, Use>> = {
   'mcp-xml-nudge': { caller: 'rollout.ts nudge (mcp-xml, before any tool has run; raw)', vars: {} },
   'native-system': { caller: 'dialects/native.ts systemPrompt (raw)', vars: {} },
   'judge-simpleqa': { caller: 'judge.ts Judge.grade', vars: { question: QUESTION, gold: 'cyclooxygenase (COX-1)', answer: 'It blocks COX-1 <cite id="pm-1">x</cite>.' } },
-  // Agents: every final-answer prompt is rendered with {question} and {task} (agents' `final_answer_prompt`).
-  subtask: { caller: "generate/agents.ts a sub-agent's first message (task_prompt)", vars: { subtask: 'Find the enzyme aspirin acetylates (SUBTASK_1)' } },
-  'browsing-agent-summary': { caller: "rollout.ts a sub-agent's final-answer prompt (its report)", vars: { question: QUESTION, task: 'Find the enzyme aspirin acetylates (SUBTASK_2)' }, optional: ['question'] },
-  'main-agent-summary': { caller: "rollout.ts final-answer prompt (MiroThinker's main agent)", vars: { question: QUESTION, task: QUESTION }, optional: ['task'] },
-  'main-agent-objective': { caller: 'generate/agents.ts system prompt (objective_prompt, raw)', vars: {} },
-  'browsing-agent-objective': { caller: 'generate/agents.ts system prompt (objective_prompt, raw)', vars: {} },
 };
 
 const PLACEHOLDER = /\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
@@ -126,8 +130,31 @@ describe('what the loop and the sim rely on', () => {
     expect(text).toContain('2');
   });
 
-  it('subtask ends with the line the sim tells a sub-agent session by', () => {
-    expect(render('subtask').trimEnd().split('\n').at(-1)).toBe('Please provide the answer and detailed supporting information of the subtask given to you.');
+  it('mcp-xml-system closes its second paragraph with the date, where MiroThinker writes it', () => {
+    const line = render('mcp-xml-system').split('\n')[2]!;
+    expect(line).toMatch(/^You only have access to the tools provided below\. .* previous tool-use\. Today is: 2025-06-08$/);
+  });
+
+  it('subtask ends with the line a sub-agent session is told apart by', () => {
+    const lines = render('subtask').trimEnd().split('\n');
+    expect(lines[0]).toBe('Find the year aspirin was first synthesised.');
+    expect(lines.at(-1)).toBe('Please provide the answer and detailed supporting information of the subtask given to you.');
+  });
+
+  it('browsing-agent-summary quotes the task, forbids tools and asks for a structured report, never a "final answer" nor a FAILURE SUMMARY', () => {
+    const text = render('browsing-agent-summary');
+    expect(text).toContain('"Find the year aspirin was first synthesised."');
+    expect(text).toMatch(/must NOT initiate any further tool use/);
+    expect(text).toMatch(/structured report/);
+    // The sim takes "final answer" for the main agent's summary prompt, FAILURE SUMMARY for a failure summary.
+    expect(text).not.toMatch(/final answer/i);
+    expect(text).not.toContain('FAILURE SUMMARY');
+  });
+
+  it('the objectives say which agent is which, and only the browsing one says "browsing"', () => {
+    expect(render('main-agent-objective')).toMatch(/^# Agent Specific Objective\n\nYou are a task-solving agent/);
+    expect(render('browsing-agent-objective')).toMatch(/^# Agent Specific Objective\n\nYou are an agent that performs the task of searching and browsing/);
+    expect(render('main-agent-objective')).not.toMatch(/browsing/);
   });
 
   it('judge-simpleqa names the three verdicts the parser reads', () => {

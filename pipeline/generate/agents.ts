@@ -12,7 +12,7 @@
  */
 import { SCHEMA_VERSION, type Experience, type RunConfig, type Sample, type Trajectory } from '../../schemas/index.js';
 import { agentSettings, MAIN_AGENT, type AgentSettings } from '../agent-config.js';
-import { getDialect } from '../dialects/index.js';
+import { dialectFor, getDialect } from '../dialects/index.js';
 import type { Dialect, ParsedCall, ToolSpec } from '../dialects/types.js';
 import { TrajforgeError } from '../errors.js';
 import { loadPrompt, renderPrompt } from '../prompts.js';
@@ -64,14 +64,17 @@ export class Agents {
   readonly configured: boolean;
 
   /**
-   * Resolves every agent's tools and prompt, before the run directory is touched: a tool name
-   * an agent would see twice is an error naming the field.
+   * Resolves every agent's tools, dialect and prompt: a tool name an agent would see twice is an
+   * error naming the field. `runCreatedAt` is the run's `manifest.created_at`, whose date an
+   * mcp-xml agent with `dialect_options.today: run` writes (default now: for the check made
+   * before the run directory is opened).
    */
-  constructor(opts: { readonly config: RunConfig; readonly executor: Executor }) {
+  constructor(opts: { readonly config: RunConfig; readonly executor: Executor; readonly runCreatedAt?: string | undefined }) {
+    const createdAt = opts.runCreatedAt ?? new Date().toISOString();
     const settings = agentSettings(opts.config);
     this.configured = settings !== undefined;
     if (settings === undefined) {
-      const dialect = getDialect(opts.config.dialect);
+      const dialect = dialectFor(opts.config.dialect, opts.config.dialect_options, createdAt);
       const tools = opts.executor.tools();
       this.#plans.set(MAIN_AGENT, {
         settings: undefined,
@@ -85,7 +88,7 @@ export class Agents {
       });
       return;
     }
-    for (const s of settings.values()) this.#plans.set(s.name, plan(s, settings, opts.executor));
+    for (const s of settings.values()) this.#plans.set(s.name, plan(s, settings, opts.executor, createdAt));
   }
 
   /** Each agent and the tools it is offered (its MCP tools, then its sub-agents), main first. */
@@ -204,8 +207,8 @@ class AgentToolbox implements Toolbox {
 }
 
 /** An agent's view, prompt and tools. A sub-agent's tool name that one of its MCP tools already has is an error. */
-function plan(s: AgentSettings, all: ReadonlyMap<string, AgentSettings>, executor: Executor): AgentPlan {
-  const dialect = getDialect(s.config.dialect);
+function plan(s: AgentSettings, all: ReadonlyMap<string, AgentSettings>, executor: Executor, createdAt: string): AgentPlan {
+  const dialect = dialectFor(s.config.dialect, s.config.dialect_options, createdAt);
   const view: ToolView = executor.view(s.config.tools, {
     servers: s.servers,
     field: s.ownTools ? `agents.${s.name}.tools` : 'tools',

@@ -228,7 +228,7 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
   let store: RunStore;
   let agents: Agents;
   try {
-    // Each agent's tools, before the run directory is touched: a name clash leaves nothing behind.
+    // Each agent's tools and prompt, before the run directory is touched: a name clash leaves nothing behind.
     agents = new Agents({ config, executor });
     store = await plan.openStore(scrubber);
   } catch (err) {
@@ -239,6 +239,9 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
   // Said at once, before the progress line, and again in the summary.
   for (const n of store.notices) plan.progress?.write(`note: ${n}\n`);
   const runId = store.manifest.run_id;
+  // After the store: `today: run` is the run's creation date, the same on every resume, so the
+  // agents' dialects and prompts are made again with it.
+  agents = new Agents({ config, executor, runCreatedAt: store.manifest.created_at });
   // `concurrency` is model requests in flight, whichever session of whichever family sends them.
   const llm = new LlmClient(config.endpoint, { apiKey, maxConcurrency: config.concurrency });
   const summaryDeps = { llm, dialect: agents.main.dialect, config: agents.main.config, tools: agents.main.tools };
