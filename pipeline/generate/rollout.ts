@@ -180,10 +180,6 @@ const ENDPOINT_FAILURES: ReadonlySet<FailureReason> = new Set(Object.values(FAIL
  */
 export const PAST_MAX_TOKENS_RULE = 'endpoint.past_max_tokens';
 
-export async function rollout(sample: Sample, attempt: number, deps: RolloutDeps, signal?: AbortSignal, experience?: Experience): Promise<Trajectory> {
-  return (await runAgentSession(sample, attempt, deps, signal, experience)).trajectory;
-}
-
 /** One session and its sub-agents' sessions: the records of a family, below and including this one. */
 export async function runAgentSession(sample: Sample, attempt: number, deps: RolloutDeps, signal?: AbortSignal, experience?: Experience): Promise<SessionRecords> {
   const session = new Session(sample, attempt, deps, signal, experience);
