@@ -119,13 +119,13 @@ describe('trajforge generate (CLI)', () => {
     const config = writeConfig(dir, sim.url, { concurrency: 4 });
     const args = ['generate', '--config', config, '--limit', '40'];
     const { spawn } = await import('node:child_process');
-    const { CLI } = await import('./helpers.js');
+    const { CLI, completeLines } = await import('./helpers.js');
     const out = join(dir, 'run');
     for (let kill = 0; kill < 2; kill++) {
       const child = spawn(process.execPath, [CLI, ...args], { stdio: 'ignore' });
       // Kill once some records are on disk, mid-write if we are lucky.
       const deadline = Date.now() + 30_000;
-      while (readJsonl(join(out, 'trajectories.jsonl')).length < 5 * (kill + 1) && Date.now() < deadline) {
+      while (completeLines(join(out, 'trajectories.jsonl')) < 5 * (kill + 1) && Date.now() < deadline) {
         await new Promise((r) => setTimeout(r, 20));
       }
       child.kill('SIGKILL');

@@ -47,6 +47,16 @@ export function readJsonl(file: string): Record<string, any>[] {
     .map((l) => JSON.parse(l));
 }
 
+/** Whole lines in a file another process may be appending to: a last line without its newline is still being written. */
+export function completeLines(file: string): number {
+  try {
+    const text = readFileSync(file, 'utf8');
+    return text.slice(0, text.lastIndexOf('\n') + 1).split('\n').filter((l) => l.trim() !== '').length;
+  } catch {
+    return 0;
+  }
+}
+
 export interface CliResult {
   code: number | null;
   signal: NodeJS.Signals | null;
