@@ -26,6 +26,7 @@ import {
   type MisbehaviourKind,
   type MisbehaviourRates,
 } from './misbehave.js';
+import { judgeReply, readJudgeRequest } from './judge.js';
 import { countToolOutputs, planTurn, readConversation, type ChatMessage, type Rng } from './policy.js';
 
 export interface SimOptions {
@@ -109,6 +110,8 @@ export interface SimStats {
   requestsByMaxTokensParam: Record<'max_tokens' | 'max_completion_tokens' | 'none', number>;
   /** Assistant messages sent back with their reasoning, by field. */
   reasoningSentBack: Record<'reasoning' | 'reasoning_content', number>;
+  /** Chat requests that were gradings (sim/judge.ts), answered as a judge; the rest were the policy's. */
+  judgeRequests: number;
 }
 
 export interface Sim {
@@ -259,6 +262,7 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
     requestsByDialect: Object.fromEntries(SIM_DIALECTS.map((d) => [d, 0])) as Record<SimDialect, number>,
     requestsByMaxTokensParam: { max_tokens: 0, max_completion_tokens: 0, none: 0 },
     reasoningSentBack: { reasoning: 0, reasoning_content: 0 },
+    judgeRequests: 0,
   };
   const bump = (table: Record<string, number>, key: string | number): void => {
     table[key] = (table[key] ?? 0) + 1;
@@ -376,13 +380,18 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
       return sendEndless(res, request, signal);
     }
 
-    const conversation = readConversation(request.messages, request.tools, dialect);
-    const plan = planTurn(conversation, { callsPerSample }, rng('policy'));
-    // A repetition loop runs past max_tokens (or the context), so the server cuts it: finish_reason length.
-    const composed = composeTurn(plan, dialect, drawn, rng('content'), {
-      repeatChars: Math.min(request.maxTokens ?? 4096, contextWindow ?? Infinity) * CHARS_PER_TOKEN + 64,
-      callId: (i) => `call_${createHash('sha256').update(`${key}\u0000${count}\u0000${i}`).digest('hex').slice(0, 24)}`,
-    });
+    // A grading request is the judge role's (sim/judge.ts), not the policy's.
+    const grading = readJudgeRequest(request.messages);
+    if (grading !== null) stats.judgeRequests++;
+    const unreadable = grading !== null && drawn.has('judge_unreadable');
+    const composed =
+      grading !== null
+        ? { turn: { reasoning: '', content: judgeReply(grading, unreadable), toolCalls: [] }, honourStop: true, applied: unreadable ? (['judge_unreadable'] as const) : [] }
+        : composeTurn(planTurn(readConversation(request.messages, request.tools, dialect), { callsPerSample }, rng('policy')), dialect, drawn, rng('content'), {
+            // A repetition loop runs past max_tokens (or the context), so the server cuts it: finish_reason length.
+            repeatChars: Math.min(request.maxTokens ?? 4096, contextWindow ?? Infinity) * CHARS_PER_TOKEN + 64,
+            callId: (i) => `call_${createHash('sha256').update(`${key}\u0000${count}\u0000${i}`).digest('hex').slice(0, 24)}`,
+          });
     for (const kind of composed.applied) applied(kind);
     const parsed = reasoningParser && dialect !== 'native' ? parseReasoning(composed.turn) : composed.turn;
 

@@ -574,8 +574,8 @@ describe('trajforge validate --judge', () => {
     }
   });
 
-  it("against the sim, which answers questions and never grades: each grading is unreadable, reported as a gold.judge warning, and the exit stays 0", async () => {
-    const sim = await startSim({ port: 0, seed: 2 });
+  it("against the sim as a judge: a grading it makes unreadable (judge_unreadable) is a gold.judge warning, and the exit stays 0", async () => {
+    const sim = await startSim({ port: 0, seed: 2, misbehave: { judge_unreadable: 1 } });
     try {
       const cfgDir = tempDir('tf-judge-cfg-');
       const cfg = writeConfig(cfgDir, sim.url);

@@ -34,6 +34,11 @@ export function printSummary(s: GenerateSummary): void {
     const more = x.unaccounted.count > x.unaccounted.first.length ? ', …' : '';
     out(`no record  ${x.unaccounted.count} planned samples (${x.unaccounted.first.join(', ')}${more}); the same command redoes them`);
   }
+  if (x.notNeeded) out(`until      ${x.notNeeded} samples not run: an earlier sample of their question was judged correct (--until-correct)`);
+  if (s.judge) {
+    const j = s.judge;
+    out(`judge      ${j.judged} judged: ${kv(j.byVerdict)}; decided by ${kv(j.bySteps)}; ${j.requests} requests, ${j.cached} from cache`);
+  }
   if (x.schemaRejected) out(`schema     ${x.schemaRejected} records failed their schema and were written as invalid failures (the schema's message is in their error)`);
   out(`failed by  ${kv(x.byReason)}`);
   out(`tool calls ${done ? (x.toolCalls / done).toFixed(2) : '0'} per sample (${x.toolCalls} in all; ${s.executor.cacheHits} from cache, ${s.executor.errors} errors, ${s.executor.restarts} server restarts)`);
@@ -67,6 +72,7 @@ export async function run(argv: string[]): Promise<number> {
       limit: { type: 'string' },
       concurrency: { type: 'string' },
       samples: { type: 'string' },
+      'until-correct': { type: 'boolean' },
       shard: { type: 'string' },
       seed: { type: 'string' },
       'base-url': { type: 'string' },
@@ -94,6 +100,7 @@ export async function run(argv: string[]): Promise<number> {
     limit: int('limit', values.limit),
     concurrency: int('concurrency', values.concurrency),
     samples: int('samples', values.samples),
+    untilCorrect: values['until-correct'] ? true : undefined,
     shard: values.shard,
     seed: int('seed', values.seed),
     baseUrl: values['base-url'],

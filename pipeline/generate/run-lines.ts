@@ -125,6 +125,8 @@ export interface RunLine {
   readonly attempt?: unknown;
   readonly reason?: unknown;
   readonly status?: unknown;
+  readonly question_id?: unknown;
+  readonly judgement?: unknown;
 }
 
 /** One line of trajectories.jsonl or failures.jsonl: an object with an id, or an error naming the file and line. */

@@ -19,14 +19,14 @@ import { appendWhole } from '../jsonl.js';
 import { Scrubber } from '../secrets.js';
 import { fsError } from '../files.js';
 import { releaseLock, takeLock } from './lock.js';
-import { describeTailRepair, parseRunLine, repairTail } from './run-lines.js';
+import { describeTailRepair, parseRunLine, repairTail, type RunLine } from './run-lines.js';
 
 export const TRAJECTORIES = 'trajectories.jsonl';
 export const FAILURES = 'failures.jsonl';
 export const MANIFEST = 'manifest.json';
 
-/** Each line's `id`, `attempt` and `reason`, without keeping the records. */
-async function scanIds(file: string, visit: (id: string, attempt: number, reason: string) => void): Promise<void> {
+/** Each line's `id`, `attempt` and `reason` (and the line, for what else a caller notes), without keeping the records. */
+async function scanIds(file: string, visit: (id: string, attempt: number, reason: string, rec: RunLine) => void): Promise<void> {
   if (!existsSync(file)) return;
   const rl = createInterface({ input: createReadStream(file, { encoding: 'utf8' }), crlfDelay: Infinity });
   let line = 0;
@@ -34,7 +34,7 @@ async function scanIds(file: string, visit: (id: string, attempt: number, reason
     line++;
     if (text.trim() === '') continue;
     const rec = parseRunLine(text, file, line);
-    visit(rec.id, typeof rec.attempt === 'number' ? rec.attempt : 0, typeof rec.reason === 'string' ? rec.reason : 'unknown');
+    visit(rec.id, typeof rec.attempt === 'number' ? rec.attempt : 0, typeof rec.reason === 'string' ? rec.reason : 'unknown', rec);
   }
 }
 
@@ -98,6 +98,8 @@ function resumeWith(manifest: RunManifest, opts: OpenRunOptions, file: string): 
 export class RunStore {
   readonly dir: string;
   readonly accepted = new IdSet();
+  /** Question ids with an accepted sample the judge found correct: `--until-correct` runs no more of their samples. */
+  readonly answered = new IdSet();
   /** The latest failed attempt of each id that has no accepted record. */
   readonly failed = new Map<string, { attempt: number; reason: string }>();
   readonly resumed: boolean;
@@ -166,7 +168,10 @@ export class RunStore {
       store.notices.push(...notices);
       const repairs = [repairTail(join(dir, TRAJECTORIES)), repairTail(join(dir, FAILURES))].filter((r) => r !== undefined);
       store.notices.push(...repairs.map(describeTailRepair));
-      await scanIds(join(dir, TRAJECTORIES), (id) => store.accepted.add(id));
+      await scanIds(join(dir, TRAJECTORIES), (id, _attempt, _reason, rec) => {
+        store.accepted.add(id);
+        store.#noteAnswered(rec);
+      });
       await scanIds(join(dir, FAILURES), (id, attempt, reason) => store.#noteFailure(id, attempt, reason));
       store.#traj = await open(join(dir, TRAJECTORIES), 'a');
       store.#fail = await open(join(dir, FAILURES), 'a');
@@ -217,6 +222,7 @@ export class RunStore {
       if (traj.status === 'ok') {
         this.accepted.add(traj.id);
         this.failed.delete(traj.id);
+        this.#noteAnswered(traj);
       } else {
         this.#noteFailure(traj.id, traj.attempt, traj.reason ?? 'unknown');
       }
@@ -227,6 +233,11 @@ export class RunStore {
       () => undefined,
     );
     return result;
+  }
+
+  #noteAnswered(rec: RunLine): void {
+    const verdict = (rec.judgement as { verdict?: unknown } | null | undefined)?.verdict;
+    if (verdict === 'correct' && typeof rec.question_id === 'string') this.answered.add(rec.question_id);
   }
 
   #noteFailure(id: string, attempt: number, reason: string): void {
