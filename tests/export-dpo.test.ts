@@ -176,6 +176,29 @@ describe('export --format dpo', () => {
     expect(out.stderr).toContain('1 with no chosen and rejected under the same prompt');
   });
 
+  it('each sample id counts by its latest state, as stats and merge read a run: accepted beats failed, then the later attempt, then the later row', async () => {
+    const [q, e] = [...sides(runs.tulu!.records)].find(([, x]) => x.chosen.length && x.rejected.length)!;
+    const get = (id: string) => runs.tulu!.records.find((t) => t.id === id)!;
+    const c = get(e.chosen[0]!);
+    const r = get(e.rejected[0]!);
+    const unjudged = (t: Record<string, any>) => ({ ...t, status: 'failed', reason: 'unjudged', judgement: { ...t.judgement, verdict: 'unjudged' } });
+    const write = (name: string, list: Record<string, any>[]): string => {
+      const file = join(dir, name);
+      writeFileSync(file, list.map((t) => JSON.stringify(t)).join('\n') + '\n');
+      return file;
+    };
+    // The rejected sample's unjudged record after its verdict: the later row wins, nothing to pair.
+    const later = await dpo(write('later.jsonl', [c, unjudged(c), r, unjudged(r)]));
+    expect(later.rows).toEqual([]);
+    expect(later.stderr).toContain('2 rows superseded by a later state of their sample id');
+    // Before it (as a run's failures.jsonl holds it when rerun judged it): the verdict wins; an accepted record beats its unjudged one anywhere.
+    const before = await dpo(write('before.jsonl', [unjudged(c), c, unjudged(r), r, unjudged(c)]));
+    expect(before.rows.map((x) => [x.id, x.chosen_id, x.rejected_id])).toEqual([[q, c.id, r.id]]);
+    // A later attempt wins over an earlier one whatever the order.
+    const retried = await dpo(write('retried.jsonl', [c, { ...r, attempt: 1, judgement: { ...r.judgement, verdict: 'unjudged' }, reason: 'unjudged' }, r]));
+    expect(retried.rows).toEqual([]);
+  });
+
   it('flags for the token formats are refused with dpo', async () => {
     for (const flag of [['--mask', 'train_on_last'], ['--all'], ['--max-tokens', '8k']]) {
       const r = await dpo(runs.tulu!.dir, ...flag);

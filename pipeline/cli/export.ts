@@ -166,8 +166,7 @@ export async function run(argv: string[]): Promise<number> {
 }
 
 /**
- * `--format dpo`: pairs from a run's accepted and failed rows (the rejected ones are failures),
- * a run directory read for the latest state of each sample id.
+ * `--format dpo`: pairs from a run's accepted and failed rows (the rejected ones are failures).
  */
 async function runDpo(input: string, out: string, values: Record<string, unknown>, selected: ((row: DatasetRow) => boolean) | undefined): Promise<number> {
   for (const flag of ['mask', 'empty-think', 'chat-template', 'max-tokens', 'all', 'tokenizer'] as const) {
@@ -177,9 +176,6 @@ async function runDpo(input: string, out: string, values: Record<string, unknown
   const maxPairs = raw === undefined ? 1 : raw === 'all' ? Infinity : Number(raw);
   if (!(maxPairs >= 1) || (maxPairs !== Infinity && !Number.isInteger(maxPairs))) throw new TrajforgeError('BAD_USAGE', `--max-pairs: expected a whole number of at least 1, or all; got "${raw}"`, { field: 'max-pairs' });
   const read = readOptions(values['format-in'] as string | undefined, values['on-bad-row'] as string | undefined);
-  const latest = await latestIndexFor(input, read);
-  const latestOnly = latest ? latestFilter(latest) : undefined;
-  const keep = latestOnly && selected ? (row: DatasetRow) => latestOnly(row) && selected(row) : (latestOnly ?? selected);
   const opts = {
     view: oneOf('view', values.view as string | undefined, VIEW_MODES),
     toolRole: oneOf('tool-role', values['tool-role'] as string | undefined, TOOL_ROLES),
@@ -196,7 +192,8 @@ async function runDpo(input: string, out: string, values: Record<string, unknown
   let writer: JsonlWriter | undefined;
   try {
     writer = new JsonlWriter(out);
-    const counts = await exportDpo(rows, writer, opts, keep);
+    // exportDpo keeps the latest state of each sample id itself (a run directory, or rows cut from one).
+    const counts = await exportDpo(rows, writer, opts, selected);
     if (counts.outputClosed) {
       writer.abort();
       return 0;

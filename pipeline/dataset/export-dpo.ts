@@ -13,7 +13,10 @@
  * `--view`, `--tool-role`), so they are what the model saw, without the `train` flags (DPO
  * scores the whole continuation).
  *
- * Candidates, per question id (a run directory: the latest state of each sample id):
+ * Candidates, per question id, from the latest state of each sample id, as `merge` and `stats`
+ * read a run: accepted beats failed, then the higher attempt, then the later row (a run
+ * directory, and a file cut from one by `filter` or `decontaminate`, holds an id's earlier
+ * attempts, and a re-judged sample's unjudged record):
  * - chosen: accepted and judged correct (`status ok`, `judgement.verdict correct`);
  * - rejected: judged incorrect or not attempted, accepted or not (a wrong answer to a gold
  *   question fails its sample; a rubric question scored under `rubric_pass` is accepted).
@@ -74,6 +77,8 @@ export interface DpoCounts {
   rejected: number;
   /** Rows neither chosen nor rejected: not judged, unjudged, or failed for another reason. */
   notCandidates: number;
+  /** Rows of a sample id that a later row of it replaced. */
+  superseded: number;
   unexportable: number;
   questions: number;
   /** Questions with a pair written. */
@@ -87,6 +92,8 @@ export interface DpoCounts {
 }
 
 interface Candidate {
+  /** False once a later state of the same sample id came. */
+  live: boolean;
   readonly chosen: boolean;
   readonly id: string;
   readonly index: number;
@@ -124,7 +131,7 @@ export function pairOrder(chosen: number, rejected: number): [number, number][] 
 }
 
 export async function exportDpo(rows: AsyncIterable<DatasetRow>, out: JsonlWriter, opts: DpoOptions = {}, keep?: (row: DatasetRow) => boolean): Promise<DpoCounts> {
-  const counts: DpoCounts = { in: 0, notSelected: 0, chosen: 0, rejected: 0, notCandidates: 0, unexportable: 0, questions: 0, paired: 0, onlyCorrect: 0, onlyIncorrect: 0, promptMismatch: 0, pairs: 0, outputClosed: false };
+  const counts: DpoCounts = { in: 0, notSelected: 0, chosen: 0, rejected: 0, notCandidates: 0, superseded: 0, unexportable: 0, questions: 0, paired: 0, onlyCorrect: 0, onlyIncorrect: 0, promptMismatch: 0, pairs: 0, outputClosed: false };
   const maxPairs = opts.maxPairs ?? 1;
   const foreign = new ForeignCheck({});
   const spillDir = mkdtempSync(join(tmpdir(), 'trajforge-dpo-'));
@@ -133,15 +140,36 @@ export async function exportDpo(rows: AsyncIterable<DatasetRow>, out: JsonlWrite
   let written = 0;
   /** Question id → its candidates, in input order; a Map keeps the questions in first-seen order. */
   const questions = new Map<string, Candidate[]>();
+  /** Sample id → its latest state so far, and that row's candidate if it was one. */
+  const latest = new Map<string, { ok: boolean; attempt: number; candidate?: Candidate | undefined }>();
+  const supersede = (t: Trajectory): boolean => {
+    const attempt = Number.isInteger(t.attempt) ? t.attempt : 0;
+    const ok = t.status === 'ok';
+    const prev = latest.get(t.id);
+    if (prev !== undefined && (prev.ok !== ok ? prev.ok : attempt < prev.attempt)) return false;
+    if (prev?.candidate !== undefined) {
+      prev.candidate.live = false;
+      if (prev.candidate.chosen) counts.chosen--;
+      else counts.rejected--;
+      counts.superseded++;
+    }
+    latest.set(t.id, { ok, attempt });
+    return true;
+  };
   try {
     for await (const row of rows) {
       counts.in++;
+      foreign.check(row);
+      const t = cleanJson(row.trajectory);
+      if (!supersede(t)) {
+        counts.superseded++;
+        continue;
+      }
+      // The selection reads a sample's latest state: one it leaves out is no candidate.
       if (keep && !keep(row)) {
         counts.notSelected++;
         continue;
       }
-      foreign.check(row);
-      const t = cleanJson(row.trajectory);
       const side = sideOf(t);
       if (side === undefined) {
         counts.notCandidates++;
@@ -161,7 +189,9 @@ export async function exportDpo(rows: AsyncIterable<DatasetRow>, out: JsonlWrite
         const promptKey = createHash('sha256').update(JSON.stringify([prompt, view.tools ?? null])).digest('hex').slice(0, 16);
         let list = questions.get(t.question_id);
         if (list === undefined) questions.set(t.question_id, (list = []));
-        list.push({ chosen: side === 'chosen', id: t.id, index: sampleIndex(t), prompt: promptKey, offset: written, length: line.length });
+        const candidate: Candidate = { live: true, chosen: side === 'chosen', id: t.id, index: sampleIndex(t), prompt: promptKey, offset: written, length: line.length };
+        list.push(candidate);
+        latest.get(t.id)!.candidate = candidate;
         written += line.length;
         if (side === 'chosen') counts.chosen++;
         else counts.rejected++;
@@ -179,7 +209,9 @@ export async function exportDpo(rows: AsyncIterable<DatasetRow>, out: JsonlWrite
       return JSON.parse(buf.toString('utf8'));
     };
     const bySample = (a: Candidate, b: Candidate): number => a.index - b.index || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
-    for (const [qid, list] of questions) {
+    for (const [qid, all] of questions) {
+      const list = all.filter((c) => c.live);
+      if (list.length === 0) continue;
       counts.questions++;
       const hasChosen = list.some((c) => c.chosen);
       const hasRejected = list.some((c) => !c.chosen);
@@ -240,7 +272,8 @@ export function formatDpoCounts(c: DpoCounts, bad: number): string {
   if (c.onlyIncorrect) parts.push(`${c.onlyIncorrect} only incorrect`);
   if (c.promptMismatch) parts.push(`${c.promptMismatch} with no chosen and rejected under the same prompt`);
   if (c.notCandidates) parts.push(`${c.notCandidates} rows neither (not judged, unjudged, or failed otherwise)`);
-  if (c.notSelected) parts.push(`${c.notSelected} not selected (earlier attempts, --keep/--drop)`);
+  if (c.superseded) parts.push(`${c.superseded} rows superseded by a later state of their sample id`);
+  if (c.notSelected) parts.push(`${c.notSelected} not selected (--keep/--drop)`);
   if (c.unexportable) parts.push(`${c.unexportable} not exportable`);
   if (bad) parts.push(`${bad} bad rows skipped`);
   return `export: ${parts.join(', ')}\n`;
