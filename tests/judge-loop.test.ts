@@ -156,10 +156,17 @@ describe('the judge in the loop', () => {
       expect(t.interleaved_text).toContain('<answer>');
     }
 
-    // The judge is back (where it is may change: it is not part of what a sample is); the policy must not be asked again.
+    // rerun with the judge still down: one probe of the judge, exit 1, nothing run.
+    const still = await runCli(['rerun', down.run, '--reason', 'unjudged', '--config', writeConfig(join(dir, 'down'), policy.url, { output: { dir: down.run }, questions: { path: questions }, validation: { judge: judgeConfig(`http://127.0.0.1:${port}/v1`) } })]);
+    expect(still.code).toBe(1);
+    expect(still.stderr).toContain('the judge does not answer');
+    expect(readJsonl(join(down.run, 'failures.jsonl'))).toHaveLength(5);
+
+    // The judge is back (where it is may change: it is not part of what a sample is). The model
+    // is not needed, and not asked: its endpoint here is a port nothing listens on.
     const judge = await judgeSim({ seed: 4 });
     const policyBefore = policy.stats().chatRequests;
-    const cfgUp = writeConfig(join(dir, 'down'), policy.url, { output: { dir: down.run }, questions: { path: questions }, validation: { judge: judgeConfig(judge.url) } });
+    const cfgUp = writeConfig(join(dir, 'down'), `http://127.0.0.1:${port}/v1`, { output: { dir: down.run }, questions: { path: questions }, validation: { judge: judgeConfig(judge.url) } });
     const again = await runCli(['rerun', down.run, '--reason', 'unjudged', '--config', cfgUp], { env: { TRAJFORGE_CACHE_DIR: down.cache } });
     expect(again.code).toBe(0);
     expect(policy.stats().chatRequests).toBe(policyBefore);
