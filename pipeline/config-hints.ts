@@ -100,7 +100,7 @@ function objectKeys(schema: AnySchema | undefined): string[] {
  * zod's issues as problems worth reading. An unknown key names the key and the one it was
  * probably meant to be (or, when none is near, the keys that place takes). A value that fits
  * no shape of a union (an MCP server entry) is explained by the shape it came closest to: the
- * one with the fewest problems, the first on a tie.
+ * one with the fewest problems, the first on a tie; a union of plain values keeps its own message.
  */
 export function describeIssues(issues: readonly Issue[], schema?: AnySchema, base: readonly PropertyKey[] = []): ConfigIssue[] {
   const out: ConfigIssue[] = [];
@@ -113,6 +113,9 @@ export function describeIssues(issues: readonly Issue[], schema?: AnySchema, bas
         const tail = hint !== undefined ? ` (did you mean ${hint}?)` : allowed.length ? ` (${allowed.length > 12 ? 'this place takes' : 'expected one of'}: ${allowed.join(', ')})` : '';
         out.push({ path: [...path, key], message: `unknown key${tail}` });
       }
+    } else if (issue.code === 'invalid_union' && issue.errors.length > 0 && issue.errors.every((b) => b.every((i) => i.path.length === 0))) {
+      // A union of values (a date or 'run'), not of shapes: no branch is closer; its own message says what it takes.
+      out.push({ path, message: issue.message });
     } else if (issue.code === 'invalid_union' && issue.errors.length > 0) {
       const options = schema === undefined ? undefined : defOf(unwrap(schemaAt(schema, issue.path) ?? schema)).options;
       let best = 0;

@@ -149,6 +149,13 @@ export function resolveConfig(raw: unknown, file: string, overrides: ConfigOverr
     const inFile = (path: readonly PropertyKey[]): Position | undefined => (flagged.includes(formatPath(path)) ? undefined : locate?.(path));
     throw zodProblem(parsed.error, file, RunConfig, inFile);
   }
+  // Checked here, not in the schema: a refined object schema can no longer be extended.
+  if (parsed.data.dialect_options !== undefined && parsed.data.dialect !== 'mcp-xml') {
+    throw new TrajforgeError('BAD_CONFIG', `${file}: dialect_options: only the mcp-xml dialect takes options (today, tool_results); the dialect is ${parsed.data.dialect}`, {
+      file,
+      field: 'dialect_options',
+    });
+  }
   return parsed.data;
 }
 
@@ -208,6 +215,8 @@ export function fingerprintFields(cfg: RunConfig, env: NodeJS.ProcessEnv = proce
     // Reasoning sent back is part of what the model sees on every later turn.
     'endpoint.send_reasoning': cfg.endpoint.send_reasoning,
     dialect: cfg.dialect,
+    // The `Today is:` sentence and how results are sent are part of every request.
+    dialect_options: cfg.dialect_options ?? null,
     tools: cfg.tools,
     mcpServers: Object.keys(cfg.mcpServers).sort(),
     'mcpServers.launch': serverLaunch(cfg, env),

@@ -141,6 +141,29 @@ export type FailureReason = z.infer<typeof FailureReason>;
 export const DialectName = z.enum(['tulu', 'mcp-xml', 'native']);
 export type DialectName = z.infer<typeof DialectName>;
 
+const DATE_OR_RUN = "expected a date YYYY-MM-DD or 'run'";
+
+/**
+ * Options of the mcp-xml dialect that reproduce MiroThinker's own transcripts (MiroVerse rows).
+ * A standalone object so that a config can give it at the top level and per agent. Absent, the
+ * dialect writes exactly what it writes without options.
+ */
+export const DialectOptions = z.strictObject({
+  /**
+   * A `Today is: YYYY-MM-DD` sentence in the system prompt, where MiroThinker puts it: a fixed
+   * date, or `run` for the run's creation date (UTC, from the manifest, so a resumed run renders
+   * the same prompt). Default: no date.
+   */
+  today: z.union([z.literal('run'), z.iso.date({ error: DATE_OR_RUN })], { error: DATE_OR_RUN }).optional(),
+  /**
+   * How tool results go back to the model in `messages`: `tagged` (default) inside
+   * `<tool_output>`, `plain` as a bare user turn, as MiroThinker sends them. The training view
+   * (`interleaved_text`) and `output_text` keep the tags either way.
+   */
+  tool_results: z.enum(['tagged', 'plain']).default('tagged'),
+});
+export type DialectOptions = z.infer<typeof DialectOptions>;
+
 export const NativeToolCall = z.object({
   id: z.string(),
   type: z.literal('function'),
@@ -556,6 +579,8 @@ export const ValidationConfig = z.strictObject({
 export const RunConfig = z.strictObject({
   endpoint: EndpointConfig,
   dialect: DialectName.default('tulu'),
+  /** mcp-xml only: MiroThinker's form (see DialectOptions). */
+  dialect_options: DialectOptions.optional(),
   mcpServers: z.record(z.string(), McpServerConfig).default({}),
   tools: z
     .strictObject({

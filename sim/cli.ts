@@ -27,6 +27,15 @@ then answers citing the snippet ids it was shown, in the tool-call dialect of ea
 A last user message containing FAILURE SUMMARY gets one JSON object (failure_type,
 what_happened, useful_findings) in any dialect.
 
+Hierarchical agents (prompts/ of trajforge's agents), in any dialect:
+  main      a tool on offer requires exactly {subtask}: it plans, hands 1-2 subtasks to
+            that tool, then answers from the reports it gets back
+  browsing  the system prompt holds the browsing objective, or the first user message
+            ends with the subtask line: it searches, reads 1-2 results whole
+            (read_document), answers, and on the browsing summary prompt writes a report
+            from the documents it read
+Misbehaviours apply to both roles alike.
+
 Deterministic for a seed. Prints "sim listening on http://127.0.0.1:PORT/v1" when ready;
 stops on SIGINT or SIGTERM and prints its counters to stderr.
 
@@ -46,7 +55,7 @@ Options:
   --reasoning-parser     tulu and mcp-xml: a leading <think> leaves the content for the
                          reasoning field, as a server with a reasoning parser does
   --content-filter TEXT  refuse any request whose messages contain TEXT with 400 content_filter
-  --calls-per-sample N   searches before answering (default ${SIM_DEFAULTS.callsPerSample})
+  --calls-per-sample N   searches before answering (default ${SIM_DEFAULTS.callsPerSample}; the roles follow their own script)
   --context-window N     reject prompts over N tokens (400 context_length_exceeded), counted with
                          o200k_base as trajforge's context guard counts them
   --stall-ms N           how long a stall waits (default ${SIM_DEFAULTS.stallMs})

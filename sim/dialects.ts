@@ -76,9 +76,11 @@ export function detectDialect(messages: readonly ChatMessage[], tools: unknown):
 // ---------------------------------------------------------------------------------------
 // The tool to call
 
-interface Declared {
+/** A tool as the request declares it. */
+export interface Declared {
   readonly name: string;
   readonly server: string | null;
+  /** Its input JSON schema, as far as the request shows it (tulu: rebuilt from the listing's parameter lines). */
   readonly schema: unknown;
 }
 
@@ -91,7 +93,11 @@ export function findTool(dialect: SimDialect, system: string, tools: unknown): T
     const server = dialect === 'mcp-xml' ? 'default' : null;
     return name === null ? null : { name, server, argKey: 'query', servers: [], unique: false };
   }
-  const chosen = declared.find((t) => t.name === 'pubmed_search') ?? declared[0]!;
+  return toolChoice(declared.find((t) => t.name === 'pubmed_search') ?? declared[0]!, declared);
+}
+
+/** How to call `chosen`, one of the tools `declared`. */
+export function toolChoice(chosen: Declared, declared: readonly Declared[]): ToolChoice {
   return {
     name: chosen.name,
     server: chosen.server,
@@ -99,6 +105,43 @@ export function findTool(dialect: SimDialect, system: string, tools: unknown): T
     servers: [...new Set(declared.flatMap((t) => (t.server === null ? [] : [t.server])))],
     unique: declared.filter((t) => t.name === chosen.name).length === 1,
   };
+}
+
+/**
+ * Every tool the request declares, with its schema: native `tools`, an mcp-xml listing, or a
+ * tulu listing (trajforge's `### name` sections with their parameter lines). Unlike findTool,
+ * a tulu prompt that names its tools only in prose declares none here.
+ */
+export function declaredTools(dialect: SimDialect, system: string, tools: unknown): Declared[] {
+  return dialect === 'native' ? nativeTools(tools) : dialect === 'mcp-xml' ? mcpTools(system) : tuluTools(system);
+}
+
+/** The `required` names of a schema; [] when it has none. */
+export function requiredParams(schema: unknown): string[] {
+  const required = (schema as { required?: unknown } | null | undefined)?.required;
+  return Array.isArray(required) ? required.filter((k): k is string => typeof k === 'string') : [];
+}
+
+/**
+ * trajforge's tulu listing: a `### name` heading per tool, then lines such as
+ * "Between the tags: `query` (string, required): …" and "- `limit` (integer, optional, …)".
+ */
+function tuluTools(system: string): Declared[] {
+  const out: Declared[] = [];
+  const headings = [...system.matchAll(/^### ([A-Za-z_][\w.-]*)[ \t]*$/gm)];
+  headings.forEach((h, i) => {
+    const end = headings[i + 1]?.index ?? system.length;
+    const section = system.slice((h.index ?? 0) + h[0].length, end);
+    const properties: Record<string, { type: string }> = {};
+    const required: string[] = [];
+    for (const p of section.matchAll(/^(?:Between the tags: |- )`([^`]+)` \(([^)]*)\)/gm)) {
+      const facts = (p[2] ?? '').split(',').map((f) => f.trim());
+      properties[p[1]!] = { type: facts[0] ?? 'string' };
+      if (facts.includes('required')) required.push(p[1]!);
+    }
+    out.push({ name: h[1]!, server: null, schema: { type: 'object', properties, required } });
+  });
+  return out;
 }
 
 function nativeTools(tools: unknown): Declared[] {
@@ -205,28 +248,39 @@ export function wrongServerName(tool: ToolChoice, rng: Rng): string | null {
  * a placeholder still gets an answer after the right number of searches.
  */
 export function callsMade(dialect: SimDialect, messages: readonly ChatMessage[]): string[] {
-  const out: string[] = [];
-  for (const m of messages) {
-    if (m.role !== 'assistant') continue;
-    if (dialect === 'native') {
-      if (!Array.isArray(m.tool_calls)) continue;
-      for (const c of m.tool_calls) {
-        const args = (c as { function?: { arguments?: unknown } } | null)?.function?.arguments;
-        out.push(typeof args === 'string' ? argumentsQuery(args) : '');
-      }
-      continue;
+  return messages.flatMap((m) => (m.role === 'assistant' ? callsIn(dialect, m).map((c) => c.query) : []));
+}
+
+/** A call an assistant message made: the tool it named ('' when unreadable) and its query. */
+export interface MadeCall {
+  readonly tool: string;
+  readonly query: string;
+}
+
+/** The calls of one assistant message, in order. */
+export function callsIn(dialect: SimDialect, m: ChatMessage): MadeCall[] {
+  const out: MadeCall[] = [];
+  if (dialect === 'native') {
+    if (!Array.isArray(m.tool_calls)) return out;
+    for (const c of m.tool_calls) {
+      const fn = (c as { function?: { name?: unknown; arguments?: unknown } } | null)?.function;
+      out.push({ tool: typeof fn?.name === 'string' ? fn.name : '', query: typeof fn?.arguments === 'string' ? argumentsQuery(fn.arguments) : '' });
     }
-    const text = messageText(m.content);
-    const open = dialect === 'tulu' ? '<call_tool' : '<use_mcp_tool';
-    for (let at = text.indexOf(open); at !== -1; at = text.indexOf(open, at + open.length)) {
-      if (dialect === 'tulu') {
-        out.push((/<call_tool\b[^>]*>([^<\n]*)/y.exec(text.slice(at))?.[1] ?? '').trim());
-      } else {
-        const end = text.indexOf(open, at + open.length);
-        const block = text.slice(at, end === -1 ? text.length : end);
-        const args = /<arguments>([\s\S]*?)(?:<\/arguments>|$)/.exec(block)?.[1];
-        out.push(args === undefined ? '' : argumentsQuery(args));
-      }
+    return out;
+  }
+  const text = messageText(m.content);
+  const open = dialect === 'tulu' ? '<call_tool' : '<use_mcp_tool';
+  for (let at = text.indexOf(open); at !== -1; at = text.indexOf(open, at + open.length)) {
+    if (dialect === 'tulu') {
+      const tag = /<call_tool\b([^>]*)>([^<\n]*)/y.exec(text.slice(at));
+      const name = /\bname\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))/.exec(tag?.[1] ?? '');
+      out.push({ tool: name?.[1] ?? name?.[2] ?? name?.[3] ?? '', query: (tag?.[2] ?? '').trim() });
+    } else {
+      const end = text.indexOf(open, at + open.length);
+      const block = text.slice(at, end === -1 ? text.length : end);
+      const args = /<arguments>([\s\S]*?)(?:<\/arguments>|$)/.exec(block)?.[1];
+      const tool = /<tool_name>\s*([^<]*?)\s*<\/tool_name>/.exec(block)?.[1] ?? '';
+      out.push({ tool, query: args === undefined ? '' : argumentsQuery(args) });
     }
   }
   return out;
@@ -289,17 +343,20 @@ export function renderTextCall(dialect: TextDialect, call: CallSpec, closed: boo
 export function answerText(evidence: Evidence | null): string {
   if (evidence === null) return NOT_FOUND_ANSWER;
   const { snippet, sentence } = evidence;
+  // Evidence shown under no id (a report sent back as bare text) cannot be cited.
+  if (snippet.id === '') return sentence;
   return snippet.title === null
     ? `<cite id="${snippet.id}">${sentence}</cite>`
     : `${sentence} <cite id="${snippet.id}">${snippet.title}</cite>`;
 }
 
-export function renderTextAnswer(dialect: TextDialect, evidence: Evidence | null, closed: boolean): string {
+/** `lead` (mcp-xml): the prose before the box in place of the default line; '' for the box alone. */
+export function renderTextAnswer(dialect: TextDialect, evidence: Evidence | null, closed: boolean, lead?: string): string {
   if (dialect === 'tulu') return `<answer>${answerText(evidence)}${closed ? '</answer>' : ''}`;
-  const prose = evidence === null ? 'Nothing I was shown answers the question.' : `Snippet ${evidence.snippet.id} says: ${evidence.sentence}`;
+  const prose = lead ?? (evidence === null ? 'Nothing I was shown answers the question.' : `Snippet ${evidence.snippet.id} says: ${evidence.sentence}`);
   // A brace in the sentence (CSS, code) must not close the box early.
   const boxed = (evidence?.sentence ?? NOT_FOUND_ANSWER).replace(/[{}]/g, '\\$&');
-  return `${prose}\n\n\\boxed{${boxed}${closed ? '}' : ''}`;
+  return `${prose === '' ? '' : `${prose}\n\n`}\\boxed{${boxed}${closed ? '}' : ''}`;
 }
 
 /** A message's text: a string, or the text parts of a content array; '' for null. */

@@ -187,6 +187,11 @@ export function composeTurn(
   }
   // The reply to a failure-summary request is data; it carries no thinking in any dialect.
   if (plan.kind === 'summary') return textTurn(plan.summary, true, []);
+  // A sub-agent's report is prose in every dialect, thinking allowed before it (the caller strips it).
+  if (plan.kind === 'report') {
+    const report = plan.report ?? '';
+    return native ? { turn: { reasoning: plan.reasoning ?? '', content: report, toolCalls: [] }, honourStop: true, applied: [] } : textTurn(renderThink(plan.reasoning) + report, true, []);
+  }
   if (plan.kind === 'answer' || plan.call === null) {
     const wrong = drawn.has('wrong_answer') && plan.evidence !== null;
     // A version no browser has had: never a gold answer, still a claim about a snippet it was shown.
@@ -194,7 +199,7 @@ export function composeTurn(
     const answerKinds: MisbehaviourKind[] = wrong ? ['wrong_answer'] : [];
     if (native) return { turn: { reasoning: plan.reasoning ?? '', content: answerText(evidence), toolCalls: [] }, honourStop: true, applied: answerKinds };
     const unclosed = drawn.has('unclosed_answer');
-    return textTurn(renderThink(plan.reasoning) + renderTextAnswer(dialect, evidence, !unclosed), true, unclosed ? [...answerKinds, 'unclosed_answer'] : answerKinds);
+    return textTurn(renderThink(plan.reasoning) + renderTextAnswer(dialect, evidence, !unclosed, plan.lead), true, unclosed ? [...answerKinds, 'unclosed_answer'] : answerKinds);
   }
   const applied: MisbehaviourKind[] = [];
   const variant = callVariant(dialect, plan.call, drawn, rng, applied);
@@ -239,7 +244,7 @@ function composeTextCall(
   // Further calls name the same server as the first; only its arguments are malformed.
   const extra = (i: number): string =>
     renderTextCall(dialect, { ...call, query: plan.extraQueries[i] ?? call.query }, true, { ...variant, style: 'json' });
-  let text = renderThink(plan.reasoning);
+  let text = renderThink(plan.reasoning) + (plan.lead === undefined || plan.lead === '' ? '' : `${plan.lead}\n\n`);
 
   if (unclosed) {
     applied.push('unclosed_call');
@@ -292,11 +297,12 @@ function composeNativeCall(
     const args = renderArguments(call.tool.argKey, query, i === 0 ? variant.style : 'json', true);
     return { id: callId(i), name: call.tool.name, arguments: i === 0 && unclosed ? args.slice(0, -1) : args };
   });
-  let content = '';
+  // What a model says beside its calls (roles.ts), then anything it invents.
+  let content = plan.lead ?? '';
   if (drawn.has('hallucinated_output')) {
     applied.push('hallucinated_output');
     const invented = inventToolOutput(plan, rng);
-    content = `${invented}\n${answerText(inventedEvidence(plan, invented))}`;
+    content = `${content === '' ? '' : `${content}\n`}${invented}\n${answerText(inventedEvidence(plan, invented))}`;
   }
   return { turn: { reasoning: plan.reasoning ?? '', content, toolCalls }, honourStop: true, applied };
 }

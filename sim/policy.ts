@@ -47,7 +47,8 @@ export interface Conversation {
 }
 
 export interface TurnPlan {
-  readonly kind: 'call' | 'answer' | 'summary';
+  /** `report`: a browsing sub-agent's final report (roles.ts). */
+  readonly kind: 'call' | 'answer' | 'summary' | 'report';
   /** What the model thinks before it acts, or null when it skips thinking this turn. */
   readonly reasoning: string | null;
   /** The call to make (kind 'call'). */
@@ -60,6 +61,14 @@ export interface TurnPlan {
   readonly extraQueries: readonly string[];
   /** Content words of the question, for prose that has to mention the topic. */
   readonly keywords: readonly string[];
+  /**
+   * Prose written before the action, outside any think block (roles.ts): before a call in every
+   * dialect, and in place of the default line before an mcp-xml box ('' for the box alone).
+   * Unset: no prose before a call, the default line before a box.
+   */
+  readonly lead?: string | undefined;
+  /** The report's text (kind 'report'). */
+  readonly report?: string | undefined;
 }
 
 export interface PolicyOptions {
@@ -123,7 +132,11 @@ export function readConversation(
   let toolOutputs = 0;
   const snippets: Snippet[] = [];
   const seenIds = new Set<string>();
+  let afterCall = false;
   for (const m of messages) {
+    // MiroThinker's form sends a result as a bare user turn right after the call (mcp-xml `tool_results: plain`).
+    const answersCall = afterCall;
+    afterCall = m.role === 'assistant' && dialect === 'mcp-xml' && messageText(m.content).includes('<use_mcp_tool');
     // The question's own message may quote the format, examples included; it holds no results.
     if ((m.role !== 'user' && m.role !== 'tool') || m === firstUser) continue;
     const text = messageText(m.content);
@@ -131,6 +144,8 @@ export function readConversation(
     const blocks = m.role === 'user' && !text.trimStart().startsWith('<tool_output') ? [] : toolOutputBlocks(text);
     // A native `tool` message is a tool result whether or not it carries the tags.
     if (m.role === 'tool' && blocks.length === 0) blocks.push(text);
+    // A bare result counts once it shows snippets: a placeholder for a dropped result shows none.
+    if (answersCall && m.role === 'user' && blocks.length === 0 && text.includes('<snippet')) blocks.push(text);
     toolOutputs += blocks.length;
     for (const block of blocks) {
       for (const s of parseSnippets(block)) {
@@ -212,7 +227,7 @@ export function parseSnippets(block: string): Snippet[] {
   return out;
 }
 
-function splitSnippet(text: string): { title: string | null; sentences: string[] } {
+export function splitSnippet(text: string): { title: string | null; sentences: string[] } {
   const lines = text
     .split(/\r?\n/)
     .map((l) => l.trim())
@@ -255,21 +270,30 @@ export function bestEvidence(question: string, snippets: readonly Snippet[]): Ev
   const questionWords = new Set(words(question));
   let best: { score: number; evidence: Evidence } | null = null;
   for (const snippet of snippets) {
-    const titleWords = new Set(snippet.title === null ? [] : words(snippet.title));
-    let docScore = 0;
-    for (const w of titleWords) {
-      if (questionWords.has(w)) docScore += isStopword(w) ? 0 : 1;
-      else if (!isStopword(w)) docScore -= 0.25;
-    }
-    for (const sentence of snippet.sentences) {
-      let score = docScore;
-      for (const w of new Set(words(sentence))) {
-        if (questionWords.has(w) && !titleWords.has(w)) score += isStopword(w) ? 1 : 3;
-      }
-      if (best === null || score > best.score) best = { score, evidence: { snippet, sentence } };
+    const scores = sentenceScores(questionWords, snippet);
+    for (let i = 0; i < snippet.sentences.length; i++) {
+      const score = scores[i]!;
+      if (best === null || score > best.score) best = { score, evidence: { snippet, sentence: snippet.sentences[i]! } };
     }
   }
   return best?.evidence ?? null;
+}
+
+/** The score of each sentence of a snippet against the question's words, as bestEvidence weighs them. */
+export function sentenceScores(questionWords: ReadonlySet<string>, snippet: Snippet): number[] {
+  const titleWords = new Set(snippet.title === null ? [] : words(snippet.title));
+  let docScore = 0;
+  for (const w of titleWords) {
+    if (questionWords.has(w)) docScore += isStopword(w) ? 0 : 1;
+    else if (!isStopword(w)) docScore -= 0.25;
+  }
+  return snippet.sentences.map((sentence) => {
+    let score = docScore;
+    for (const w of new Set(words(sentence))) {
+      if (questionWords.has(w) && !titleWords.has(w)) score += isStopword(w) ? 1 : 3;
+    }
+    return score;
+  });
 }
 
 /** The query of search number `index`; later searches add a refinement, a different one each. */

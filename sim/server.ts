@@ -1,7 +1,8 @@
 /**
  * An OpenAI-compatible `/v1/chat/completions` on loopback that plays a scripted model
  * (policy.ts) in the dialect each request speaks — DR Tulu, MiroThinker's mcp-xml or native
- * function calling (dialects.ts) — and misbehaves at configured rates (misbehave.ts). It is
+ * function calling (dialects.ts) — and in the role it plays, when it is a main agent or a
+ * browsing sub-agent (roles.ts), and misbehaves at configured rates (misbehave.ts). It is
  * how the demo, the tests and the benchmarks run without a real model.
  *
  * Determinism: a request's draws come from the seed, a hash of its messages (and of the
@@ -23,11 +24,13 @@ import {
   lengthCutAt,
   MISBEHAVIOUR_KINDS,
   normaliseRates,
+  type ComposedTurn,
   type MisbehaviourKind,
   type MisbehaviourRates,
 } from './misbehave.js';
 import { judgeReply, readJudgeRequest } from './judge.js';
 import { countToolOutputs, planTurn, readConversation, type ChatMessage, type Rng } from './policy.js';
+import { detectRole, planRoleTurn, sessionLabel } from './roles.js';
 
 export interface SimOptions {
   /** Port to listen on; 0 (the default) picks a free one. */
@@ -106,6 +109,12 @@ export interface SimStats {
   toolOutputsPerRequest: Record<string, number>;
   /** Chat requests by the dialect they were answered in. */
   requestsByDialect: Record<SimDialect, number>;
+  /**
+   * Chat requests that reached the policy, by the role they were answered in (roles.ts):
+   * `main` (can delegate a subtask), `browsing` (a sub-agent), `report` (a sub-agent asked for
+   * its summary), `none` (a plain agent).
+   */
+  requestsByRole: Record<'main' | 'browsing' | 'report' | 'none', number>;
   /** Chat requests by the field that carried the completion limit (`none` when neither did). */
   requestsByMaxTokensParam: Record<'max_tokens' | 'max_completion_tokens' | 'none', number>;
   /** Assistant messages sent back with their reasoning, by field. */
@@ -260,6 +269,7 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
     clientAborts: 0,
     toolOutputsPerRequest: {},
     requestsByDialect: Object.fromEntries(SIM_DIALECTS.map((d) => [d, 0])) as Record<SimDialect, number>,
+    requestsByRole: { main: 0, browsing: 0, report: 0, none: 0 },
     requestsByMaxTokensParam: { max_tokens: 0, max_completion_tokens: 0, none: 0 },
     reasoningSentBack: { reasoning: 0, reasoning_content: 0 },
     judgeRequests: 0,
@@ -380,18 +390,28 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
       return sendEndless(res, request, signal);
     }
 
-    // A grading request is the judge role's (sim/judge.ts), not the policy's.
+    // A grading request is the judge role's (sim/judge.ts), not the model's.
     const grading = readJudgeRequest(request.messages);
-    if (grading !== null) stats.judgeRequests++;
-    const unreadable = grading !== null && drawn.has('judge_unreadable');
-    const composed =
-      grading !== null
-        ? { turn: { reasoning: '', content: judgeReply(grading, unreadable), toolCalls: [] }, honourStop: true, applied: unreadable ? (['judge_unreadable'] as const) : [] }
-        : composeTurn(planTurn(readConversation(request.messages, request.tools, dialect), { callsPerSample }, rng('policy')), dialect, drawn, rng('content'), {
-            // A repetition loop runs past max_tokens (or the context), so the server cuts it: finish_reason length.
-            repeatChars: Math.min(request.maxTokens ?? 4096, contextWindow ?? Infinity) * CHARS_PER_TOKEN + 64,
-            callId: (i) => `call_${createHash('sha256').update(`${key}\u0000${count}\u0000${i}`).digest('hex').slice(0, 24)}`,
-          });
+    let composed: ComposedTurn;
+    if (grading !== null) {
+      stats.judgeRequests++;
+      const unreadable = drawn.has('judge_unreadable');
+      composed = { turn: { reasoning: '', content: judgeReply(grading, unreadable), toolCalls: [] }, honourStop: true, applied: unreadable ? ['judge_unreadable'] : [] };
+    } else {
+      const conversation = readConversation(request.messages, request.tools, dialect);
+      const role = detectRole(request.messages, request.tools, dialect);
+      stats.requestsByRole[role === null ? 'none' : role.kind === 'browsing' && role.summary ? 'report' : role.kind]++;
+      // A role's session-wide choices come from the seed and the session's first user message.
+      const plan =
+        role === null
+          ? planTurn(conversation, { callsPerSample }, rng('policy'))
+          : planRoleTurn(role, conversation, request.messages, rng('policy'), seededRng(`${seed}\u0000session\u0000${sessionLabel(request.messages)}`));
+      // A repetition loop runs past max_tokens (or the context), so the server cuts it: finish_reason length.
+      composed = composeTurn(plan, dialect, drawn, rng('content'), {
+        repeatChars: Math.min(request.maxTokens ?? 4096, contextWindow ?? Infinity) * CHARS_PER_TOKEN + 64,
+        callId: (i) => `call_${createHash('sha256').update(`${key}\u0000${count}\u0000${i}`).digest('hex').slice(0, 24)}`,
+      });
+    }
     for (const kind of composed.applied) applied(kind);
     const parsed = reasoningParser && dialect !== 'native' ? parseReasoning(composed.turn) : composed.turn;
 

@@ -72,7 +72,7 @@ describe('trajforge check', () => {
     for (const name of ['key', 'questions', 'output', 'server corpus', 'tools', 'endpoint', 'model', 'max_tokens', 'stop', 'turn', 'stream']) {
       expect(lines.get(name)?.status, `${name}: ${r.stdout}`).toBe('ok');
     }
-    expect(lines.get('server corpus')!.detail).toMatch(/1 tool: pubmed_search/);
+    expect(lines.get('server corpus')!.detail).toMatch(/2 tools: pubmed_search, read_document/);
     expect(lines.get('tools')!.detail).toContain('pubmed_search');
     expect(lines.get('max_tokens')!.detail).toMatch(/^honoured: asked for 8 tokens in max_tokens, got [1-8] \(finish: length\)/);
     expect(lines.get('stop')!.detail).toBe('honoured: the endpoint ended the turn at `</call_tool>`');

@@ -215,7 +215,11 @@ describe('executor', () => {
     });
     const ex = await Executor.start({ servers: cfg.mcpServers, tools: cfg.tools, executor: cfg.executor });
     try {
-      expect(ex.tools().map((t) => [t.name, t.server])).toEqual([['pubmed_search', 'corpus']]);
+      // The corpus server's two tools; none of the disabled server's.
+      expect(ex.tools().map((t) => [t.name, t.server])).toEqual([
+        ['pubmed_search', 'corpus'],
+        ['read_document', 'corpus'],
+      ]);
       const started = performance.now();
       const r = await ex.call(call('css grid', {}, 'pubmed_search'), 'c', new Map());
       expect(r.error).toBe('tool call timed out after 300 ms');

@@ -4,6 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { RunConfig, SCHEMA_VERSION, Trajectory, type ChatMessage, type FailureReason, type ToolCallRecord } from '../schemas/index.js';
+import { mcpXml } from '../pipeline/dialects/mcp-xml.js';
 import { native } from '../pipeline/dialects/native.js';
 import { tulu } from '../pipeline/dialects/tulu.js';
 import type { Dialect, ToolSpec } from '../pipeline/dialects/types.js';
@@ -262,6 +263,30 @@ describe('summariseFailure', () => {
       ['tool', 'c0', false],
       ['tool', 'c1', false],
     ]);
+    expect(sent[7]).toEqual(messages[7]);
+  });
+
+  it("mcp-xml in MiroThinker's form: bare result turns are tool results too, so only the last K are shown in full", async () => {
+    const call = (q: string): string => `<use_mcp_tool>\n<server_name>corpus</server_name>\n<tool_name>pubmed_search</tool_name>\n<arguments>\n{"query": "${q}"}\n</arguments>\n</use_mcp_tool>`;
+    const messages: ChatMessage[] = [
+      { role: 'system', content: 's' },
+      { role: 'user', content: 'q' },
+      { role: 'assistant', content: call('one') },
+      { role: 'user', content: 'Found 1 results. Showing top 1:\n<snippet id="a">first</snippet>' },
+      { role: 'assistant', content: 'Let me think.' },
+      { role: 'user', content: 'Please call a tool or answer.' },
+      { role: 'assistant', content: call('two') },
+      { role: 'user', content: 'Found 1 results. Showing top 1:\n<snippet id="b">second</snippet>' },
+    ];
+    const cfg = RunConfig.parse({ endpoint: { model: 'm', max_tokens: 256 }, dialect: 'mcp-xml', context: { keep_tool_results: 1 } });
+    const { llm, requests } = fakeLlm(() => completion(GOOD_JSON));
+    await summariseFailure(failed({ messages }), deps(llm, { dialect: mcpXml, config: cfg }));
+    const sent = requests[0]!.messages;
+    expect(sent).toHaveLength(messages.length + 1);
+    // The older result is left out; the nudge after a turn without a call is no result and stays.
+    expect(sent[3]!.content).not.toContain('first');
+    expect(sent[3]!.content).toBe(renderPrompt(loadPrompt('tool-result-omitted'), { index: '1', keep: '1' }).trim());
+    expect(sent[5]).toEqual(messages[5]);
     expect(sent[7]).toEqual(messages[7]);
   });
 

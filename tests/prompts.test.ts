@@ -21,7 +21,16 @@ const QUESTION = 'Which enzyme does aspirin inhibit irreversibly?';
 
 const USES: Readonly<Record<string, Use>> = {
   'tulu-system': { caller: 'dialects/tulu.ts systemPrompt', vars: { tools: '- pubmed_search: Search PubMed abstracts (TOOLS_LISTING_1)' } },
-  'mcp-xml-system': { caller: 'dialects/mcp-xml.ts systemPrompt', vars: { tools: '## Server name: corpus\n### Tool name: pubmed_search (TOOLS_LISTING_2)' } },
+  'mcp-xml-system': {
+    caller: 'dialects/mcp-xml.ts systemPrompt',
+    vars: { tools: '## Server name: corpus\n### Tool name: pubmed_search (TOOLS_LISTING_2)', today: ' Today is: 2025-06-08', result_wrapping: ', inside <tool_output>...</tool_output>' },
+  },
+  // Hierarchical agents (#15): the agents' config defaults, and what the sim's roles key on.
+  subtask: { caller: "agents: a sub-agent's first user message", vars: { subtask: 'Find the year aspirin was first synthesised.' } },
+  'browsing-agent-summary': { caller: "agents: a sub-agent's final-report prompt", vars: { task: 'Find the year aspirin was first synthesised.' } },
+  'main-agent-summary': { caller: "agents: the main agent's final-answer prompt (MiroThinker's)", vars: { question: QUESTION } },
+  'main-agent-objective': { caller: "agents: appended to the main agent's system prompt (raw)", vars: {} },
+  'browsing-agent-objective': { caller: "agents: appended to the browsing sub-agent's system prompt (raw)", vars: {} },
   'mcp-xml-summary': { caller: 'rollout.ts final-answer prompt (mcp-xml)', vars: { question: QUESTION } },
   'force-answer': { caller: 'rollout.ts final-answer prompt (tulu)', vars: { question: QUESTION }, optional: ['question'] },
   'native-final-answer': { caller: 'rollout.ts final-answer prompt (native)', vars: { question: QUESTION }, optional: ['question'] },
@@ -40,7 +49,7 @@ const USES: Readonly<Record<string, Use>> = {
 };
 
 const PLACEHOLDER = /\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
-const FINAL_ANSWER_PROMPTS = ['force-answer', 'native-final-answer', 'mcp-xml-summary'];
+const FINAL_ANSWER_PROMPTS = ['force-answer', 'native-final-answer', 'mcp-xml-summary', 'main-agent-summary'];
 
 function render(name: string): string {
   return renderPrompt(loadPrompt(name), USES[name]!.vars);
@@ -74,7 +83,7 @@ describe('prompt files', () => {
   });
 
   it('the raw ones come out exactly as written', () => {
-    for (const name of ['nudge', 'native-nudge', 'mcp-xml-nudge', 'native-system']) expect(render(name)).toBe(loadPrompt(name));
+    for (const name of ['nudge', 'native-nudge', 'mcp-xml-nudge', 'native-system', 'main-agent-objective', 'browsing-agent-objective']) expect(render(name)).toBe(loadPrompt(name));
   });
 
   it('a value is inserted once, never expanded again', () => {
@@ -118,6 +127,33 @@ describe('what the loop and the sim rely on', () => {
     expect(text).not.toContain('<tool_output');
     expect(text).toContain('3');
     expect(text).toContain('2');
+  });
+
+  it('mcp-xml-system closes its second paragraph with the date, where MiroThinker writes it', () => {
+    const line = render('mcp-xml-system').split('\n')[2]!;
+    expect(line).toMatch(/^You only have access to the tools provided below\. .* previous tool-use\. Today is: 2025-06-08$/);
+  });
+
+  it('subtask ends with the line a sub-agent session is told apart by', () => {
+    const lines = render('subtask').trimEnd().split('\n');
+    expect(lines[0]).toBe('Find the year aspirin was first synthesised.');
+    expect(lines.at(-1)).toBe('Please provide the answer and detailed supporting information of the subtask given to you.');
+  });
+
+  it('browsing-agent-summary quotes the task, forbids tools and asks for a structured report, never a "final answer" nor a FAILURE SUMMARY', () => {
+    const text = render('browsing-agent-summary');
+    expect(text).toContain('"Find the year aspirin was first synthesised."');
+    expect(text).toMatch(/must NOT initiate any further tool use/);
+    expect(text).toMatch(/structured report/);
+    // The sim takes "final answer" for the main agent's summary prompt, FAILURE SUMMARY for a failure summary.
+    expect(text).not.toMatch(/final answer/i);
+    expect(text).not.toContain('FAILURE SUMMARY');
+  });
+
+  it('the objectives say which agent is which, and only the browsing one says "browsing"', () => {
+    expect(render('main-agent-objective')).toMatch(/^# Agent Specific Objective\n\nYou are a task-solving agent/);
+    expect(render('browsing-agent-objective')).toMatch(/^# Agent Specific Objective\n\nYou are an agent that performs the task of searching and browsing/);
+    expect(render('main-agent-objective')).not.toMatch(/browsing/);
   });
 
   it('judge-simpleqa names the three verdicts the parser reads', () => {

@@ -33,6 +33,14 @@
  *   counts only when no `<answer>` block follows it, so there is at most one answer per
  *   reader-built trajectory.
  * - Citations do not exist in this dialect: `citedIds` is always empty.
+ * - MiroThinker's form (`mcpXmlDialect` with options, config `dialect_options`): a `Today is:`
+ *   sentence closing the prompt's second paragraph, where MiroThinker writes it, and tool
+ *   results sent back as bare user turns. Only `messages` changes: the training view and each
+ *   record's `output_text` keep the `<tool_output>` tags, because the view is one string and
+ *   the tags are what tell a result from the model's own text in it. The validator, the stats,
+ *   the report and the exporters all split the view at them (a call paired with its output,
+ *   snippet ids read from it, a result the model wrote itself caught), and a row carries no
+ *   dialect options to tell them where untagged results would begin.
  * - Structure tags inside tool text are escaped with tulu's escaper plus `<use_mcp_tool`
  *   (`&lt;`), so a web page can forge neither dialect's structure. A `\boxed{}` inside tool
  *   text is left alone: boxes inside an output are never the answer.
@@ -296,21 +304,26 @@ interface CallFields {
   readonly args: string | undefined;
   /** `</arguments>` was found inside the body. */
   readonly argsClosed: boolean;
+  /** Just after `</arguments>`, when it closes the body's last field (the server and tool names come before it). */
+  readonly argsEnd: number | undefined;
 }
 
 function readCallFields(text: string, f: FieldFinders, from: number, to: number): CallFields {
   const args = readField(text, f.args, '<arguments>', from, to, true);
   let argsClosed = false;
+  let argsEnd: number | undefined;
   if (args !== undefined) {
     const o = f.args[0](from);
     const c = f.args[1](o + '<arguments>'.length);
     argsClosed = c !== -1 && c < to;
+    if (argsClosed && f.server[0](from) < o && f.tool[0](from) < o) argsEnd = c + '</arguments>'.length;
   }
   return {
     server: readField(text, f.server, '<server_name>', from, to, false),
     tool: readField(text, f.tool, '<tool_name>', from, to, false),
     args,
     argsClosed,
+    argsEnd,
   };
 }
 
@@ -503,9 +516,10 @@ function recordDropped(text: string, from: number, log: RepairLog): void {
  * One raw completion → at most one action, in one pass:
  * 1. cut at the first `</use_mcp_tool>` (kept), whether or not the server honoured the stop;
  * 2. the first `<use_mcp_tool>` or `<tool_output>` outside a think closed later is the
- *    turn's structure: a call is the action (unclosed: closed when the finish reason is
- *    `stop`, as the server stripped the stop string; else `unclosed_call`, or `truncated` on
- *    a length cut); a call with no server or tool name is `malformed_call` and no action;
+ *    turn's structure: a call is the action (unclosed: ended after its `</arguments>` when
+ *    text follows them, `unclosed_call`; else closed when the finish reason is `stop`, as the
+ *    server stripped the stop string, else `unclosed_call`, or `truncated` on a length cut);
+ *    a call with no server or tool name is `malformed_call` and no action;
  *    a `<tool_output>` first is cut (`hallucinated_output`);
  * 3. with no call, the answer is what `parseTrajectory` takes for one: the last top-level
  *    `\boxed{}` (or an `<answer>` block); one still open at the end is closed
@@ -582,13 +596,20 @@ export function repairTurn(raw: string, finishReason: FinishReason): TurnRepairR
       prefix = `${prefix.trimEnd()}\n</think>\n`;
     }
     let callText = region.slice(first.start, callEnd);
-    if (closeEv === undefined) {
+    let keptEnd = callEnd;
+    if (closeEv === undefined && fields.argsEnd !== undefined && hasNonSpace(region, fields.argsEnd, bodyEnd)) {
+      // Text after the closed arguments is the model going on, not the call (a server that
+      // stripped the stop string leaves nothing there): the call ends with its arguments.
+      log.add('unclosed_call', `<use_mcp_tool> for ${fields.tool} never closed; ${bodyEnd - fields.argsEnd} characters after </arguments> dropped`);
+      keptEnd = fields.argsEnd;
+      callText = `${region.slice(first.start, keptEnd)}\n</use_mcp_tool>`;
+    } else if (closeEv === undefined) {
       const runsToEnd = bodyEnd === region.length && stop === undefined;
       if (runsToEnd && finishReason === 'length') log.add('truncated', `cut by length inside the call to ${fields.tool}`);
       else if (!(runsToEnd && finishReason === 'stop')) log.add('unclosed_call', `<use_mcp_tool> for ${fields.tool} never closed`);
       callText = `${callText.trimEnd()}${fields.args !== undefined && !fields.argsClosed ? '\n</arguments>' : ''}\n</use_mcp_tool>`;
     }
-    recordDropped(raw, callEnd, log);
+    recordDropped(raw, keptEnd, log);
     return done(prefix + callText, { kind: 'call', call: toParsedCall(fields) }, prefix.length);
   }
 
@@ -629,11 +650,21 @@ function clip(s: string, max = 120): string {
 // ---------------------------------------------------------------------------------------
 // Generation
 
+/** MiroThinker's form, resolved for one run: see `mcpXmlDialect`. */
+export interface McpXmlSettings {
+  /** `YYYY-MM-DD` for the `Today is:` sentence; undefined: none. */
+  readonly today?: string | undefined;
+  /** `plain`: tool results go back as bare user turns, without `<tool_output>`. */
+  readonly toolResults: 'tagged' | 'plain';
+}
+
+const DEFAULT_SETTINGS: McpXmlSettings = { toolResults: 'tagged' };
+
 /**
  * MiroThinker's layout: the tool-use format first, then every server with its tools and
  * their input schemas. A tool is listed under the MCP server that serves it.
  */
-export function systemPrompt(tools: readonly ToolSpec[]): string {
+export function systemPrompt(tools: readonly ToolSpec[], settings: McpXmlSettings = DEFAULT_SETTINGS): string {
   const byServer = new Map<string, ToolSpec[]>();
   for (const t of tools) {
     const server = t.server ?? 'tools';
@@ -649,7 +680,25 @@ export function systemPrompt(tools: readonly ToolSpec[]): string {
     }
   }
   const listing = lines.length > 0 ? lines.join('\n').trimEnd() : '(no tools are available: answer from what you know)';
-  return renderPrompt(loadPrompt('mcp-xml-system'), { tools: listing });
+  return renderPrompt(loadPrompt('mcp-xml-system'), {
+    tools: listing,
+    // Appended to the paragraph's last sentence, with its space, as MiroThinker writes it.
+    today: settings.today === undefined ? '' : ` Today is: ${settings.today}`,
+    result_wrapping: settings.toolResults === 'plain' ? '' : ', inside <tool_output>...</tool_output>',
+  });
+}
+
+/**
+ * A rendered tool output without its `<tool_output>` wrapper: what a `plain` result turn holds.
+ * The renderer escapes every tag inside tool text, so the wrapper is the first and last tag.
+ */
+export function plainToolResult(rendered: string): string {
+  let s = rendered;
+  if (s.startsWith('<tool_output>')) s = s.slice('<tool_output>'.length);
+  if (s.endsWith('</tool_output>')) s = s.slice(0, -'</tool_output>'.length);
+  if (s.startsWith('\n')) s = s.slice(1);
+  if (s.endsWith('\n')) s = s.slice(0, -1);
+  return s;
 }
 
 /**
@@ -675,3 +724,15 @@ export const mcpXml: Dialect = {
   bindCall: (call, tools) => bindJsonCall(call, tools, call.attributes.server_name ?? ''),
   renderCall,
 };
+
+/**
+ * The dialect in MiroThinker's form: the `Today is:` sentence and, with `plain`, tool results
+ * as bare user turns in `messages`. Reading and validating are unchanged (the view keeps its tags).
+ */
+export function mcpXmlDialect(settings: McpXmlSettings): Dialect {
+  return {
+    ...mcpXml,
+    systemPrompt: (tools) => systemPrompt(tools, settings),
+    ...(settings.toolResults === 'plain' ? { toolMessage: (text: string) => ({ role: 'user', content: plainToolResult(text) }) } : {}),
+  };
+}

@@ -32,7 +32,7 @@ export async function summariseFailure(failed: Trajectory, deps: SummaryDeps, si
   const tools = deps.dialect.requestTools?.(deps.tools ?? []);
   const ctx = new ConversationContext(deps.config.context, deps.config.endpoint.max_tokens, tools);
   failed.messages.forEach((m, i) => {
-    if (i > 1 && (m.role === 'tool' || (m.role === 'user' && m.content.trimStart().startsWith('<tool_output')))) ctx.addResult(i);
+    if (i > 1 && (m.role === 'tool' || (m.role === 'user' && (m.content.trimStart().startsWith('<tool_output') || answersMcpCall(failed.messages[i - 1]))))) ctx.addResult(i);
   });
   const keep = ctx.fitKeep(failed.messages, ask);
   if (keep !== undefined) {
@@ -52,6 +52,11 @@ export async function summariseFailure(failed: Trajectory, deps: SummaryDeps, si
     }
   }
   return deriveSummary(failed);
+}
+
+/** mcp-xml sends a result as a bare user turn in MiroThinker's form (`tool_results: plain`): the turn right after the call. */
+function answersMcpCall(previous: ChatMessage | undefined): boolean {
+  return previous?.role === 'assistant' && previous.content.includes('<use_mcp_tool');
 }
 
 /** The first JSON object in a reply (after any think block) with the three fields; undefined otherwise. */

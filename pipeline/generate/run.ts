@@ -13,7 +13,7 @@ import { setMaxListeners } from 'node:events';
 import PQueue from 'p-queue';
 import { FailureRecord, SCHEMA_VERSION, Trajectory, type RunConfig, type RunManifest, type Sample } from '../../schemas/index.js';
 import { fingerprint, fingerprintFields, redactConfig, resolveApiKey, scrubberFor } from '../config.js';
-import { getDialect } from '../dialects/index.js';
+import { dialectFor } from '../dialects/index.js';
 import { summariseFailure } from './experience.js';
 import { TrajforgeError } from '../errors.js';
 import { Executor } from './executor.js';
@@ -240,7 +240,6 @@ export async function generate(opts: GenerateOptions): Promise<GenerateSummary> 
 export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
   const { config } = plan;
   const env = plan.env ?? process.env;
-  const dialect = getDialect(config.dialect);
   const apiKey = resolveApiKey(config, env);
   const scrubber = scrubberFor(config, env);
   // Before the tool servers start: a judge without its key stops the run here.
@@ -268,6 +267,8 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
   // Said at once, before the progress line, and again in the summary.
   for (const n of store.notices) plan.progress?.write(`note: ${n}\n`);
   const runId = store.manifest.run_id;
+  // After the store: `today: run` is the run's creation date, the same on every resume.
+  const dialect = dialectFor(config.dialect, config.dialect_options, store.manifest.created_at);
   const llm = new LlmClient(config.endpoint, { apiKey, maxConcurrency: config.concurrency });
   const tools = executor.tools();
   const systemPrompt = [dialect.systemPrompt(tools), config.instructions].filter(Boolean).join('\n\n');

@@ -200,6 +200,22 @@ describe('mcpXml.repairTurn', () => {
     expect(kinds(other)).toEqual(['unclosed_call']);
   });
 
+  it('ends an unclosed call after its arguments when the model went on writing, and records what it dropped', () => {
+    // A model that never closed its call and went on to answer, the server finding no stop string.
+    const open = c1.slice(0, -'</use_mcp_tool>'.length).trimEnd();
+    const r = mcpXml.repairTurn(`Plan first.\n${open}\n\nNothing I was shown answers it.\n\n\\boxed{I could not find it.}`, 'stop');
+    expect(r.action).toMatchObject({ kind: 'call', call: { toolName: 'search_and_browse', attributes: { server_name: 'browsing-agent' } } });
+    expect(r.text).toBe(`Plan first.\n${c1}`);
+    expect(kinds(r).sort()).toEqual(['premature_answer', 'unclosed_call']);
+    expect(r.repairs.find((x) => x.kind === 'unclosed_call')!.detail).toMatch(/never closed; \d+ characters after <\/arguments> dropped/);
+    // Repaired once, the turn is canonical: repairing it again changes nothing.
+    expect(mcpXml.repairTurn(r.text, 'stop')).toEqual({ text: r.text, action: r.action, repairs: [], callOffset: r.callOffset });
+    // A field written after the arguments stays part of the call.
+    const late = mcpXml.repairTurn('<use_mcp_tool>\n<arguments>\n{"q": 1}\n</arguments>\n<server_name>s</server_name>\n<tool_name>t</tool_name>', 'stop');
+    expect(late.action).toMatchObject({ kind: 'call', call: { toolName: 't', attributes: { server_name: 's' } } });
+    expect(late.repairs).toEqual([]);
+  });
+
   it('takes a box as the answer when there is no call', () => {
     const r = mcpXml.repairTurn('The fight was on April 2, 2011.\n\\boxed{2011-04-02}', 'stop');
     expect(r.action).toEqual({ kind: 'answer', answer: '2011-04-02' });

@@ -201,7 +201,8 @@ describe('pubmed_search server', () => {
   it('lists pubmed_search with query, limit and offset', async () => {
     const { client } = await start();
     const { tools } = await client.listTools();
-    expect(tools.map((t) => t.name)).toEqual(['pubmed_search']);
+    // read_document (tests/tools/corpus-read.test.ts) comes second.
+    expect(tools.map((t) => t.name)).toEqual(['pubmed_search', 'read_document']);
     const schema = tools[0]!.inputSchema as {
       properties: Record<string, { type: string; description?: string; default?: unknown; minimum?: number; maximum?: number }>;
       required?: string[];

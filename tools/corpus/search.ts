@@ -331,6 +331,8 @@ const TOP_K_MAX = 100;
 
 export class CorpusIndex {
   readonly #scorer: Scorer;
+  /** paperId → document, built on the first lookup (a search-only server never needs it). */
+  #byId: Map<string, CorpusDoc> | undefined;
 
   private constructor(
     readonly docs: readonly CorpusDoc[],
@@ -417,6 +419,12 @@ export class CorpusIndex {
       minisearch: this.index.toJSON(),
     };
     return JSON.stringify(saved);
+  }
+
+  /** The document with this paperId, exactly as search returns it; undefined when there is none. */
+  document(id: string): CorpusDoc | undefined {
+    this.#byId ??= new Map(this.docs.map((d) => [d.paperId, d]));
+    return this.#byId.get(id);
   }
 
   /** Every matching document, best first; ties broken by paperId so output is stable. */

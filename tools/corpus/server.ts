@@ -1,6 +1,8 @@
 /**
  * MCP server over stdio that searches a local JSONL corpus and answers in the shape of
- * `pubmed_search`, so every example and test runs with no network and no keys.
+ * `pubmed_search`, so every example and test runs with no network and no keys; and
+ * `read_document`, which gives one document whole by the id search returned (the browsing
+ * sub-agent's "open the page").
  *
  *   node dist/tools/corpus/server.js [--corpus PATH] [fault switches]
  *
@@ -11,7 +13,8 @@
  * --corrupt-every N (junk with no newline, so it fuses with the Nth answer and breaks it),
  * --huge-result N (the first document of every result carries N more characters),
  * --crash-while FILE (every call kills the process while FILE exists: a server that is down
- * for a while, across restarts, and comes back when the file is removed).
+ * for a while, across restarts, and comes back when the file is removed). The faults count
+ * and hit the calls of both tools alike.
  * $CORPUS_CALL_LOG names a file that gets one JSON line per answered call.
  */
 import { appendFileSync, existsSync } from 'node:fs';
@@ -25,6 +28,7 @@ import { exitWith, serverFlags } from '../shared/flags.js';
 import { CorpusError, type CorpusIndex, openCorpus } from './search.js';
 
 const TOOL_NAME = 'pubmed_search';
+const READ_TOOL = 'read_document';
 
 const FLAGS = {
   corpus: { kind: 'string' },
@@ -81,6 +85,29 @@ async function main(): Promise<void> {
 
   const callLog = process.env.CORPUS_CALL_LOG;
   let calls = 0;
+  /**
+   * The fault switches, for one call that passed argument validation (those are the ones a
+   * fault can hit): `--crash-*` exit here, `hang` says the call must never answer
+   * (`--hang-every`), `--delay-ms` waits. `n` is the call's number, counted over both tools.
+   */
+  const beforeCall = async (): Promise<{ n: number; hang: boolean }> => {
+    const n = ++calls;
+    if (flags.crashEvery > 0 && n % flags.crashEvery === 0) process.exit(1);
+    if (flags.crashWhile !== undefined && existsSync(flags.crashWhile)) process.exit(1);
+    if (flags.hangEvery > 0 && n % flags.hangEvery === 0) return { n, hang: true };
+    if (flags.delayMs > 0) await sleep(flags.delayMs);
+    return { n, hang: false };
+  };
+  /** Stray output on the channel the JSON-RPC messages use, as a debug print in a server does. */
+  const junk = (n: number, what: string): void => {
+    if (flags.junkEvery > 0 && n % flags.junkEvery === 0) process.stdout.write(`corpus server: debug: call ${n}: ${what}\n`);
+    if (flags.corruptEvery > 0 && n % flags.corruptEvery === 0) process.stdout.write(`corpus server: debug: call ${n} `);
+  };
+  const pad = (text: string): string => {
+    if (flags.hugeResult <= 0) return text;
+    const filler = 'This sentence pads an oversized tool result. ';
+    return `${text} ${filler.repeat(Math.ceil(flags.hugeResult / filler.length)).slice(0, flags.hugeResult)}`;
+  };
 
   const server = new McpServer({ name: 'trajforge-corpus', version: PACKAGE_VERSION });
   server.registerTool(
@@ -97,28 +124,53 @@ async function main(): Promise<void> {
       },
     },
     async ({ query, limit, offset }) => {
-      // Counts calls that passed argument validation: those are the ones a fault can hit.
-      const n = ++calls;
-      if (flags.crashEvery > 0 && n % flags.crashEvery === 0) process.exit(1);
-      if (flags.crashWhile !== undefined && existsSync(flags.crashWhile)) process.exit(1);
-      if (flags.hangEvery > 0 && n % flags.hangEvery === 0) return new Promise<never>(() => {});
-      if (flags.delayMs > 0) await sleep(flags.delayMs);
+      const { n, hang } = await beforeCall();
+      if (hang) return new Promise<never>(() => {});
       let page = index.search(query, limit, offset);
       if (flags.hugeResult > 0 && page.data[0]) {
-        const filler = 'This sentence pads an oversized tool result. ';
-        const pad = filler.repeat(Math.ceil(flags.hugeResult / filler.length)).slice(0, flags.hugeResult);
-        page = { ...page, data: [{ ...page.data[0], abstract: `${page.data[0].abstract} ${pad}` }, ...page.data.slice(1)] };
+        page = { ...page, data: [{ ...page.data[0], abstract: pad(page.data[0].abstract) }, ...page.data.slice(1)] };
       }
-      // Stray output on the channel the JSON-RPC messages use, as a debug print in a server does.
-      if (flags.junkEvery > 0 && n % flags.junkEvery === 0) process.stdout.write(`corpus server: debug: call ${n}: ${query}\n`);
-      if (flags.corruptEvery > 0 && n % flags.corruptEvery === 0) process.stdout.write(`corpus server: debug: call ${n} `);
+      junk(n, query);
       // Synchronous, so the line is on disk before the caller can see the answer.
       if (callLog) appendFileSync(callLog, JSON.stringify({ query, limit, offset, total: page.total, call: n, pid: process.pid }) + '\n');
       return { content: [{ type: 'text', text: JSON.stringify(page) }] };
     },
   );
 
+  server.registerTool(
+    READ_TOOL,
+    {
+      title: 'Read one document of the local corpus',
+      description:
+        'Reads one document of the local corpus whole, by its id: the paperId that pubmed_search returned. Returns JSON ' +
+        '{"documents": [{"paperId", "title", "authors", "year", "venue", "text"}]} holding that one document, its full text in "text". ' +
+        'An id the corpus does not hold is an error.',
+      inputSchema: {
+        id: z.string().describe('The document id, exactly as pubmed_search returned it (its paperId)'),
+      },
+    },
+    async ({ id }) => {
+      const { n, hang } = await beforeCall();
+      if (hang) return new Promise<never>(() => {});
+      // A model often pads an id it copies; ids themselves never start or end with a space.
+      const doc = index.document(id) ?? index.document(id.trim());
+      junk(n, id);
+      if (callLog) appendFileSync(callLog, JSON.stringify({ tool: READ_TOOL, id, found: doc !== undefined, call: n, pid: process.pid }) + '\n');
+      if (doc === undefined) return { isError: true, content: [{ type: 'text', text: unknownId(index, id) }] };
+      const { abstract, ...meta } = doc;
+      return { content: [{ type: 'text', text: JSON.stringify({ documents: [{ ...meta, text: pad(abstract) }] }) }] };
+    },
+  );
+
   await server.connect(new StdioServerTransport());
+}
+
+/** The error for an id the corpus does not hold, naming it, and the id it most likely meant when only its case differs. */
+function unknownId(index: CorpusIndex, id: string): string {
+  const lower = id.trim().toLowerCase();
+  const near = lower === '' ? undefined : index.docs.find((d) => d.paperId.toLowerCase() === lower);
+  const hint = near === undefined ? ' Use an id (paperId) that pubmed_search returned.' : ` Did you mean ${JSON.stringify(near.paperId)}?`;
+  return `No document with id ${JSON.stringify(id)} in the corpus.${hint}`;
 }
 
 main().catch((err: unknown) => fatal(err instanceof Error ? (err.stack ?? err.message) : String(err)));
