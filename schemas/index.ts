@@ -671,6 +671,33 @@ export const RunManifest = z.object({
 export type RunManifest = z.infer<typeof RunManifest>;
 
 // ---------------------------------------------------------------------------------------
+// `trajforge report --serve`: the live view of a run (pipeline/dataset/report/serve.ts)
+
+export const ReportServeOptions = z.strictObject({
+  /** Address to listen on: loopback unless `allow_remote`, since the page shows the run's trajectories, which may be private. */
+  host: z.string().min(1).default('127.0.0.1'),
+  /** Port to listen on; 0 takes any free one. */
+  port: z.number().int().min(0).max(65_535).default(8321),
+  /** Listen on an address other than loopback (`--allow-remote`): anyone who can reach it reads the run. */
+  allow_remote: z.boolean().default(false),
+  /** Milliseconds between looks at the run's files (and the manifest). */
+  poll_ms: z.number().int().min(20).max(60_000).default(1000),
+  /** Seconds of the recent window that samples per minute is measured over. */
+  rate_window_s: z.number().int().min(1).max(86_400).default(60),
+  /** Newest trajectories named in the live panel. */
+  newest: z.number().int().min(1).max(500).default(10),
+  /** Bytes of the run's files read in one step: a look at the files, or one answer to a page that catches up. */
+  read_chunk_bytes: z.number().int().min(4096).max(1 << 30).default(8 << 20),
+  /** Seconds between keep-alive comments on the page's event stream (proxies close a silent one). */
+  heartbeat_s: z.number().int().min(1).max(3600).default(15),
+  /** US dollars per million prompt tokens: with it, the spend is shown in dollars as well as tokens. */
+  price_prompt: z.number().nonnegative().optional(),
+  /** US dollars per million completion tokens. */
+  price_completion: z.number().nonnegative().optional(),
+});
+export type ReportServeOptions = z.infer<typeof ReportServeOptions>;
+
+// ---------------------------------------------------------------------------------------
 // Curation: dedup and decontaminate (options with their defaults, and the records they write)
 
 export const DEDUP_KEEP_RULES = ['first', 'accepted', 'shortest', 'longest', 'most-calls', 'fewest-calls'] as const;

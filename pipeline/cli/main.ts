@@ -21,6 +21,7 @@ Usage:
   trajforge merge <run…> --out DIR                       merge shard runs into one
   trajforge export <file|run|-> --format messages|sharegpt|text --out F   training rows with loss masks
   trajforge report <file|run|-> --out report.html        one self-contained HTML report and trajectory viewer
+  trajforge report --serve RUN [--port N]                the same report on 127.0.0.1, updated while the run writes
   trajforge dedup <file|run>… --out F [--clusters F]     drop near-duplicate questions, one kept per cluster
   trajforge decontaminate <file|run|->… --against F… [--drop] --out F   flag rows that overlap eval sets (13-grams)
   (validate, filter and stats read trajforge records, DR Tulu generator rows and chat rows;

@@ -63,6 +63,12 @@ export interface ReadOptions {
   /** `skip`: a bad row is counted in the report instead of stopping the read. */
   readonly onBadRow?: 'error' | 'skip' | undefined;
   readonly stdin?: NodeJS.ReadableStream | undefined;
+  /**
+   * Bytes of a file to read, by the path as `inputFiles` names it: the rest is not read. A run
+   * that is still being written is read up to the end of its last whole line this way, the same
+   * bytes in every pass (`report --serve`).
+   */
+  readonly until?: ReadonlyMap<string, number> | undefined;
 }
 
 export interface DatasetRow {
@@ -670,6 +676,8 @@ function checkFormat(format: unknown): RowFormat | 'auto' {
   throw new TrajforgeError('BAD_USAGE', `--format: expected auto, ${ROW_FORMATS.join(', ')}; got ${JSON.stringify(format)}`, { field: 'format' });
 }
 
+async function* nothing(): AsyncGenerator<Buffer> {}
+
 export function readDataset(input: string, opts: ReadOptions = {}): { rows: AsyncIterable<DatasetRow>; report: ReadReport } {
   const report: ReadReport = { rows: 0, bad: [], formats: {}, dialects: {}, renamed: 0 };
   const forced = checkFormat(opts.format);
@@ -678,7 +686,13 @@ export function readDataset(input: string, opts: ReadOptions = {}): { rows: Asyn
   async function* rows(): AsyncGenerator<DatasetRow> {
     for (const file of files) {
       const label = file === '-' ? '<stdin>' : file;
-      const stream: AsyncIterable<Buffer | string> = file === '-' ? ((opts.stdin ?? process.stdin) as AsyncIterable<Buffer | string>) : createReadStream(file, { highWaterMark: 1 << 20 });
+      const until = opts.until?.get(file);
+      const stream: AsyncIterable<Buffer | string> =
+        file === '-'
+          ? ((opts.stdin ?? process.stdin) as AsyncIterable<Buffer | string>)
+          : until === 0
+            ? nothing()
+            : createReadStream(file, { highWaterMark: 1 << 20, ...(until === undefined ? {} : { end: until - 1 }) });
       let format: RowFormat | undefined = forced === 'auto' ? undefined : forced;
       for await (const batch of readLineBatches(stream)) for (const { line, text, invalidUtf8 } of batch) {
         report.rows++;

@@ -11,10 +11,10 @@ import { TrajforgeError } from '../../errors.js';
 import { latestFilter, latestIndexFor } from '../export.js';
 import { JsonlWriter, OutputClosedError } from '../../jsonl.js';
 import { PACKAGE_VERSION } from '../../paths.js';
-import { readDataset, type DatasetRow, type ReadOptions } from '../readers.js';
+import { readDataset, type DatasetRow, type ReadOptions, type ReadReport } from '../readers.js';
 import { ForeignCheck, validatedRows } from '../foreign.js';
 import type { TokenCounter } from '../../tokens.js';
-import { computeStats, type Stats } from '../stats.js';
+import { computeStats, type LatestIndex, type Stats } from '../stats.js';
 import { overview, pageHead, pageTail, ROWS_END } from './page.js';
 import { DEFAULT_ROW_OPTIONS, rowLine, type RowOptions } from './rows.js';
 
@@ -27,6 +27,8 @@ export interface ReportOptions extends Partial<RowOptions> {
   readonly stdout?: NodeJS.WritableStream;
   /** Counts the tokens of rows from other systems; default o200k_base. */
   readonly counter?: TokenCounter | undefined;
+  /** A served page's live panel (serve.ts): its HTML, after the overview, and its script, after the page's own. */
+  readonly live?: { readonly html: string; readonly script: string } | undefined;
 }
 
 export interface ReportResult {
@@ -42,15 +44,36 @@ export interface ReportResult {
 
 export async function buildReport(input: string, out: string, opts: ReportOptions = {}): Promise<ReportResult> {
   const read = opts.read ?? {};
+  checkRowOptions(opts);
+  const latest = await latestIndexFor(input, read);
+  const { rows, report } = readDataset(input, read);
+  return writeReport({ rows, report, latest, source: input === '-' ? 'stdin' : input }, out, opts);
+}
+
+/** What a page is made of: the rows as read, what the reader counted, and a run directory's latest-state index. */
+export interface ReportData {
+  readonly rows: AsyncIterable<DatasetRow>;
+  readonly report?: ReadReport | undefined;
+  readonly latest?: LatestIndex | undefined;
+  /** What the page says it shows. */
+  readonly source: string;
+}
+
+function checkRowOptions(opts: Partial<RowOptions>): RowOptions {
   const rowOpts: RowOptions = { outputChars: opts.outputChars ?? DEFAULT_ROW_OPTIONS.outputChars, textChars: opts.textChars ?? DEFAULT_ROW_OPTIONS.textChars };
   for (const [name, v] of Object.entries(rowOpts)) {
     if (!(Number.isInteger(v) && v > 0)) throw new TrajforgeError('BAD_USAGE', `report: ${name} must be a positive integer, got ${v}`);
   }
-  const latest = await latestIndexFor(input, read);
-  const { rows: readRows, report } = readDataset(input, read);
+  return rowOpts;
+}
+
+/** The page of `data`, streamed to `out`: `buildReport` for an input path, `serve.ts` for a run being written. */
+export async function writeReport(data: ReportData, out: string, opts: ReportOptions = {}): Promise<ReportResult> {
+  const rowOpts = checkRowOptions(opts);
+  const { latest, report, source } = data;
   // Rows from other systems get their verdict and token count here, as in `stats`.
   const foreign = new ForeignCheck({ counter: opts.counter, countTokens: true });
-  const rows = validatedRows(readRows, foreign);
+  const rows = validatedRows(data.rows, foreign);
   const listedRow = latest ? latestFilter(latest) : undefined;
 
   const writer = new JsonlWriter(out, opts.stdout ? { stdout: opts.stdout } : {});
@@ -61,7 +84,6 @@ export async function buildReport(input: string, out: string, opts: ReportOption
   };
   let listed = 0;
   try {
-    const source = input === '-' ? 'stdin' : input;
     await put(pageHead({ title: opts.title ?? `trajforge report: ${source}`, source, generatedAt: opts.generatedAt ?? new Date().toISOString().replace(/\.\d+Z$/, 'Z'), version: PACKAGE_VERSION }));
     async function* tee(): AsyncGenerator<DatasetRow> {
       for await (const row of rows) {
@@ -77,7 +99,8 @@ export async function buildReport(input: string, out: string, opts: ReportOption
     stats.validation.validated_here = foreign.validated;
     await put(ROWS_END);
     await put(overview(stats, listed, rowOpts));
-    await put(pageTail());
+    if (opts.live) await put(opts.live.html);
+    await put(pageTail(opts.live?.script));
     await writer.commit();
     return { stats, listed, bytes, outputClosed: false };
   } catch (err) {

@@ -119,6 +119,7 @@ const APP = String.raw`
   var view = [], sel = -1;
 
   function fillSelect(select, counts, label) {
+    while (select.options.length > 1) select.remove(1);
     var keys = Object.keys(counts).sort(function (a, b) { return counts[b] - counts[a] || (a < b ? -1 : 1); });
     for (var k = 0; k < keys.length; k++) {
       var o = el('option', null, (label ? label(keys[k]) : keys[k]) + ' (' + num(counts[keys[k]]) + ')');
@@ -126,19 +127,25 @@ const APP = String.raw`
       select.appendChild(o);
     }
   }
-  var cStatus = {}, cReason = {}, cRule = {};
-  for (var j = 0; j < S.length; j++) {
-    var r = S[j];
-    cStatus[r[1]] = (cStatus[r[1]] || 0) + 1;
-    var reason = r[2] || 'none';
-    cReason[reason] = (cReason[reason] || 0) + 1;
-    for (var u = 0; u < r[3].length; u++) cRule[r[3][u]] = (cRule[r[3][u]] || 0) + 1;
+  function fillFilters() {
+    var cStatus = {}, cReason = {}, cRule = {};
+    for (var j = 0; j < S.length; j++) {
+      var r = S[j];
+      cStatus[r[1]] = (cStatus[r[1]] || 0) + 1;
+      var reason = r[2] || 'none';
+      cReason[reason] = (cReason[reason] || 0) + 1;
+      for (var u = 0; u < r[3].length; u++) cRule[r[3][u]] = (cRule[r[3][u]] || 0) + 1;
+    }
+    var kept = [stEl.value, rsEl.value, ruEl.value];
+    fillSelect(stEl, cStatus);
+    fillSelect(rsEl, cReason);
+    fillSelect(ruEl, cRule);
+    stEl.value = kept[0]; rsEl.value = kept[1]; ruEl.value = kept[2];
   }
-  fillSelect(stEl, cStatus);
-  fillSelect(rsEl, cReason);
-  fillSelect(ruEl, cRule);
+  fillFilters();
 
-  function apply() {
+  function apply() { filter(false); }
+  function filter(keepScroll) {
     var q = qEl.value.trim().toLowerCase(), st = stEl.value, rs = rsEl.value, ru = ruEl.value;
     view = [];
     for (var i = 0; i < S.length; i++) {
@@ -151,7 +158,7 @@ const APP = String.raw`
     }
     countEl.textContent = num(view.length) + ' of ' + num(S.length) + ' trajectories';
     spacer.style.height = Math.min(view.length * ROW, MAX_H) + 'px';
-    list.scrollTop = 0;
+    if (!keepScroll) list.scrollTop = 0;
     render();
   }
 
@@ -287,6 +294,53 @@ const APP = String.raw`
   rsEl.addEventListener('change', apply);
   ruEl.addEventListener('change', apply);
 
+  // A served report (serve.ts) hands the page the rows a run writes while it is open. A row whose
+  // id is listed is that id's newer state and takes its place (an accepted row never gives way:
+  // an id is accepted once, and a failed attempt after it does not count); a new id goes to the
+  // end. The list keeps its scroll, filters and search; the open trajectory stays open.
+  var byId = null;
+  function indexIds() {
+    if (byId) return byId;
+    byId = new Map();
+    for (var i = 0; i < S.length; i++) byId.set(S[i][0], i);
+    return byId;
+  }
+  function addRows(lines) {
+    var ids = indexIds(), reopen = false;
+    for (var k = 0; k < lines.length; k++) {
+      var line = lines[k], tab = line.indexOf('\t');
+      if (tab < 0) continue;
+      var s = JSON.parse(line.slice(0, tab)), at = ids.get(s[0]);
+      if (at === undefined) {
+        ids.set(s[0], S.length);
+        S.push(s);
+        D.push(line.slice(tab + 1));
+        hay.push((s[0] + '\n' + s[4]).toLowerCase());
+        continue;
+      }
+      if (S[at][1] === 'ok') continue;
+      S[at] = s;
+      D[at] = line.slice(tab + 1);
+      hay[at] = (s[0] + '\n' + s[4]).toLowerCase();
+      // Its row in the DOM shows the old state: dropped, so the render makes it anew.
+      var stale = spacer.querySelector('[data-i="' + at + '"]');
+      if (stale) spacer.removeChild(stale);
+      if (at === sel) reopen = true;
+    }
+    fillFilters();
+    filter(true);
+    if (reopen) { var top = viewer.scrollTop; open(sel); viewer.scrollTop = top; }
+  }
+  function openId(id) {
+    var i = indexIds().get(id);
+    if (i === undefined) return false;
+    open(i);
+    var p = view.indexOf(i);
+    if (p >= 0) { scrollToPosition(p); render(); }
+    return true;
+  }
+  window.trajforgeReport = { addRows: addRows, openId: openId, size: function () { return S.length; } };
+
   apply();
   var m = /^#id=(.*)$/.exec(location.hash);
   if (m) {
@@ -410,10 +464,10 @@ ${p === null ? '' : card(`pass@1 and pass@${p.k} (${p.method === 'unbiased' ? 'u
 </section>`;
 }
 
-/** Everything after the overview. */
-export function pageTail(): string {
+/** Everything after the overview; `after`: a script that runs once the page's own has (a served page's live view). */
+export function pageTail(after?: string): string {
   return `</div>
-<script>${APP}</script>
+<script>${APP}</script>${after === undefined ? '' : `\n<script>${after}</script>`}
 </body>
 </html>`;
 }
