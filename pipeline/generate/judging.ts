@@ -68,6 +68,24 @@ export function resolveJudgeKey(judge: JudgeConfig, env: NodeJS.ProcessEnv): str
   );
 }
 
+/** The judge's section as an endpoint for LlmClient: a verdict is short and read whole (no stream, no stop strings, no loop to resample). */
+export function judgeEndpoint(cfg: JudgeConfig): EndpointConfig {
+  return EndpointConfig.parse({
+    base_url: cfg.base_url,
+    model: cfg.model,
+    api_key_env: cfg.api_key_env,
+    temperature: cfg.temperature,
+    max_tokens: cfg.max_tokens,
+    extra_body: cfg.extra_body,
+    timeout_ms: cfg.timeout_ms,
+    max_retries: cfg.max_retries,
+    retry_base_ms: cfg.retry_base_ms,
+    retry_max_ms: cfg.retry_max_ms,
+    stream: false,
+    repetition_retries: 0,
+  });
+}
+
 /** A correct verdict is one that a sample can stand on: accepted, and judged correct. */
 export function judgedCorrect(t: Pick<Trajectory, 'status' | 'judgement'>): boolean {
   return t.status === 'ok' && t.judgement?.verdict === 'correct';
@@ -121,22 +139,7 @@ export class RunJudge {
   private constructor(cfg: JudgeConfig, opts: RunJudgeOptions) {
     this.#cfg = cfg;
     this.#run = opts.config;
-    const endpoint = EndpointConfig.parse({
-      base_url: cfg.base_url,
-      model: cfg.model,
-      api_key_env: cfg.api_key_env,
-      temperature: cfg.temperature,
-      max_tokens: cfg.max_tokens,
-      extra_body: cfg.extra_body,
-      timeout_ms: cfg.timeout_ms,
-      max_retries: cfg.max_retries,
-      retry_base_ms: cfg.retry_base_ms,
-      retry_max_ms: cfg.retry_max_ms,
-      // A verdict is short and read whole: no stop strings to enforce, no loop worth resampling.
-      stream: false,
-      repetition_retries: 0,
-    });
-    this.#llm = new LlmClient(endpoint, { apiKey: resolveJudgeKey(cfg, opts.env), maxConcurrency: cfg.concurrency });
+    this.#llm = new LlmClient(judgeEndpoint(cfg), { apiKey: resolveJudgeKey(cfg, opts.env), maxConcurrency: cfg.concurrency });
     if (cfg.cache) {
       const dir = `${opts.config.executor.cache_dir ?? defaultCacheDir(opts.env)}/judge`;
       try {
