@@ -232,6 +232,35 @@ describe('the judge in the loop', () => {
     }
   });
 
+  it("a judge that writes its key into its rationale: the key is a run secret, redacted in every record", async () => {
+    const KEY = 'sk-judge-echo-fedcba9876543210';
+    const echo: Server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        const content = `Verdict: INCORRECT\nRationale: checked with ${String(req.headers.authorization).slice('Bearer '.length)}`;
+        res.end(JSON.stringify({ id: 'j', object: 'chat.completion', created: 0, model: 'echo', choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }], usage: { prompt_tokens: 9, completion_tokens: 9, total_tokens: 18 } }));
+      });
+    });
+    await new Promise<void>((r) => echo.listen(0, '127.0.0.1', r));
+    try {
+      const url = `http://127.0.0.1:${(echo.address() as AddressInfo).port}/v1`;
+      const runDir = join(dir, 'echo');
+      mkdirSync(runDir, { recursive: true });
+      const cfg = writeConfig(runDir, policy.url, { questions: { path: writeQuestions(runDir, questionRows.slice(0, 2)) }, validation: { judge: judgeConfig(url, { api_key_env: 'TF_ECHO_JUDGE_KEY', cache: false }) } });
+      const r = await runCli(['generate', '--config', cfg], { env: { TF_ECHO_JUDGE_KEY: KEY, TRAJFORGE_CACHE_DIR: join(runDir, 'cache') } });
+      const failed = readJsonl(join(runDir, 'run', 'failures.jsonl'));
+      expect(failed).toHaveLength(2);
+      for (const t of failed) expect(t.judgement.reasoning).toBe('checked with [redacted:TF_ECHO_JUDGE_KEY]');
+      for (const f of readdirSync(join(runDir, 'run'))) {
+        if (f.endsWith('.jsonl') || f.endsWith('.json')) expect(readFileSync(join(runDir, 'run', f), 'utf8'), f).not.toContain(KEY);
+      }
+      expect(`${r.stdout}${r.stderr}`).not.toContain(KEY);
+    } finally {
+      await new Promise<void>((r) => echo.close(() => r()));
+    }
+  });
+
   it('a missing judge key stops generate before anything starts (exit 2), naming the field', async () => {
     const questions = writeQuestions(dir, questionRows.slice(0, 1));
     const { r, run } = await generate('nokey', { questions: { path: questions }, validation: { judge: judgeConfig('https://judge.invalid/v1', { api_key_env: 'TF_NOT_SET_JUDGE_KEY' }) } });

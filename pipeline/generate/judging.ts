@@ -124,6 +124,7 @@ export class RunJudge {
   readonly #run: RunConfig;
   readonly #llm: LlmClient;
   readonly #cache: ResultStore | undefined;
+  readonly #scrubber: Scrubber;
   readonly #verdictTag = templateTag(VERDICT_PROMPT);
   readonly #rubricTag = templateTag(RUBRIC_PROMPT);
   #refusals = 0;
@@ -139,6 +140,7 @@ export class RunJudge {
   private constructor(cfg: JudgeConfig, opts: RunJudgeOptions) {
     this.#cfg = cfg;
     this.#run = opts.config;
+    this.#scrubber = opts.scrubber ?? Scrubber.none;
     this.#llm = new LlmClient(judgeEndpoint(cfg), { apiKey: resolveJudgeKey(cfg, opts.env), maxConcurrency: cfg.concurrency });
     if (cfg.cache) {
       const dir = `${opts.config.executor.cache_dir ?? defaultCacheDir(opts.env)}/judge`;
@@ -303,7 +305,8 @@ export class RunJudge {
       let reply: string;
       try {
         this.#stats.requests++;
-        reply = cleanText((await this.#llm.complete({ messages: [{ role: 'user', content: prompt }], stop: [], signal })).text);
+        // The grader's words reach records, the summary and the cache: cleaned, and with the run's secrets taken out as they arrive (as tool output is).
+        reply = this.#scrubber.text(cleanText((await this.#llm.complete({ messages: [{ role: 'user', content: prompt }], stop: [], signal })).text));
       } catch (err) {
         if (!(err instanceof LlmError) || err.kind === 'aborted') throw err;
         if (err.kind === 'fatal' && ++this.#refusals >= this.#cfg.fail_fast_after && this.#fatal === undefined) {
