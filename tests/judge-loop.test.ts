@@ -295,6 +295,31 @@ describe('the judge in the loop', () => {
   });
 });
 
+describe('trajforge check with a judge', () => {
+  it('grades one plainly right answer at the judge: ok against the sim, FAIL at a closed port, FAIL for --until-correct without a judge', async () => {
+    const judge = await judgeSim();
+    const runDir = join(dir, 'check');
+    mkdirSync(runDir, { recursive: true });
+    const questions = writeQuestions(runDir, questionRows.slice(0, 1));
+    const ok = await runCli(['check', '--config', writeConfig(runDir, policy.url, { questions: { path: questions }, validation: { judge: judgeConfig(judge.url) } })]);
+    expect(ok.stdout).toMatch(/ok\s+judge\s+sim-judge at .* graded a plainly right test answer CORRECT/);
+    expect(judge.stats().judgeRequests).toBe(1);
+
+    const port = await closedPort();
+    const down = await runCli(['check', '--config', writeConfig(runDir, policy.url, { questions: { path: questions }, validation: { judge: judgeConfig(`http://127.0.0.1:${port}/v1`) } })]);
+    expect(down.code).toBe(1);
+    expect(down.stdout).toMatch(/FAIL\s+judge\s+connection refused at http:\/\/127\.0\.0\.1:\d+\/v1/);
+
+    const unreadable = await judgeSim({ misbehave: { judge_unreadable: 1 } });
+    const warn = await runCli(['check', '--config', writeConfig(runDir, policy.url, { questions: { path: questions }, validation: { judge: judgeConfig(unreadable.url) } })]);
+    expect(warn.stdout).toMatch(/warn\s+judge\s+.*no readable verdict/);
+
+    const noJudge = await runCli(['check', '--config', writeConfig(runDir, policy.url, { questions: { path: questions, samples: 2, until_correct: true } })]);
+    expect(noJudge.code).toBe(1);
+    expect(noJudge.stdout).toMatch(/FAIL\s+judge\s+questions.until_correct .* needs a judge/);
+  });
+});
+
 describe('rubrics', () => {
   const rubrics = [
     { title: 'Version', description: 'States the version in which support first arrived', weight: 3 },
