@@ -14,6 +14,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, platform, release } from 'node:os';
 import { join } from 'node:path';
 import { PACKAGE_ROOT } from '../pipeline/paths.js';
+import { benchAgents } from './agents.js';
 import { benchCurate } from './curate.js';
 import { benchLifecycle } from './lifecycle.js';
 import { benchMemory } from './memory.js';
@@ -30,6 +31,7 @@ const benches: ReadonlyArray<readonly [string, () => Promise<string>]> = [
   ['shards', benchShards],
   ['memory', benchMemory],
   ['curate', benchCurate],
+  ['agents', benchAgents],
 ];
 
 const FILE = join(PACKAGE_ROOT, 'bench', 'BENCHMARKS.md');

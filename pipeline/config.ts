@@ -13,6 +13,7 @@ import { describeIssues, formatPath, locator, type Position } from './config-hin
 import { TrajforgeError } from './errors.js';
 import { PACKAGE_ROOT } from './paths.js';
 import { runSecrets, Scrubber, SECRET_NAME, type Expansion } from './secrets.js';
+import { AGENT_ONLY_PROMPTS, agentDialects, agentSettings } from './agent-config.js';
 
 /** Flags of `trajforge generate` that override the config file. */
 export interface ConfigOverrides {
@@ -156,7 +157,23 @@ export function resolveConfig(raw: unknown, file: string, overrides: ConfigOverr
       field: 'dialect_options',
     });
   }
+  try {
+    // The agents' references (sub-agents, servers, prompts, depth) are checked here, so their errors name the file and line too.
+    agentSettings(parsed.data);
+  } catch (err) {
+    if (!(err instanceof TrajforgeError) || err.field === undefined) throw err;
+    const at = locate?.(fieldPath(err.field));
+    throw new TrajforgeError('BAD_CONFIG', `${file}${at ? `:${at.line}:${at.col}` : ''}: ${err.message}`, { file, line: at?.line, field: err.field });
+  }
   return parsed.data;
+}
+
+/** `agents.main.sub_agents[0]` as a path: `['agents', 'main', 'sub_agents', 0]`. */
+function fieldPath(field: string): PropertyKey[] {
+  return field.split('.').flatMap((part) => {
+    const m = /^(.*?)((?:\[\d+\])+)$/.exec(part);
+    return m ? [m[1]!, ...[...m[2]!.matchAll(/\[(\d+)\]/g)].map((i) => Number(i[1]))] : [part];
+  });
 }
 
 export function loadConfig(file: string, overrides: ConfigOverrides = {}, env: NodeJS.ProcessEnv = process.env): RunConfig {
@@ -230,7 +247,9 @@ export function fingerprintFields(cfg: RunConfig, env: NodeJS.ProcessEnv = proce
     executor: { max_result_chars: cfg.executor.max_result_chars, max_snippet_chars: cfg.executor.max_snippet_chars },
     'retry.experience': cfg.retry.experience,
     instructions: cfg.instructions ?? null,
-    prompts: promptHashes(cfg.dialect),
+    prompts: promptHashes(agentDialects(cfg), cfg.agents === undefined ? [] : agentPrompts(cfg)),
+    // A run without agents records null: resuming it with agents is a change, refused like any other.
+    agents: cfg.agents === undefined ? null : { sections: cfg.agents, max_agent_depth: cfg.max_agent_depth },
     // Only when set, so runs made before the field existed keep their fingerprint.
     ...(cfg.tokenizer === undefined ? {} : { tokenizer: cfg.tokenizer }),
   };
@@ -264,18 +283,26 @@ function serverLaunch(cfg: RunConfig, env: NodeJS.ProcessEnv): Record<string, un
 }
 
 /**
- * The prompt templates a run of `dialect` can send, by a hash of their text: the shared ones and
- * the dialect's own (`<dialect>-*.txt`), not the other dialects'. A template that trajforge adds
+ * The prompt templates a run of these dialects can send, by a hash of their text: the shared
+ * ones and the dialects' own (`<dialect>-*.txt`), not the other dialects'; the agent-only
+ * prompts only when the run's agents use them (`agentPrompts`). A template that trajforge adds
  * later is counted from the start, so a shared template is never missed.
  */
-export function promptHashes(dialect: string): Record<string, string> {
+export function promptHashes(dialects: string | readonly string[], agentPrompts: readonly string[] = []): Record<string, string> {
   const dir = join(PACKAGE_ROOT, 'prompts');
-  const others = DialectName.options.filter((d) => d !== dialect);
+  const used = typeof dialects === 'string' ? [dialects] : dialects;
+  const others = DialectName.options.filter((d) => !used.includes(d));
   const out: Record<string, string> = {};
   for (const file of readdirSync(dir).sort()) {
     // The judge's templates go to the judge's fingerprint (validationFingerprint), with the judge.
     if (!file.endsWith('.txt') || others.some((d) => file.startsWith(`${d}-`)) || file.startsWith('judge-')) continue;
+    const stem = file.slice(0, -'.txt'.length);
+    if (AGENT_ONLY_PROMPTS.includes(stem) && !agentPrompts.includes(stem)) continue;
     out[file] = createHash('sha256').update(readFileSync(join(dir, file))).digest('hex').slice(0, 16);
+  }
+  for (const stem of agentPrompts) {
+    // A prompt the config names from outside the shared set (another dialect's prefix) is counted too.
+    if (!(`${stem}.txt` in out)) out[`${stem}.txt`] = createHash('sha256').update(readFileSync(join(dir, `${stem}.txt`))).digest('hex').slice(0, 16);
   }
   return out;
 }
@@ -288,6 +315,13 @@ export function judgePromptHashes(): Record<string, string> {
     if (file.startsWith('judge-') && file.endsWith('.txt')) out[file] = createHash('sha256').update(readFileSync(join(dir, file))).digest('hex').slice(0, 16);
   }
   return out;
+}
+
+/** The prompts the run's agents name (objective, task, final answer). */
+function agentPrompts(cfg: RunConfig): string[] {
+  const out = new Set<string>();
+  for (const a of agentSettings(cfg)?.values() ?? []) for (const p of [a.objectivePrompt, a.finalAnswerPrompt, a.taskPrompt]) if (p !== undefined) out.add(p);
+  return [...out].sort();
 }
 
 export function fingerprint(fields: Record<string, unknown>): string {

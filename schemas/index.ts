@@ -44,6 +44,8 @@ export const ToolCallRecord = z.object({
   cached: z.boolean(),
   duration_ms: z.number().nonnegative(),
   timestamp: z.string(),
+  /** A call to a sub-agent: the id of the session it started, whose report is this call's output. */
+  child_id: z.string().optional(),
 });
 export type ToolCallRecord = z.infer<typeof ToolCallRecord>;
 
@@ -135,6 +137,7 @@ export const FailureReason = z.enum([
   'endpoint_rejected', // a 4xx for this prompt alone (content filter, bad request): the server's message is kept
   'response_too_large', // the endpoint's answer passed endpoint.max_response_bytes
   'unjudged', // the judge could not be reached; `rerun --reason unjudged` finishes the job
+  'parent_failed', // a sub-agent session that was fine, failed with its family because a session above it failed
 ]);
 export type FailureReason = z.infer<typeof FailureReason>;
 
@@ -329,6 +332,17 @@ export const Trajectory = z.object({
   tools: z.array(z.unknown()).optional(),
   /** Set on an attempt seeded by the failure of the previous one (failure-experience retry). */
   experience: Experience.optional(),
+  /**
+   * Runs with an `agents` config: which agent this session is (`main` or a sub-agent's name),
+   * the session that called it and the index of that call in its `tool_calls`, how deep it is
+   * (0 = main), and the family it belongs to (the root session's id). Every session of a family
+   * has the root's `attempt`.
+   */
+  agent: z.string().optional(),
+  parent_id: z.string().optional(),
+  parent_call: z.number().int().nonnegative().optional(),
+  depth: z.number().int().nonnegative().optional(),
+  family_id: z.string().optional(),
   /** Set by `trajforge decontaminate`. */
   decontamination: Decontamination.optional(),
   /** Set by the judge in the loop (`validation.judge`). */
@@ -576,21 +590,81 @@ export const ValidationConfig = z.strictObject({
   judge: JudgeConfig.optional(),
 });
 
+export const ToolsConfig = z.strictObject({
+  aliases: z.record(z.string(), ToolAlias).default({}),
+  /** Calls allowed per tool name per trajectory; past it the model is told so and nothing runs. */
+  limits: z.record(z.string(), z.number().int().nonnegative()).default({}),
+  /** Tool names shown to the model; default: every alias, or every server tool when there are none. */
+  expose: z.array(z.string()).optional(),
+});
+
+/**
+ * The same object with every field optional and no defaults: an agent's section overrides
+ * only the fields it names, over the top-level settings.
+ */
+function overrides<S extends z.ZodRawShape>(schema: z.ZodObject<S>) {
+  const shape = Object.fromEntries(Object.entries(schema.shape).map(([k, s]) => [k, ((s instanceof z.ZodDefault ? s.unwrap() : s) as z.ZodType).optional()]));
+  return z.strictObject(shape) as unknown as z.ZodObject<{ [K in keyof S]: z.ZodOptional<S[K] extends z.ZodDefault<infer T> ? T : S[K]> }, z.core.$strict>;
+}
+
+/** A prompt template's name: a file stem in prompts/. */
+const PromptName = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]*$/, 'expected the name of a file in prompts/ without .txt');
+
+/** How a sub-agent is offered to the agents that call it: a tool in their dialect. Defaults: MiroThinker's browsing agent. */
+export const AgentAsTool = z.strictObject({
+  /** The MCP server it is listed under (mcp-xml shows tools by server). Default `<name>-agent`. */
+  server: z.string().min(1).optional(),
+  /** The tool name the model writes. Default: `search_and_browse` for `browsing`, else the agent's name. */
+  name: z.string().min(1).optional(),
+  description: z.string().optional(),
+  /** JSON Schema of the call's input. Default `{subtask: string}`, required. */
+  input_schema: z.record(z.string(), z.unknown()).optional(),
+  /** The input parameter that holds the subtask. Default `subtask`. */
+  param: z.string().min(1).optional(),
+});
+
+/**
+ * One agent: `agents.main` overrides the top-level settings for the main agent; any other key
+ * is a sub-agent, offered as a tool to the agents that list it in `sub_agents`.
+ */
+export const AgentConfig = z.strictObject({
+  dialect: DialectName.optional(),
+  /** mcp-xml only: MiroThinker's form (see DialectOptions). Default: the top-level ones, for an mcp-xml agent. */
+  dialect_options: DialectOptions.optional(),
+  /** Text appended to the system prompt (after `objective_prompt`). */
+  instructions: z.string().optional(),
+  /** A prompt appended to the system prompt: the agent's objective. */
+  objective_prompt: PromptName.optional(),
+  /** The mcpServers whose tools it sees. Default: all. */
+  servers: z.array(z.string()).optional(),
+  /** Its own aliases, limits and expose, instead of the top-level `tools` (which it inherits, for its servers, when unset). */
+  tools: ToolsConfig.optional(),
+  budgets: overrides(BudgetsConfig).optional(),
+  context: overrides(ContextConfig).optional(),
+  rollback: overrides(RollbackConfig).optional(),
+  /** The prompt that asks for the final answer (`{question}`, `{task}`). Default: the dialect's; a sub-agent's: `browsing-agent-summary`. */
+  final_answer_prompt: PromptName.optional(),
+  /**
+   * `always`: the final-answer prompt ends every session, as MiroThinker does, even after an
+   * answer in the loop; `when_needed`: only when the loop ends without one. A sub-agent is
+   * always `always` (its report is its reply to that prompt). Default `when_needed` for main.
+   */
+  final_answer: z.enum(['always', 'when_needed']).optional(),
+  /** A sub-agent's first user message, `{subtask}` filled. Default `subtask`. */
+  task_prompt: PromptName.optional(),
+  as_tool: AgentAsTool.optional(),
+  /** The sub-agents it may call. Default: every sub-agent for main, none for a sub-agent. */
+  sub_agents: z.array(z.string()).optional(),
+});
+export type AgentConfig = z.infer<typeof AgentConfig>;
+
 export const RunConfig = z.strictObject({
   endpoint: EndpointConfig,
   dialect: DialectName.default('tulu'),
   /** mcp-xml only: MiroThinker's form (see DialectOptions). */
   dialect_options: DialectOptions.optional(),
   mcpServers: z.record(z.string(), McpServerConfig).default({}),
-  tools: z
-    .strictObject({
-      aliases: z.record(z.string(), ToolAlias).default({}),
-      /** Calls allowed per tool name per trajectory; past it the model is told so and nothing runs. */
-      limits: z.record(z.string(), z.number().int().nonnegative()).default({}),
-      /** Tool names shown to the model; default: every alias, or every server tool when there are none. */
-      expose: z.array(z.string()).optional(),
-    })
-    .prefault({}),
+  tools: ToolsConfig.prefault({}),
   questions: QuestionsConfig.prefault({}),
   budgets: BudgetsConfig.prefault({}),
   rollback: RollbackConfig.prefault({}),
@@ -606,6 +680,19 @@ export const RunConfig = z.strictObject({
     .prefault({}),
   /** Extra text appended to the dialect's system prompt. */
   instructions: z.string().optional(),
+  /** A main agent that delegates to sub-agents; unset: one agent, as configured above. */
+  /** Agent names are letters, digits, `_` and `-` (they go into session ids); checked with the references (pipeline/agent-config.ts). */
+  agents: z.record(z.string(), AgentConfig).optional(),
+  /** How deep sub-agents may nest: 1 lets main call sub-agents that call none. */
+  max_agent_depth: z.number().int().positive().default(1),
+  /**
+   * Samples (with agents: families) rolled out at once. `concurrency` counts model requests in
+   * flight; a sample waiting on a tool or a sub-agent holds none, so more samples than
+   * requests keep the endpoint busy. Default: `concurrency`; with agents, 4 × `concurrency`
+   * (a family is a chain of requests, one after another: the more of them side by side, the
+   * closer together the last ones of a run finish; bench/BENCHMARKS.md, "Agents").
+   */
+  samples_in_flight: z.number().int().positive().optional(),
   /**
    * What counts tokens for the context guard (and for `stats`, `export --max-tokens` and
    * `limits.tokens` on this run): `o200k_base` (default), `cl100k_base`, or the path of the
@@ -617,19 +704,28 @@ export const RunConfig = z.strictObject({
 export type RunConfig = z.infer<typeof RunConfig>;
 export type RunConfigInput = z.input<typeof RunConfig>;
 
-export const RunCounts = z.object({
+const Counts = z.object({
   accepted: z.number().int().nonnegative(),
   failed: z.number().int().nonnegative(),
   by_reason: z.record(z.string(), z.number().int().nonnegative()),
+});
+/** Samples (roots) by their latest state; with agents, the sub-agent sessions apart. */
+export const RunCounts = Counts.extend({
+  sub_agents: Counts.optional(),
 });
 
 /** What opening a run did to a file that did not end at a newline (a crash in the middle of a write, or a hand). */
 export const TailRepair = z.object({
   file: z.string(),
-  /** `newline_added`: the last line was a whole record; `moved_aside`: a cut one, saved to `saved_to`. */
-  action: z.enum(['newline_added', 'moved_aside']),
+  /**
+   * `newline_added`: the last line was a whole record; `moved_aside`: a cut one, saved to
+   * `saved_to`; `orphans_moved_aside`: the last `records` lines were sub-agent sessions of a
+   * family whose root a crash kept from being written, saved to `saved_to`.
+   */
+  action: z.enum(['newline_added', 'moved_aside', 'orphans_moved_aside']),
   bytes: z.number().int().nonnegative(),
   saved_to: z.string().optional(),
+  records: z.number().int().nonnegative().optional(),
 });
 export type TailRepair = z.infer<typeof TailRepair>;
 

@@ -169,6 +169,21 @@ describe('trajforge check', () => {
     });
   });
 
+  it('with agents: each agent\'s tools on a line of its own; a sub-agent named like one of its caller\'s tools is FAIL tools', async () => {
+    const s = await sim();
+    const dir = tempDir('tf-check-');
+    const agents = { main: { servers: [] }, browsing: {} };
+    const ok = await check(writeConfig(dir, s.url, { agents }));
+    expect(ok.stdout).toMatch(/^ok +tools main +1 offered to agent main: search_and_browse$/m);
+    expect(ok.stdout).toMatch(/^ok +tools browsing +1 offered to agent browsing: pubmed_search$/m);
+    const clash = await check(writeConfig(dir, s.url, { agents: { browsing: { as_tool: { name: 'pubmed_search' } } } }));
+    expect(clash.code).toBe(1);
+    expect(linesOf(clash.stdout).get('tools')).toEqual({
+      status: 'FAIL',
+      detail: 'agents.browsing.as_tool.name: browsing is offered to main as pubmed_search, a name its server corpus also has; give the sub-agent another name (agents.main.sub_agents[0])',
+    });
+  });
+
   it('an endpoint that rejects stop and max_tokens: warn and ok lines saying what trajforge does instead, in 5 requests at most', async () => {
     const s = await sim({ rejectStop: true, rejectMaxTokens: true });
     const r = await check(writeConfig(tempDir('tf-check-'), s.url));

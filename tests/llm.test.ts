@@ -319,3 +319,45 @@ describe('llm', () => {
     expect(retryAfterMs({})).toBeUndefined();
   });
 });
+
+describe('AdaptiveGate', () => {
+  it('hands a freed slot to the request that waited longest, never to one arriving meanwhile (first come, first served)', async () => {
+    const { AdaptiveGate } = await import('../pipeline/generate/llm.js');
+    const gate = new AdaptiveGate(1);
+    const order: string[] = [];
+    await gate.acquire();
+    const b = gate.acquire().then(() => order.push('b'));
+    // The slot is freed, and at once another request asks for one: the waiting one gets it.
+    gate.release();
+    const c = gate.acquire().then(() => order.push('c'));
+    await new Promise((r) => setTimeout(r, 0));
+    expect(order).toEqual(['b']);
+    await b;
+    gate.release();
+    await c;
+    expect(order).toEqual(['b', 'c']);
+    gate.release();
+  });
+
+  it('after a 429 halves the limit, hands slots over only below it, and again as successes raise it', async () => {
+    const { AdaptiveGate } = await import('../pipeline/generate/llm.js');
+    const gate = new AdaptiveGate(4);
+    for (let i = 0; i < 4; i++) await gate.acquire();
+    gate.rateLimited();
+    expect(gate.limit).toBe(2);
+    let admitted = 0;
+    const waiting = [gate.acquire(), gate.acquire()].map((p) => p.then(() => admitted++));
+    gate.release();
+    gate.release();
+    await new Promise((r) => setTimeout(r, 0));
+    // 2 in flight, the limit: nobody is let in yet.
+    expect(admitted).toBe(0);
+    gate.release();
+    await new Promise((r) => setTimeout(r, 0));
+    expect(admitted).toBe(1);
+    for (let i = 0; i < 20; i++) gate.succeeded();
+    expect(gate.limit).toBe(3);
+    await Promise.all(waiting);
+    expect(admitted).toBe(2);
+  });
+});

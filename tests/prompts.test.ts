@@ -26,11 +26,12 @@ const USES: Readonly<Record<string, Use>> = {
     vars: { tools: '## Server name: corpus\n### Tool name: pubmed_search (TOOLS_LISTING_2)', today: ' Today is: 2025-06-08', result_wrapping: ', inside <tool_output>...</tool_output>' },
   },
   // Hierarchical agents (#15): the agents' config defaults, and what the sim's roles key on.
-  subtask: { caller: "agents: a sub-agent's first user message", vars: { subtask: 'Find the year aspirin was first synthesised.' } },
-  'browsing-agent-summary': { caller: "agents: a sub-agent's final-report prompt", vars: { task: 'Find the year aspirin was first synthesised.' } },
-  'main-agent-summary': { caller: "agents: the main agent's final-answer prompt (MiroThinker's)", vars: { question: QUESTION } },
-  'main-agent-objective': { caller: "agents: appended to the main agent's system prompt (raw)", vars: {} },
-  'browsing-agent-objective': { caller: "agents: appended to the browsing sub-agent's system prompt (raw)", vars: {} },
+  // Every final-answer prompt is rendered with {question} and {task} (rollout.ts #finalAnswerAsk), so an agent's `final_answer_prompt` may use either.
+  subtask: { caller: "generate/agents.ts: a sub-agent's first user message (task_prompt)", vars: { subtask: 'Find the year aspirin was first synthesised.' } },
+  'browsing-agent-summary': { caller: "rollout.ts: a sub-agent's final-report prompt", vars: { question: 'Find the year aspirin was first synthesised.', task: 'Find the year aspirin was first synthesised.' }, optional: ['question'] },
+  'main-agent-summary': { caller: "rollout.ts: the main agent's final-answer prompt (MiroThinker's)", vars: { question: QUESTION, task: QUESTION }, optional: ['task'] },
+  'main-agent-objective': { caller: "generate/agents.ts: appended to the main agent's system prompt (objective_prompt, raw)", vars: {} },
+  'browsing-agent-objective': { caller: "generate/agents.ts: appended to the browsing sub-agent's system prompt (objective_prompt, raw)", vars: {} },
   'mcp-xml-summary': { caller: 'rollout.ts final-answer prompt (mcp-xml)', vars: { question: QUESTION } },
   'force-answer': { caller: 'rollout.ts final-answer prompt (tulu)', vars: { question: QUESTION }, optional: ['question'] },
   'native-final-answer': { caller: 'rollout.ts final-answer prompt (native)', vars: { question: QUESTION }, optional: ['question'] },

@@ -158,3 +158,126 @@ describe('run store', () => {
     await s.close('completed', 'completed');
   });
 });
+
+/** A family's records as generate writes them: sub-agent sessions post-order, the root last. */
+function family(root: string, statuses: { root: 'ok' | 'failed'; children: ('ok' | 'failed')[] }, attempt = 0): Trajectory[] {
+  const children = statuses.children.map((st, n) => ({
+    ...traj(`${root}/browsing#${n}`, st, attempt),
+    agent: 'browsing',
+    parent_id: root,
+    parent_call: n,
+    depth: 1,
+    family_id: root,
+    ...(st === 'failed' ? { reason: 'no_answer' as const } : {}),
+  }));
+  return [...children, { ...traj(root, statuses.root, attempt), agent: 'main', depth: 0, family_id: root }];
+}
+const ids = (file: string): string[] =>
+  existsSync(file)
+    ? readFileSync(file, 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l).id)
+    : [];
+
+describe('run store: families', () => {
+  it('writes a family as one unit, the root last, each session to the file its status names; a family whose root is accepted is never written again', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tf-store-fam-'));
+    const s = await open(dir);
+    expect(await s.appendFamily(family('a', { root: 'ok', children: ['ok', 'failed', 'ok'] }))).toBe(true);
+    expect(await s.appendFamily(family('a', { root: 'ok', children: ['ok'] }))).toBe(false);
+    expect(await s.appendFamily(family('b', { root: 'failed', children: ['failed'] }))).toBe(true);
+    await s.close('completed', 'completed');
+    expect(ids(join(dir, TRAJECTORIES))).toEqual(['a/browsing#0', 'a/browsing#2', 'a']);
+    expect(ids(join(dir, FAILURES))).toEqual(['a/browsing#1', 'b/browsing#0', 'b']);
+    const m = JSON.parse(readFileSync(join(dir, MANIFEST), 'utf8'));
+    // Samples are roots; the sub-agent sessions are counted apart.
+    expect(m.counts).toEqual({ accepted: 1, failed: 1, by_reason: { max_turns: 1 }, sub_agents: { accepted: 2, failed: 2, by_reason: { no_answer: 2 } } });
+    const again = await open(dir);
+    expect(again.isDone('a')).toBe(true);
+    expect(again.isDone('b')).toBe(true);
+    expect(again.isDone('a/browsing#0')).toBe(false);
+    expect([...again.failed.keys()]).toEqual(['b']);
+    expect(again.counts()).toEqual(m.counts);
+    await again.close('completed', 'completed');
+  });
+
+  it('moves aside the sub-agent lines a crash left without their root, at the end of both files, and says so; the family is redone', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tf-store-orphans-'));
+    const s = await open(dir);
+    await s.appendFamily(family('a', { root: 'ok', children: ['failed', 'ok'] }));
+    await s.close('completed', 'completed');
+    const before = { traj: readFileSync(join(dir, TRAJECTORIES), 'utf8'), fail: readFileSync(join(dir, FAILURES), 'utf8') };
+    // A crash after family b's sub-agent lines, before its root: one in each file.
+    const [bFailed, bOk] = family('b', { root: 'ok', children: ['failed', 'ok'] });
+    appendFileSync(join(dir, FAILURES), `${JSON.stringify(bFailed)}\n`);
+    appendFileSync(join(dir, TRAJECTORIES), `${JSON.stringify(bOk)}\n`);
+    const resumed = await open(dir);
+    expect(resumed.isDone('b')).toBe(false);
+    expect(readFileSync(join(dir, TRAJECTORIES), 'utf8')).toBe(before.traj);
+    expect(readFileSync(join(dir, FAILURES), 'utf8')).toBe(before.fail);
+    expect(resumed.notices).toEqual([
+      expect.stringMatching(/^trajectories\.jsonl: its last 1 lines, sub-agent sessions of a family whose root was never written \(a crash between them\), were moved to trajectories\.jsonl\.orphaned-.*; that family is redone$/),
+      expect.stringMatching(/^failures\.jsonl: its last 1 lines, sub-agent sessions of a family whose root was never written .*failures\.jsonl\.orphaned-/),
+    ]);
+    const repairs = resumed.manifest.sessions.at(-1)!.tail_repairs!;
+    expect(repairs.map((r) => [r.action, r.records])).toEqual([
+      ['orphans_moved_aside', 1],
+      ['orphans_moved_aside', 1],
+    ]);
+    // Nothing is lost: the lines are in the files beside.
+    expect(readFileSync(repairs[0]!.saved_to!, 'utf8')).toBe(`${JSON.stringify(bOk)}\n`);
+    expect(readFileSync(repairs[1]!.saved_to!, 'utf8')).toBe(`${JSON.stringify(bFailed)}\n`);
+    expect(resumed.counts().sub_agents).toEqual({ accepted: 1, failed: 1, by_reason: { no_answer: 1 } });
+    // The family is redone, whole, with the same ids.
+    expect(await resumed.appendFamily(family('b', { root: 'ok', children: ['ok', 'ok'] }))).toBe(true);
+    await resumed.close('completed', 'completed');
+    expect(ids(join(dir, TRAJECTORIES))).toEqual(['a/browsing#1', 'a', 'b/browsing#0', 'b/browsing#1', 'b']);
+  });
+
+  it('a partial last line and orphans together: the cut line is moved aside first, then the whole orphan lines before it', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tf-store-orphans-'));
+    const s = await open(dir);
+    await s.appendFamily(family('a', { root: 'ok', children: ['ok'] }));
+    await s.close('completed', 'completed');
+    const [b0, b1, bRoot] = family('b', { root: 'ok', children: ['ok', 'ok'] });
+    appendFileSync(join(dir, TRAJECTORIES), `${JSON.stringify(b0)}\n${JSON.stringify(b1)}\n${JSON.stringify(bRoot).slice(0, 40)}`);
+    const resumed = await open(dir);
+    expect(resumed.manifest.sessions.at(-1)!.tail_repairs!.map((r) => [r.action, r.records])).toEqual([
+      ['moved_aside', undefined],
+      ['orphans_moved_aside', 2],
+    ]);
+    expect(ids(join(dir, TRAJECTORIES))).toEqual(['a/browsing#0', 'a']);
+    await resumed.close('completed', 'completed');
+  });
+
+  it('a sub-agent line without its root followed by another family is not a crash: the run is not opened, and nothing is cut', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tf-store-orphans-'));
+    const [b0] = family('b', { root: 'ok', children: ['ok'] });
+    const a = family('a', { root: 'ok', children: ['ok'] });
+    writeFileSync(join(dir, TRAJECTORIES), [b0, ...a].map((t) => `${JSON.stringify(t)}\n`).join(''));
+    // b's child is followed by a's child, then a's root: a's root commits b's child too (written before it). A child after the last root is another matter:
+    appendFileSync(join(dir, TRAJECTORIES), `${JSON.stringify(family('c', { root: 'ok', children: ['ok'] })[0])}\n`);
+    writeFileSync(join(dir, FAILURES), `${JSON.stringify(family('d', { root: 'ok', children: ['failed'] })[0])}\n${JSON.stringify(family('a', { root: 'ok', children: ['failed'] })[0])}\n`);
+    const before = readFileSync(join(dir, FAILURES), 'utf8');
+    await expect(open(dir)).rejects.toThrow(/failures\.jsonl:1: sub-agent session d\/browsing#0 has no record of its family's root \(d, attempt 0\), and line 2 after it belongs to another family/);
+    expect(readFileSync(join(dir, FAILURES), 'utf8')).toBe(before);
+  });
+
+  it('a write that fails part of the way through a family cuts both files back to where it began', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tf-store-fam-'));
+    const s = await open(dir);
+    await s.appendFamily(family('a', { root: 'ok', children: ['failed'] }));
+    const sizes = [statSync(join(dir, TRAJECTORIES)).size, statSync(join(dir, FAILURES)).size];
+    const b = family('b', { root: 'ok', children: ['failed', 'ok', 'ok'] });
+    // The third line cannot be serialised: the two before it were written already.
+    (b[2] as unknown as { meta: unknown }).meta = { n: 1n };
+    await expect(s.appendFamily(b)).rejects.toThrow(/cannot append a record/);
+    expect([statSync(join(dir, TRAJECTORIES)).size, statSync(join(dir, FAILURES)).size]).toEqual(sizes);
+    // The store stops: nothing more is written after a failed write.
+    await expect(s.appendFamily(family('c', { root: 'ok', children: [] }))).rejects.toThrow(/cannot append a record/);
+    await s.close('failed', 'write failed').catch(() => {});
+    expect(ids(join(dir, TRAJECTORIES))).toEqual(['a']);
+    expect(ids(join(dir, FAILURES))).toEqual(['a/browsing#0']);
+  });
+});

@@ -299,6 +299,9 @@ describe('gold matching', () => {
       'limits.turns',
       'limits.tokens',
       'gold.judge',
+      'agent.report_mismatch',
+      'family.report_mismatch',
+      'family.link',
     ]);
     expect(RULES['calls.repeated'].severity).toBe('warn');
   });

@@ -39,6 +39,11 @@ export function printSummary(s: GenerateSummary): void {
     const j = s.judge;
     out(`judge      ${j.judged} judged: ${kv(j.byVerdict)}; decided by ${kv(j.bySteps)}; ${j.requests} requests, ${j.cached} from cache`);
   }
+  if (x.subAgents.accepted + x.subAgents.failed > 0 || s.counts.sub_agents !== undefined) {
+    const sub = x.subAgents;
+    const run = s.counts.sub_agents;
+    out(`sub-agents ${sub.accepted + sub.failed} sessions this session: ${sub.accepted} accepted, ${sub.failed} failed${sub.failed ? ` (${kv(sub.byReason)})` : ''}; ${sub.toolCalls} tool calls of their own${run ? `; ${run.accepted} accepted, ${run.failed} failed in the run` : ''}`);
+  }
   if (x.schemaRejected) out(`schema     ${x.schemaRejected} records failed their schema and were written as invalid failures (the schema's message is in their error)`);
   out(`failed by  ${kv(x.byReason)}`);
   out(`tool calls ${done ? (x.toolCalls / done).toFixed(2) : '0'} per sample (${x.toolCalls} in all; ${s.executor.cacheHits} from cache, ${s.executor.errors} errors, ${s.executor.restarts} server restarts)`);

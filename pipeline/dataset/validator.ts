@@ -9,7 +9,7 @@
  */
 import type { ToolCallRecord, Trajectory, Validation, ValidationIssue } from '../../schemas/index.js';
 import { extractBoxed } from '../dialects/mcp-xml.js';
-import type { Dialect, Segment } from '../dialects/types.js';
+import type { Dialect, Segment, ToolResultView } from '../dialects/types.js';
 import { O200K, TOKEN_ENCODING, type TokenCounter } from '../tokens.js';
 
 // One definition of "the box" for the dialect that answers in boxes and for gold matching.
@@ -35,6 +35,9 @@ export const RULES = {
   'limits.turns': { severity: 'error', description: 'more model turns than the turn limit' },
   'limits.tokens': { severity: 'error', description: `interleaved_text has more tokens (${TOKEN_ENCODING}, or the tokenizer given) than the token limit` },
   'gold.judge': { severity: 'error', description: 'an LLM judge graded the answer INCORRECT (NOT_ATTEMPTED or an unreadable grading: warn at most)' },
+  'agent.report_mismatch': { severity: 'error', description: "a sub-agent's answer in interleaved_text is not its final_answer, the report its caller was given" },
+  'family.report_mismatch': { severity: 'error', description: "a call to a sub-agent whose tool output is not the dialect's rendering of that sub-agent's report (or, when it failed, not an error)" },
+  'family.link': { severity: 'error', description: 'a call to a sub-agent whose session is not in the family or does not point back to the call; or a sub-agent session that no call of its parent started' },
 } as const satisfies Record<string, RuleInfo>;
 
 export type RuleId = keyof typeof RULES;
@@ -270,6 +273,72 @@ export function answerInText(t: Trajectory, dialect: Dialect): string | undefine
   return undefined;
 }
 
+/**
+ * A sub-agent's report as its caller's tool result: plain text, one snippet (`{call_id}-0`)
+ * where the dialect shows snippets, so a tulu parent can cite it. The family rule renders it
+ * again with the parent's dialect and compares.
+ */
+export function reportView(report: string, callId: string): ToolResultView {
+  return { text: report, textId: `${callId}-0` };
+}
+
+/** A session of a family: a record written by a run with `agents` (its `parent_id` names the session that called it). */
+export function isSubAgent(t: Trajectory): boolean {
+  return t.parent_id !== undefined;
+}
+
+export interface FamilyOptions {
+  /** The dialect a record is written in. */
+  readonly dialectOf: (name: Trajectory['dialect']) => Dialect;
+  readonly severities?: Readonly<Record<string, RuleSeverity>> | undefined;
+}
+
+/**
+ * The rules that need a whole family (a root session and every session below it): each call
+ * with a `child_id` has that session in the family, pointing back at the call (`parent_id`,
+ * `parent_call`), and its output is the parent dialect's rendering of the child's report (an
+ * error, when the child failed on its own); each sub-agent session was started by a call of its
+ * parent. Issues by the id of the record they are about. Inline when a family is assembled;
+ * offline over a run's records grouped by `family_id`.
+ */
+export function validateFamily(records: readonly Trajectory[], opts: FamilyOptions): Map<string, ValidationIssue[]> {
+  const out = new Map<string, ValidationIssue[]>();
+  const report = (id: string, rule: RuleId, message: string, where: Omit<ValidationIssue, 'rule' | 'severity' | 'message'> = {}): void => {
+    const severity = ruleSeverity(rule, opts.severities);
+    if (severity === 'off') return;
+    out.set(id, [...(out.get(id) ?? []), { rule, severity, message, ...where }]);
+  };
+  const byId = new Map(records.map((r) => [r.id, r]));
+  for (const parent of records) {
+    parent.tool_calls.forEach((call, i) => {
+      if (call.child_id === undefined) return;
+      const where = { call_index: i, turn: call.turn };
+      const child = byId.get(call.child_id);
+      if (child === undefined) return report(parent.id, 'family.link', `call ${i} (${call.tool_name}) started session ${call.child_id}, which is not in the family`, where);
+      if (child.parent_id !== parent.id || child.parent_call !== i) {
+        return report(parent.id, 'family.link', `call ${i} (${call.tool_name}) started session ${child.id}, which points at ${child.parent_id ?? 'no parent'} call ${child.parent_call ?? '?'}`, where);
+      }
+      // A child failed only because its family did (parent_failed) gave its report all the same.
+      if (child.status === 'failed' && child.reason !== 'parent_failed') {
+        if (call.error === undefined) report(parent.id, 'family.report_mismatch', `call ${i} (${call.tool_name}) shows a result, but its session ${child.id} failed (${child.reason})`, where);
+        return;
+      }
+      const expected = opts.dialectOf(parent.dialect).renderToolOutput(reportView(child.final_answer, call.call_id)).text;
+      if (call.output_text !== expected) {
+        const at = firstDifference(call.output_text, expected);
+        report(parent.id, 'family.report_mismatch', `call ${i} (${call.tool_name}): its tool output differs from session ${child.id}'s report from character ${at} on: "${clip(call.output_text.slice(at), 50)}" vs "${clip(expected.slice(at), 50)}"`, where);
+      }
+    });
+  }
+  for (const child of records) {
+    if (!isSubAgent(child)) continue;
+    const parent = byId.get(child.parent_id!);
+    const call = parent?.tool_calls[child.parent_call ?? -1];
+    if (parent === undefined || call?.child_id !== child.id) report(child.id, 'family.link', `no call of ${child.parent_id} started this session (parent_call ${child.parent_call ?? '?'})`);
+  }
+  return out;
+}
+
 export function validateTrajectory(t: Trajectory, opts: ValidateOptions): Validation {
   const issues: ValidationIssue[] = [];
   const report = (rule: RuleId, message: string, where: Omit<ValidationIssue, 'rule' | 'severity' | 'message'> = {}): void => {
@@ -410,8 +479,19 @@ export function validateTrajectory(t: Trajectory, opts: ValidateOptions): Valida
     }
   }
 
+  // A sub-agent's answer is its report (no \boxed{} needed): the one its caller was shown, whole.
+  // (The wrapper `<answer>` around a report escapes an `<answer` inside it: read back, it is the report's own.)
+  const reportInText = answer === undefined ? '' : squash(answer.answer.replace(/&lt;(\/?answer)/gi, '<$1'));
+  if (isSubAgent(t) && answer && t.final_answer.trim() !== '' && reportInText !== squash(t.final_answer)) {
+    const inText = reportInText;
+    const recorded = squash(t.final_answer);
+    const at = firstDifference(inText, recorded);
+    report('agent.report_mismatch', `the report in the text and final_answer differ from character ${at} on: "${clip(inText.slice(at), 50)}" vs "${clip(recorded.slice(at), 50)}"`, { offset: answer.offset });
+  }
+
   const mode = opts.goldMatch ?? 'contains';
-  if (mode !== 'off' && t.gold_answer !== undefined && t.gold_answer.trim() !== '' && answer) {
+  // A sub-agent answers a subtask: the question's gold answer is not its to match.
+  if (mode !== 'off' && !isSubAgent(t) && t.gold_answer !== undefined && t.gold_answer.trim() !== '' && answer) {
     const threshold = opts.f1Threshold ?? DEFAULT_F1_THRESHOLD;
     const c = compareGold(finalAnswer, t.gold_answer, mode, threshold);
     if (!c.matched) report('gold.mismatch', goldMessage(c, t.gold_answer, threshold), { offset: answer.offset });

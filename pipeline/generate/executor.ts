@@ -13,7 +13,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { deserializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { ErrorCode, McpError, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
-import type { McpServerConfig, RunConfig } from '../../schemas/index.js';
+import type { McpServerConfig, RunConfig, Trajectory } from '../../schemas/index.js';
 import { cacheKey, defaultCacheDir, DirStore, MemoryStore, serverIdentity, type CacheKey, type ResultStore } from './cache.js';
 import type { ParsedCall, ToolResultView, ToolSpec } from '../dialects/types.js';
 import { TrajforgeError } from '../errors.js';
@@ -40,6 +40,11 @@ export interface ExecResult {
   readonly skipped: boolean;
   readonly cached: boolean;
   readonly durationMs: number;
+  /**
+   * A call to a sub-agent: the session it started, and that session's records and its
+   * descendants' (post-order: each before the session that called it), for its family.
+   */
+  readonly child?: { readonly id: string; readonly records: readonly Trajectory[] } | undefined;
 }
 
 interface ServerTool {
@@ -459,12 +464,102 @@ function failureKind(err: unknown): FailureKind {
   return 'dead';
 }
 
-export class Executor {
-  readonly #servers: Map<string, ServerConnection>;
-  readonly #routes = new Map<string, Route>();
+/** Where a call stands in its session, for a toolbox that starts sessions of its own (sub-agents). */
+export interface CallSite {
+  /** The call's index in the session's `tool_calls`. */
+  readonly index: number;
+  /**
+   * The next number for a session this call starts under `key` (a sub-agent's name), counting
+   * only those of the session's kept turns: child ids are `<parent id>/<agent>#<n>`. Call it
+   * before the call's first await, so that the calls of a turn are numbered in call order.
+   */
+  nextChild(key: string): number;
+}
+
+/**
+ * The tools one agent can call, as the rollout sees them: what to list for the model, whether a
+ * name can be called, and the call itself. The executor gives each agent a view of its MCP
+ * servers (generate/agents.ts adds the sub-agents); the rollout knows nothing else of them.
+ */
+export interface Toolbox {
+  /** The tools shown to the model. */
+  tools(): ToolSpec[];
+  /** Whether the model may call this name: only the tools shown can be reached. */
+  hasTool(name: string): boolean;
+  /** Runs one call. Never throws for a tool's misbehaviour; `used` counts this session's calls per tool, for the limits. */
+  call(call: ParsedCall, callId: string, used: ReadonlyMap<string, number>, site?: CallSite): Promise<ExecResult>;
+}
+
+export interface ViewOptions {
+  /** The servers whose tools it sees; default all. */
+  readonly servers?: readonly string[] | undefined;
+  /** Where its tools config is written, for errors: `tools` or `agents.NAME.tools`. */
+  readonly field?: string | undefined;
+  /**
+   * Inherited from the top-level tools by an agent that sees fewer servers: an exposed name
+   * that leads to no tool of its servers is left out instead of being an error.
+   */
+  readonly inherited?: boolean | undefined;
+}
+
+/** How a view hands a routed, mapped call to the executor. */
+type RunRoute = (route: Route, mapped: ReturnType<typeof coerceArguments>, callId: string, started: number) => Promise<ExecResult>;
+
+/** One agent's tools over the executor's servers: its routes, exposed names and limits. */
+export class ToolView implements Toolbox {
+  readonly #routes: Map<string, Route>;
   /** The tools shown to the model, and the only ones a call may reach. */
-  #exposed: string[] = [];
+  readonly #exposed: string[];
   readonly #limits: Record<string, number>;
+  readonly #run: RunRoute;
+
+  constructor(routes: Map<string, Route>, exposed: string[], limits: Record<string, number>, run: RunRoute) {
+    this.#routes = routes;
+    this.#exposed = exposed;
+    this.#limits = limits;
+    this.#run = run;
+  }
+
+  tools(): ToolSpec[] {
+    return this.#exposed.map((n) => this.#routes.get(n)!.spec);
+  }
+
+  hasTool(name: string): boolean {
+    return this.#exposed.includes(name);
+  }
+
+  async call(call: ParsedCall, callId: string, used: ReadonlyMap<string, number>): Promise<ExecResult> {
+    const started = performance.now();
+    const refuse = (message: string): ExecResult => ({
+      ...skippedCall(call, message),
+      server: route?.server ?? null,
+      mcpTool: route?.tool.name ?? null,
+      durationMs: performance.now() - started,
+    });
+    // A tool left out of tools.expose is unknown to the model, whatever a server offers.
+    const route = this.hasTool(call.toolName) ? this.#routes.get(call.toolName) : undefined;
+    if (!route) return refuse(`unknown tool "${call.toolName}"; available tools: ${this.#exposed.join(', ')}`);
+    const limit = this.#limits[call.toolName];
+    if (limit !== undefined && (used.get(call.toolName) ?? 0) >= limit) {
+      return refuse(`call limit reached: ${call.toolName} may be called at most ${limit} times; answer with what you have`);
+    }
+    let mapped: ReturnType<typeof coerceArguments>;
+    try {
+      mapped = coerceArguments(call, route.tool.inputSchema, route.bodyParam);
+    } catch (err) {
+      return refuse((err as Error).message);
+    }
+    return this.#run(route, mapped, callId, started);
+  }
+}
+
+export class Executor implements Toolbox {
+  readonly #servers: Map<string, ServerConnection>;
+  /** The top-level tools config's view: what `call`, `hasTool` and `tools` serve. */
+  #view: ToolView | undefined;
+  /** Each server's tools as listed at start (secrets scrubbed), in config order. */
+  #listed = new Map<string, ServerTool[]>();
+  readonly #configured: Record<string, McpServerConfig>;
   readonly #cfg: ExecutorConfig;
   readonly #cache: ResultStore | undefined;
   readonly #identities: Map<string, Record<string, unknown>>;
@@ -477,7 +572,7 @@ export class Executor {
 
   private constructor(opts: ExecutorOptions, servers: Map<string, ServerConnection>) {
     this.#servers = servers;
-    this.#limits = opts.tools.limits;
+    this.#configured = opts.servers;
     this.#cfg = opts.executor;
     this.#warn = opts.warn ?? ((m) => void process.stderr.write(`warning: ${m}\n`));
     this.#scrubber = opts.scrubber ?? Scrubber.none;
@@ -524,8 +619,8 @@ export class Executor {
       // In config order, so that messages list servers the way the user wrote them.
       // Descriptions and schemas go into the system prompt.
       const clean = (t: ServerTool): ServerTool => ({ ...t, description: ex.#scrubber.text(t.description), inputSchema: ex.#scrubber.value(t.inputSchema) });
-      const listed = new Map([...servers.values()].map((s) => [s.name, s.tools.map(clean)]));
-      ex.#buildRoutes(opts.tools, listed, opts.servers);
+      ex.#listed = new Map([...servers.values()].map((s) => [s.name, s.tools.map(clean)]));
+      ex.#view = ex.view(opts.tools);
     } catch (err) {
       await ex.close();
       throw err;
@@ -533,10 +628,19 @@ export class Executor {
     return ex;
   }
 
-  #buildRoutes(tools: RunConfig['tools'], listed: Map<string, ServerTool[]>, configured: Record<string, McpServerConfig>): void {
+  /**
+   * A view of the servers through a tools config: aliases, exposed names, limits. An alias or
+   * exposed name that leads nowhere, and one tool name offered by two servers, are errors
+   * naming the field. `run` at start builds the top-level one; each agent gets its own.
+   */
+  view(tools: RunConfig['tools'], opts: ViewOptions = {}): ToolView {
+    const field = opts.field ?? 'tools';
+    const listed = opts.servers === undefined ? this.#listed : new Map([...this.#listed].filter(([name]) => opts.servers!.includes(name)));
+    const configured = this.#configured;
+    const routes = new Map<string, Route>();
     const add = (name: string, server: string, tool: ServerTool, bodyParamPref?: string, description?: string): void => {
       const bodyParam = pickBodyParam(tool.inputSchema, bodyParamPref);
-      this.#routes.set(name, {
+      routes.set(name, {
         server,
         tool,
         bodyParam,
@@ -544,16 +648,16 @@ export class Executor {
       });
     };
     for (const [alias, a] of Object.entries(tools.aliases)) {
-      const field = `tools.aliases.${alias}.server`;
+      const at = `${field}.aliases.${alias}.server`;
       if (configured[a.server]?.disabled === true) {
-        throw new TrajforgeError('BAD_CONFIG', `${field}: server ${a.server} is disabled (mcpServers.${a.server}.disabled: true)`, { field });
+        throw new TrajforgeError('BAD_CONFIG', `${at}: server ${a.server} is disabled (mcpServers.${a.server}.disabled: true)`, { field: at });
       }
-      if (!listed.has(a.server)) throw new TrajforgeError('BAD_CONFIG', `${field}: no server named ${a.server} in mcpServers`, { field });
+      if (!listed.has(a.server)) throw new TrajforgeError('BAD_CONFIG', `${at}: no server named ${a.server} in mcpServers`, { field: at });
       const tool = listed.get(a.server)!.find((t) => t.name === a.tool);
       if (!tool) {
         const names = listed.get(a.server)!.map((t) => t.name).join(', ');
-        throw new TrajforgeError('BAD_CONFIG', `tools.aliases.${alias}.tool: server ${a.server} has no tool ${a.tool} (it has: ${names})`, {
-          field: `tools.aliases.${alias}.tool`,
+        throw new TrajforgeError('BAD_CONFIG', `${field}.aliases.${alias}.tool: server ${a.server} has no tool ${a.tool} (it has: ${names})`, {
+          field: `${field}.aliases.${alias}.tool`,
         });
       }
       add(alias, a.server, tool, a.body_param, a.description);
@@ -563,14 +667,15 @@ export class Executor {
     for (const [server, ts] of listed) {
       for (const t of ts) {
         offeredBy.set(t.name, [...(offeredBy.get(t.name) ?? []), server]);
-        if (!this.#routes.has(t.name)) add(t.name, server, t);
+        if (!routes.has(t.name)) add(t.name, server, t);
       }
     }
-    this.#exposed = tools.expose ?? (Object.keys(tools.aliases).length ? Object.keys(tools.aliases) : [...this.#routes.keys()]);
-    for (const name of this.#exposed) {
-      if (!this.#routes.has(name)) {
-        throw new TrajforgeError('BAD_CONFIG', `tools.expose: no tool or alias named ${name} (have: ${[...this.#routes.keys()].join(', ')})`, {
-          field: 'tools.expose',
+    let exposed = tools.expose ?? (Object.keys(tools.aliases).length ? Object.keys(tools.aliases) : [...routes.keys()]);
+    if (opts.inherited) exposed = exposed.filter((name) => routes.has(name));
+    for (const name of exposed) {
+      if (!routes.has(name)) {
+        throw new TrajforgeError('BAD_CONFIG', `${field}.expose: no tool or alias named ${name} (have: ${[...routes.keys()].join(', ')})`, {
+          field: `${field}.expose`,
         });
       }
       const owners = offeredBy.get(name) ?? [];
@@ -578,22 +683,23 @@ export class Executor {
         // Whichever server listed first would win, silently: the user has to say which one is meant.
         throw new TrajforgeError(
           'BAD_CONFIG',
-          `tools: servers ${owners.slice(0, -1).join(', ')} and ${owners.at(-1)} both offer a tool named ${name}; ` +
-            `choose one with an alias (tools.aliases.${name}: {server: ${owners[0]}, tool: ${name}})${tools.expose ? ` or leave ${name} out of tools.expose` : ''}`,
-          { field: tools.expose ? 'tools.expose' : 'tools.aliases' },
+          `${field}: servers ${owners.slice(0, -1).join(', ')} and ${owners.at(-1)} both offer a tool named ${name}; ` +
+            `choose one with an alias (${field}.aliases.${name}: {server: ${owners[0]}, tool: ${name}})${tools.expose ? ` or leave ${name} out of ${field}.expose` : ''}`,
+          { field: tools.expose ? `${field}.expose` : `${field}.aliases` },
         );
       }
     }
+    return new ToolView(routes, exposed, tools.limits, (route, mapped, callId, started) => this.#execute(route, mapped, callId, started));
   }
 
-  /** The tools shown to the model. */
+  /** The tools shown to the model (the top-level view). */
   tools(): ToolSpec[] {
-    return this.#exposed.map((n) => this.#routes.get(n)!.spec);
+    return this.#view!.tools();
   }
 
   /** Whether the model may call this name: only exposed tools can be reached. */
   hasTool(name: string): boolean {
-    return this.#exposed.includes(name);
+    return this.#view!.hasTool(name);
   }
 
   stats(): ExecutorStats {
@@ -614,31 +720,15 @@ export class Executor {
   }
 
   /**
-   * Runs one call. Never throws for tool misbehaviour: errors come back in the result and
-   * the model sees them. `used` counts this trajectory's calls per tool, for the limits.
+   * Runs one call through the top-level view. Never throws for tool misbehaviour: errors come
+   * back in the result and the model sees them. `used` counts this trajectory's calls per tool, for the limits.
    */
-  async call(call: ParsedCall, callId: string, used: ReadonlyMap<string, number>): Promise<ExecResult> {
-    const started = performance.now();
-    const refuse = (message: string): ExecResult => ({
-      ...skippedCall(call, message),
-      server: route?.server ?? null,
-      mcpTool: route?.tool.name ?? null,
-      durationMs: performance.now() - started,
-    });
-    // A tool left out of tools.expose is unknown to the model, whatever a server offers.
-    const route = this.hasTool(call.toolName) ? this.#routes.get(call.toolName) : undefined;
-    if (!route) return refuse(`unknown tool "${call.toolName}"; available tools: ${this.#exposed.join(', ')}`);
-    const limit = this.#limits[call.toolName];
-    if (limit !== undefined && (used.get(call.toolName) ?? 0) >= limit) {
-      return refuse(`call limit reached: ${call.toolName} may be called at most ${limit} times; answer with what you have`);
-    }
-    let mapped: ReturnType<typeof coerceArguments>;
-    try {
-      mapped = coerceArguments(call, route.tool.inputSchema, route.bodyParam);
-    } catch (err) {
-      return refuse((err as Error).message);
-    }
+  call(call: ParsedCall, callId: string, used: ReadonlyMap<string, number>): Promise<ExecResult> {
+    return this.#view!.call(call, callId, used);
+  }
 
+  /** A call a view has routed and mapped: from the cache, or from the server. */
+  async #execute(route: Route, mapped: ReturnType<typeof coerceArguments>, callId: string, started: number): Promise<ExecResult> {
     const { outcome, cached } = await this.#cachedRun(route, mapped.arguments);
     const base = {
       server: route.server,

@@ -90,8 +90,13 @@ export interface LlmStats {
   concurrencyLimit: number;
 }
 
-/** Lowers the number of requests in flight on 429 and raises it again after a run of successes. */
-class AdaptiveGate {
+/**
+ * Lowers the number of requests in flight on 429 and raises it again after a run of
+ * successes. First come, first served: a freed slot goes to the request that has waited
+ * longest, never to one that arrives meanwhile, so with agents a sub-agent's requests and
+ * every other family's share the endpoint in the order they asked.
+ */
+export class AdaptiveGate {
   #limit: number;
   readonly #max: number;
   #inFlight = 0;
@@ -108,14 +113,26 @@ class AdaptiveGate {
     return this.#limit;
   }
 
-  async acquire(): Promise<void> {
-    while (this.#inFlight >= this.#limit) await new Promise<void>((r) => this.#waiters.push(r));
-    this.#inFlight++;
+  acquire(): Promise<void> {
+    if (this.#waiters.length === 0 && this.#inFlight < this.#limit) {
+      this.#inFlight++;
+      return Promise.resolve();
+    }
+    // The slot is counted when it is handed over (#admit), so no later caller can take it first.
+    return new Promise<void>((r) => this.#waiters.push(r));
   }
 
   release(): void {
     this.#inFlight--;
-    this.#waiters.shift()?.();
+    this.#admit();
+  }
+
+  /** Hands free slots to the longest waiters. */
+  #admit(): void {
+    while (this.#inFlight < this.#limit && this.#waiters.length > 0) {
+      this.#inFlight++;
+      this.#waiters.shift()!();
+    }
   }
 
   rateLimited(): void {
@@ -127,7 +144,7 @@ class AdaptiveGate {
     if (++this.#streak < AdaptiveGate.RAISE_AFTER || this.#limit >= this.#max) return;
     this.#streak = 0;
     this.#limit++;
-    this.#waiters.shift()?.();
+    this.#admit();
   }
 }
 

@@ -19,6 +19,7 @@ import { TrajforgeError } from '../errors.js';
 import { fsReason } from '../files.js';
 import type { Scrubber } from '../secrets.js';
 import { Executor } from './executor.js';
+import { Agents } from './agents.js';
 import { LlmClient, LlmError, PAST_MAX_TOKENS, type Completion } from './llm.js';
 import { probeEndpoint, unreachableHint, type Reachability } from './probe.js';
 import { countSamples, sampleQuestions } from './sampler.js';
@@ -249,7 +250,14 @@ async function checkServers(config: RunConfig, env: NodeJS.ProcessEnv, scrubber:
   try {
     const ex = await Executor.start({ servers: config.mcpServers, tools: config.tools, executor, env, scrubber, warn: quiet });
     const tools = ex.tools();
-    await ex.close();
+    // With agents, each agent's tools too: its view of the servers and its sub-agents, no name twice.
+    let offered: [string, readonly ToolSpec[]][] = [];
+    try {
+      if (config.agents !== undefined) offered = new Agents({ config, executor: ex }).offered();
+    } finally {
+      await ex.close();
+    }
+    for (const [name, list] of offered) say('ok', `tools ${name}`, `${list.length} offered to agent ${name}: ${list.map((t) => t.name).join(', ') || 'none'}`);
     if (tools.length === 0) say('warn', 'tools', noToolsListedWarning(enabled.map(([n]) => n)).message);
     else say('ok', 'tools', `${tools.length} offered to the model, no name offered twice: ${tools.map((t) => t.name).join(', ')}`);
     return tools;

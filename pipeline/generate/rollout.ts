@@ -23,7 +23,7 @@ import type { BoundCall, Dialect, ParsedCall, ToolSpec, TurnRepairResult } from 
 import { canonicalJson } from '../canonical.js';
 import { anyRemoved, cleanJson, cleanText, describeRemoved, noneRemoved } from '../text.js';
 import { ConversationContext } from './context.js';
-import { makeCallId, skippedCall, type ExecResult, type Executor } from './executor.js';
+import { makeCallId, skippedCall, type CallSite, type ExecResult, type Toolbox } from './executor.js';
 import { LlmError, type Completion, type CompletionRequest } from './llm.js';
 import { loadPrompt, renderPrompt } from '../prompts.js';
 import { validateTrajectory } from '../dataset/validator.js';
@@ -31,13 +31,47 @@ import { tokenCounter } from '../tokens.js';
 
 export interface RolloutDeps {
   readonly llm: { complete(req: CompletionRequest): Promise<Completion> };
-  readonly executor: Pick<Executor, 'call' | 'hasTool'>;
+  /** The session's tools: an executor view, and with agents the sub-agents it may call. */
+  readonly toolbox: Pick<Toolbox, 'call' | 'hasTool'>;
   readonly dialect: Dialect;
   readonly config: RunConfig;
   readonly systemPrompt: string;
   readonly runId: string;
   /** The tools on offer, for the JSON dialects' name matching and native's `tools` field. */
   readonly tools?: readonly ToolSpec[] | undefined;
+  /** Runs with `agents`: which agent this session is, and where it sits in its family. */
+  readonly agent?: AgentRole | undefined;
+}
+
+/** A session of a run with agents: the record's agent fields, and how the session ends. */
+export interface AgentRole {
+  /** `main` or the sub-agent's name. */
+  readonly name: string;
+  /** 0 for main. */
+  readonly depth: number;
+  /** The root session's id. */
+  readonly familyId: string;
+  /** Sub-agents: the session that called it, and the index of that call in its tool_calls. */
+  readonly parentId?: string | undefined;
+  readonly parentCall?: number | undefined;
+  /**
+   * `always`: the final-answer prompt ends every session, even one whose loop ended in an
+   * answer (mcp-xml: a \boxed{} in the loop is its conclusion; tulu and native end at their
+   * answer); `when_needed`: only when the loop ends without one.
+   */
+  readonly finalAnswer: 'always' | 'when_needed';
+  /** Sub-agents: the reply to the final-answer prompt, think removed, is the session's answer: its report. */
+  readonly reports: boolean;
+  /** The final-answer prompt; undefined: the dialect's. */
+  readonly finalAnswerPrompt?: string | undefined;
+  /** `{task}` in the final-answer prompt: a sub-agent's subtask, else the question. */
+  readonly task?: string | undefined;
+}
+
+/** What one session left: its record, and its sub-agents' records (post-order: each before the session that called it). */
+export interface SessionRecords {
+  readonly trajectory: Trajectory;
+  readonly descendants: readonly Trajectory[];
 }
 
 /**
@@ -146,8 +180,40 @@ const ENDPOINT_FAILURES: ReadonlySet<FailureReason> = new Set(Object.values(FAIL
  */
 export const PAST_MAX_TOKENS_RULE = 'endpoint.past_max_tokens';
 
-export function rollout(sample: Sample, attempt: number, deps: RolloutDeps, signal?: AbortSignal, experience?: Experience): Promise<Trajectory> {
-  return new Session(sample, attempt, deps, signal, experience).run();
+/** One session and its sub-agents' sessions: the records of a family, below and including this one. */
+export async function runAgentSession(sample: Sample, attempt: number, deps: RolloutDeps, signal?: AbortSignal, experience?: Experience): Promise<SessionRecords> {
+  const session = new Session(sample, attempt, deps, signal, experience);
+  const trajectory = await session.run();
+  return { trajectory, descendants: session.descendants };
+}
+
+/** The `<think>…</think>` blocks of a turn, and the text without them: a sub-agent's report is the reply without its think. */
+function splitThink(text: string): { think: string; rest: string } {
+  const think: string[] = [];
+  let rest = '';
+  let at = 0;
+  for (;;) {
+    const open = text.indexOf('<think>', at);
+    if (open === -1) {
+      rest += text.slice(at);
+      break;
+    }
+    const close = text.indexOf('</think>', open);
+    rest += text.slice(at, open);
+    // An unclosed think runs to the end: all of it is thought, none of it report.
+    if (close === -1) {
+      think.push(text.slice(open));
+      break;
+    }
+    think.push(text.slice(open, close + '</think>'.length));
+    at = close + '</think>'.length;
+  }
+  return { think: think.join('\n'), rest: rest.trim() };
+}
+
+/** `<answer` inside a report, made inert, so the wrapper around it stays its only answer. */
+function escapeAnswerTags(s: string): string {
+  return s.replace(/<(\/?answer)/gi, '&lt;$1');
 }
 
 /** A rollout in progress: what the loop has seen and done so far. */
@@ -193,6 +259,12 @@ class Session {
   #rollbacksHere = 0;
   readonly #inARow = new Map<RollbackCondition, number>();
   #guardTurn: number | undefined;
+  /** An answer the loop ended on that the final-answer prompt restates (`finalAnswer: always`). */
+  #concluded: { answer: string; truncated: boolean } | undefined;
+  /** Sub-agent sessions started by kept calls, per toolbox key: what numbers the next child (CallSite.nextChild). */
+  #children = new Map<string, number>();
+  /** The records of the sub-agent sessions this session's kept calls started, post-order. */
+  readonly descendants: Trajectory[] = [];
   /** Completions far past their max_tokens: the endpoint ignored the limit, or miscounts. */
   readonly #pastMaxTokens: string[] = [];
   readonly #outcome: Outcome = {};
@@ -218,7 +290,13 @@ class Session {
     try {
       let going = true;
       while (going && this.#outcome.answerText === undefined && this.#turn < budgets.max_turns && !this.#overBudget()) going = await this.#step();
-      await this.#askForAnswer();
+      if (this.#deps.agent?.reports) await this.#askForReport();
+      else await this.#askForAnswer();
+      if (this.#outcome.answerText === undefined && this.#concluded !== undefined) {
+        // The final-answer prompt got no answer: the one the loop concluded with stands.
+        this.#outcome.answerText = this.#concluded.answer;
+        if (this.#concluded.truncated) this.#outcome.reason = 'truncated';
+      }
       if (this.#outcome.answerText === undefined) {
         this.#outcome.reason ??= this.#turn >= budgets.max_turns || this.#overBudget() ? 'max_turns' : this.#guardTurn !== undefined ? 'context_overflow' : 'no_answer';
       }
@@ -266,7 +344,15 @@ class Session {
       this.#rollBack(early.condition, early.detail, c.text);
       return true;
     }
-    if (action.kind === 'answer') {
+    if (action.kind === 'answer' && this.#restates()) {
+      // MiroThinker's loop: an answer ends the loop, and the final-answer prompt follows anyway.
+      this.#noteRepairs(c, r);
+      this.#messages.push(this.#assistantMessage(r, []));
+      this.#pieces.push(r.text);
+      this.#concluded = { answer: action.answer, truncated: r.repairs.some((x) => x.kind === 'truncated') };
+      this.#turn++;
+      return false;
+    } else if (action.kind === 'answer') {
       this.#noteRepairs(c, r);
       this.#acceptAnswer({ ...r, action });
     } else if (action.kind === 'none') {
@@ -328,11 +414,22 @@ class Session {
     return true;
   }
 
+  /**
+   * Whether an answer in the loop is a conclusion the final-answer prompt restates
+   * (`finalAnswer: always`): in MiroThinker's loop (mcp-xml), where a `\boxed{}` is part of a
+   * turn's prose. Tulu's and native's answers are final messages: the session ends at them.
+   */
+  #restates(): boolean {
+    const agent = this.#deps.agent;
+    return agent !== undefined && (agent.finalAnswer === 'always' || agent.reports) && this.#deps.dialect.noActionAsksForAnswer === true;
+  }
+
   /** Runs a turn's calls and appends each output. False when the turn was rolled back after running. */
   async #onCalls(c: Completion, r: TurnRepairResult, bound: readonly BoundCall[], overflow: readonly BoundCall[]): Promise<boolean> {
     const { dialect, config } = this.#deps;
     const callIds = bound.map((_, i) => makeCallId(this.#sample.sample_id, this.#attempt, this.#toolCalls.length + i));
-    const cleaned = (await this.#runCalls(bound, callIds)).map(cleanExec);
+    const { execs: ran, children } = await this.#runCalls(bound, callIds);
+    const cleaned = ran.map(cleanExec);
     const execs = cleaned.map((x) => x.exec);
     // A call that reached the server counts toward its limit, even when the turn is rolled back.
     for (let i = 0; i < execs.length; i++) if (!execs[i]!.skipped) this.#used.set(bound[i]!.call.toolName, (this.#used.get(bound[i]!.call.toolName) ?? 0) + 1);
@@ -342,6 +439,9 @@ class Session {
       return false;
     }
     this.#noteRepairs(c, r);
+    // The turn is kept: so are the sub-agent sessions its calls started, and their numbers.
+    this.#children = children;
+    for (const exec of execs) if (exec.child !== undefined) this.descendants.push(...exec.child.records);
     if (overflow.length > 0) this.#repairs.push({ turn: this.#turn, kind: 'extra_calls', detail: `${overflow.length} of the turn's calls past max_tool_calls (${config.budgets.max_tool_calls}) dropped` });
     const finalCalls = bound.map((b, i) => ({ ...b.call, id: b.call.id ?? callIds[i] }));
     for (const b of bound) for (const x of b.repairs) this.#repairs.push({ turn: this.#turn, ...x });
@@ -368,23 +468,46 @@ class Session {
     return true;
   }
 
-  /** Runs a turn's calls concurrently; each sees the limits as if the earlier ones had run. */
-  #runCalls(bound: readonly BoundCall[], callIds: readonly string[]): Promise<ExecResult[]> {
+  /**
+   * Runs a turn's calls concurrently; each sees the limits as if the earlier ones had run.
+   * `children`: the child numbers after this turn, which count only if the turn is kept.
+   */
+  async #runCalls(bound: readonly BoundCall[], callIds: readonly string[]): Promise<{ execs: ExecResult[]; children: Map<string, number> }> {
     const pending = new Map(this.#used);
-    return Promise.all(
+    const children = new Map(this.#children);
+    const base = this.#toolCalls.length;
+    const execs = await Promise.all(
       bound.map(({ call, error: bad }, i) => {
         if (bad !== undefined) return Promise.resolve(skippedCall(call, bad));
         const view = new Map(pending);
         pending.set(call.toolName, (pending.get(call.toolName) ?? 0) + 1);
-        return this.#deps.executor.call(call, callIds[i]!, view);
+        const site: CallSite = {
+          index: base + i,
+          nextChild: (key) => {
+            const n = children.get(key) ?? 0;
+            children.set(key, n + 1);
+            return n;
+          },
+        };
+        return this.#deps.toolbox.call(call, callIds[i]!, view, site);
       }),
     );
+    return { execs, children };
+  }
+
+  /** The final-answer prompt: the agent's, else the dialect's, with the question (and the task, for the prompts that name it). */
+  #finalAnswerAsk(): ChatMessage {
+    const { dialect, agent } = this.#deps;
+    const question = this.#sample.question.question;
+    const text = renderPrompt(loadPrompt(agent?.finalAnswerPrompt ?? dialect.finalAnswerPrompt ?? 'force-answer'), { question, task: agent?.task ?? question });
+    // An agent's own prompt goes as MiroThinker sends it, without the file's last newline (the dialects' prompts go as they always have).
+    return { role: 'user', content: agent?.finalAnswerPrompt === undefined ? text : text.trimEnd() };
   }
 
   /** Out of turns, nudges, budget or room: ask for the answer, a bounded number of times. */
   async #askForAnswer(): Promise<void> {
-    const { dialect, config } = this.#deps;
-    const ask: ChatMessage = { role: 'user', content: renderPrompt(loadPrompt(dialect.finalAnswerPrompt ?? 'force-answer'), { question: this.#sample.question.question }) };
+    const { config } = this.#deps;
+    const ask = this.#finalAnswerAsk();
     for (let i = 0; this.#outcome.answerText === undefined && i < config.budgets.forced_answer_attempts; i++) {
       const keep = this.#ctx.fitKeep(this.#messages, ask);
       if (keep === undefined) {
@@ -396,14 +519,54 @@ class Session {
       if (r.action.kind !== 'answer') continue;
       this.#messages.push(ask);
       this.#noteRepairs(c, r);
-      this.#repairs.push({
-        turn: this.#turn,
-        kind: 'forced_answer',
-        detail: this.#guardTurn === undefined ? 'the answer came after the loop asked for it' : 'the context guard stopped the loop; the answer came after it asked',
-      });
+      // Asked because the loop concluded (finalAnswer: always), the answer was not forced.
+      if (this.#concluded === undefined) {
+        this.#repairs.push({
+          turn: this.#turn,
+          kind: 'forced_answer',
+          detail: this.#guardTurn === undefined ? 'the answer came after the loop asked for it' : 'the context guard stopped the loop; the answer came after it asked',
+        });
+      }
       this.#acceptAnswer({ ...r, action: r.action });
       this.#turn++;
     }
+  }
+
+  /**
+   * A sub-agent's last step, whether or not its loop ended by itself (as MiroThinker does):
+   * the final-answer prompt, and the reply with its think removed is the report, the
+   * session's answer and its caller's tool output. mcp-xml's answer is a box inside prose, so
+   * there the whole reply is the report; tulu's and native's is their answer. In the training
+   * view a report that is not already an answer is wrapped in `<answer>…</answer>`, as the
+   * readers write MiroVerse's browsing reports. A reply that is a call, or empty, is asked
+   * again, up to `budgets.forced_answer_attempts` times (at least once).
+   */
+  async #askForReport(): Promise<void> {
+    const { config, dialect } = this.#deps;
+    const ask = this.#finalAnswerAsk();
+    for (let i = 0; this.#outcome.answerText === undefined && i < Math.max(1, config.budgets.forced_answer_attempts); i++) {
+      const keep = this.#ctx.fitKeep(this.#messages, ask);
+      if (keep === undefined) {
+        this.#outcome.reason = 'context_overflow';
+        this.#outcome.error = `even with every tool result left out, asking for the report would not fit the ${this.#ctx.window}-token window`;
+        return;
+      }
+      const { c, r } = await this.#complete([...this.#ctx.view(this.#messages, keep), ask], true);
+      if (r.action.kind === 'call' || r.action.kind === 'calls') continue;
+      const tagged = r.action.kind === 'answer' && dialect.name !== 'mcp-xml';
+      const { think, rest } = splitThink(r.text);
+      const report = tagged && r.action.kind === 'answer' ? r.action.answer.trim() : rest;
+      if (report === '') continue;
+      this.#messages.push(ask);
+      this.#noteRepairs(c, r);
+      this.#messages.push(this.#assistantMessage(r, []));
+      this.#pieces.push(tagged ? r.text : `${think === '' ? '' : `${think}\n`}<answer>\n${escapeAnswerTags(report)}\n</answer>`);
+      this.#outcome.answerText = report;
+      if (r.repairs.some((x) => x.kind === 'truncated')) this.#outcome.reason = 'truncated';
+      this.#turn++;
+    }
+    // The loop's own conclusion is not the report: a sub-agent that gave none failed.
+    this.#concluded = undefined;
   }
 
   #noteRepairs(c: Completion, r: TurnRepairResult): void {
@@ -446,7 +609,7 @@ class Session {
     const malformed = r.repairs.some((x) => x.kind === 'malformed_call') || bound.some((b) => b.error !== undefined);
     if (malformed && this.#mayRollBack('malformed_call')) return { condition: 'malformed_call', detail: bound.find((b) => b.error)?.error ?? 'a call with no tool name' };
     for (const { call } of bound) {
-      if (!this.#deps.executor.hasTool(call.toolName) && this.#mayRollBack('unknown_tool')) return { condition: 'unknown_tool', detail: `no tool named ${call.toolName}` };
+      if (!this.#deps.toolbox.hasTool(call.toolName) && this.#mayRollBack('unknown_tool')) return { condition: 'unknown_tool', detail: `no tool named ${call.toolName}` };
       if (this.#asked.has(callKey(call)) && this.#mayRollBack('repeated_query')) return { condition: 'repeated_query', detail: `${call.toolName}: ${call.query}` };
     }
     if (bound.length === 0 && REFUSAL.test(visibleText(raw).slice(0, 200)) && this.#mayRollBack('refusal')) return { condition: 'refusal', detail: raw.trim().slice(0, 120) };
@@ -469,6 +632,18 @@ class Session {
   #stopForContext(detail: string): void {
     this.#guardTurn = this.#turn;
     this.#repairs.push({ turn: this.#turn, kind: 'context_guard', detail });
+  }
+
+  /** The record's agent fields, in a run with agents. */
+  #agentFields(): Partial<Trajectory> {
+    const agent = this.#deps.agent;
+    if (agent === undefined) return {};
+    return {
+      agent: agent.name,
+      ...(agent.parentId === undefined ? {} : { parent_id: agent.parentId, parent_call: agent.parentCall ?? 0 }),
+      depth: agent.depth,
+      family_id: agent.familyId,
+    };
   }
 
   /** The record: what happened, validated, with the reason it failed if it did. */
@@ -525,6 +700,7 @@ class Session {
           }),
       ...(this.#requestTools === undefined ? {} : { tools: this.#requestTools }),
       ...(this.#experience === undefined ? {} : { experience: this.#experience }),
+      ...this.#agentFields(),
     };
     traj.validation = validateTrajectory(traj, {
       dialect,
@@ -581,5 +757,6 @@ function toolCallRecord(callId: string, turn: number, call: ParsedCall, exec: Ex
     cached: exec.cached,
     duration_ms: Math.round(exec.durationMs),
     timestamp: new Date().toISOString(),
+    ...(exec.child === undefined ? {} : { child_id: exec.child.id }),
   };
 }

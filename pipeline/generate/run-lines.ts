@@ -64,11 +64,22 @@ function isWholeLine(tail: Buffer): boolean {
 }
 
 /** A name beside `file` that nothing holds yet, for the bytes moved off its end. */
-function sidecarName(file: string): string {
+function sidecarName(file: string, kind = 'damaged'): string {
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
   for (let i = 0; ; i++) {
-    const name = `${file}.damaged-${stamp}${i ? `-${i}` : ''}`;
+    const name = `${file}.${kind}-${stamp}${i ? `-${i}` : ''}`;
     if (!existsSync(name)) return name;
+  }
+}
+
+/** Copies `bytes` to a new file `saved` and syncs it: a crash after this leaves the bytes twice, not nowhere. */
+function saveAside(saved: string, bytes: Buffer): void {
+  const out = openSync(saved, 'wx');
+  try {
+    appendWhole(out, bytes);
+    fsyncSync(out);
+  } finally {
+    closeSync(out);
   }
 }
 
@@ -95,13 +106,7 @@ export function repairTail(file: string): TailRepair | undefined {
       aside = saved;
     } else {
       // Saved (and synced) before the cut: a crash in between leaves the bytes twice, not nowhere.
-      const out = openSync(saved, 'wx');
-      try {
-        appendWhole(out, tail.bytes);
-        fsyncSync(out);
-      } finally {
-        closeSync(out);
-      }
+      saveAside(saved, tail.bytes);
       ftruncateSync(fd, tail.complete);
     }
     return { file, action: 'moved_aside', bytes: tail.bytes.length, saved_to: saved };
@@ -111,12 +116,52 @@ export function repairTail(file: string): TailRepair | undefined {
   }
 }
 
-/** What `repairTail` did, for the person who resumes the run. */
+/**
+ * Moves the last lines of `file`, from byte `offset` on, to `FILE.orphaned-TIME` beside it:
+ * the sub-agent sessions of a family whose root a crash kept from being written (the store
+ * found them, store.ts `scanRun`). Checked first: `offset` starts a line, and the lines from
+ * there are exactly `ids`; otherwise nothing is cut and the run is not opened.
+ */
+export function cutOrphans(file: string, offset: number, ids: readonly string[]): TailRepair {
+  const fd = openSync(file, 'r+');
+  try {
+    const size = fstatSync(fd).size;
+    const before = offset === 0 ? Buffer.from('\n') : readRange(fd, offset - 1, offset);
+    const bytes = readRange(fd, offset, size);
+    const found = bytes
+      .toString('utf8')
+      .split('\n')
+      .filter((l) => l.trim() !== '')
+      .map((l) => {
+        try {
+          return (JSON.parse(l) as { id?: unknown }).id;
+        } catch {
+          return undefined;
+        }
+      });
+    if (before[0] !== 0x0a || found.length !== ids.length || found.some((id, i) => id !== ids[i])) {
+      throw new TrajforgeError('BAD_INPUT', `${file}: cannot find the ${ids.length} sub-agent lines without a family root at its end (byte ${offset}); the run directory was changed by hand?`, { file });
+    }
+    const saved = sidecarName(file, 'orphaned');
+    saveAside(saved, bytes);
+    ftruncateSync(fd, offset);
+    return { file, action: 'orphans_moved_aside', bytes: bytes.length, saved_to: saved, records: ids.length };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** What `repairTail` or `cutOrphans` did, for the person who resumes the run. */
 export function describeTailRepair(r: TailRepair): string {
   const name = basename(r.file);
-  return r.action === 'newline_added'
-    ? `${name}: its last line was a whole record without a newline; the newline was added`
-    : `${name}: ${r.bytes} bytes of a last line cut short (a crash in the middle of a write) were moved to ${basename(r.saved_to ?? '')}; that sample is redone`;
+  switch (r.action) {
+    case 'newline_added':
+      return `${name}: its last line was a whole record without a newline; the newline was added`;
+    case 'moved_aside':
+      return `${name}: ${r.bytes} bytes of a last line cut short (a crash in the middle of a write) were moved to ${basename(r.saved_to ?? '')}; that sample is redone`;
+    case 'orphans_moved_aside':
+      return `${name}: its last ${r.records} lines, sub-agent sessions of a family whose root was never written (a crash between them), were moved to ${basename(r.saved_to ?? '')}; that family is redone`;
+  }
 }
 
 /** The fields of a run line that the store and merge read. */
@@ -127,6 +172,10 @@ export interface RunLine {
   readonly status?: unknown;
   readonly question_id?: unknown;
   readonly judgement?: unknown;
+  /** Set on a sub-agent session (runs with agents). */
+  readonly parent_id?: unknown;
+  /** The root session's id (runs with agents). */
+  readonly family_id?: unknown;
 }
 
 /** One line of trajectories.jsonl or failures.jsonl: an object with an id, or an error naming the file and line. */

@@ -13,7 +13,7 @@ import { setMaxListeners } from 'node:events';
 import PQueue from 'p-queue';
 import { FailureRecord, SCHEMA_VERSION, Trajectory, type RunConfig, type RunManifest, type Sample } from '../../schemas/index.js';
 import { fingerprint, fingerprintFields, redactConfig, resolveApiKey, scrubberFor } from '../config.js';
-import { dialectFor } from '../dialects/index.js';
+import { Agents, assemble, type Family } from './agents.js';
 import { summariseFailure } from './experience.js';
 import { TrajforgeError } from '../errors.js';
 import { Executor } from './executor.js';
@@ -21,7 +21,6 @@ import { RunJudge, type JudgeStats } from './judging.js';
 import { LlmClient, LlmError } from './llm.js';
 import { PACKAGE_VERSION } from '../paths.js';
 import { Progress, type ProgressSink } from './progress.js';
-import { rollout } from './rollout.js';
 import { countSamples, sampleQuestions, type BadRow } from './sampler.js';
 import { RunStore } from './store.js';
 import type { Scrubber } from '../secrets.js';
@@ -63,6 +62,8 @@ export interface GenerateSummary {
     readonly schemaRejected: number;
     /** `--until-correct`: samples not run (nor planned) because an earlier sample of their question was judged correct. */
     readonly notNeeded: number;
+    /** With agents: the sub-agent sessions written, apart from the samples (their tokens, repairs and rollbacks are in the sums above). */
+    readonly subAgents: { readonly accepted: number; readonly failed: number; readonly byReason: Record<string, number>; readonly toolCalls: number };
   };
   readonly executor: ReturnType<Executor['stats']>;
   readonly llm: ReturnType<LlmClient['stats']>;
@@ -95,6 +96,9 @@ export interface InputReport {
 }
 
 const MANIFEST_EVERY_MS = 30_000;
+
+/** With agents, the default `samples_in_flight` per model request slot (`concurrency`); documented with that option. */
+const AGENT_FAMILIES_PER_REQUEST = 4;
 
 /** What a session runs: `generate` and `rerun` differ only in where the samples come from. */
 export interface SessionPlan extends GenerateOptions {
@@ -250,6 +254,7 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
   }
   let executor: Executor;
   let store: RunStore;
+  let agents: Agents;
   try {
     executor = await Executor.start({ servers: config.mcpServers, tools: config.tools, executor: config.executor, env, scrubber });
   } catch (err) {
@@ -257,6 +262,8 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
     throw err;
   }
   try {
+    // Each agent's tools and prompt, before the run directory is touched: a name clash leaves nothing behind.
+    agents = new Agents({ config, executor });
     store = await plan.openStore(scrubber);
   } catch (err) {
     await executor.close();
@@ -267,12 +274,12 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
   // Said at once, before the progress line, and again in the summary.
   for (const n of store.notices) plan.progress?.write(`note: ${n}\n`);
   const runId = store.manifest.run_id;
-  // After the store: `today: run` is the run's creation date, the same on every resume.
-  const dialect = dialectFor(config.dialect, config.dialect_options, store.manifest.created_at);
+  // After the store: `today: run` is the run's creation date, the same on every resume, so the
+  // agents' dialects and prompts are made again with it.
+  agents = new Agents({ config, executor, runCreatedAt: store.manifest.created_at });
+  // `concurrency` is model requests in flight, whichever session of whichever family sends them.
   const llm = new LlmClient(config.endpoint, { apiKey, maxConcurrency: config.concurrency });
-  const tools = executor.tools();
-  const systemPrompt = [dialect.systemPrompt(tools), config.instructions].filter(Boolean).join('\n\n');
-  const deps = { llm, executor, dialect, config, systemPrompt, runId, tools };
+  const summaryDeps = { llm, dialect: agents.main.dialect, config: agents.main.config, tools: agents.main.tools };
   const abort = new AbortController();
   // Every request in flight listens on this one signal.
   setMaxListeners(0, abort.signal);
@@ -292,6 +299,7 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
     unaccounted: { count: 0, first: [] as string[] },
     schemaRejected: 0,
     notNeeded: 0,
+    subAgents: { accepted: 0, failed: 0, byReason: {} as Record<string, number>, toolCalls: 0 },
   };
   /** The first error message of each failure reason in this session: the main reason is reported with one. */
   const firstError = new Map<string, string>();
@@ -310,17 +318,21 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
    * the end of the run, writes them as failures; a streak that reaches fail_fast_after stops
    * the run and leaves them unwritten, so the same command redoes them once the endpoint is fixed.
    */
-  let refused: Trajectory[] = [];
+  let refused: Family[] = [];
   /** Samples in a row whose requests kept failing (`llm_error`): the endpoint is down. */
   let failingStreak = 0;
   let crash: unknown;
   let manifestWritten = Date.now();
 
   /** `last`: no further attempt follows in this session (progress counts samples, not attempts). */
-  const record = async (checkedOut: Trajectory, last = true): Promise<void> => {
-    const { record: traj, rejected } = schemaChecked(checkedOut);
-    if (rejected) session.schemaRejected++;
-    const written = await store.append(traj);
+  const record = async (family: Family, last = true): Promise<void> => {
+    const checked = family.records.map(schemaChecked);
+    const rejected = checked.filter((c) => c.rejected).length;
+    session.schemaRejected += rejected;
+    // A session made invalid by its schema fails the sessions below it, as any failure does.
+    const records = rejected > 0 ? assemble(checked.map((c) => c.record)).records : checked.map((c) => c.record);
+    const traj = records.at(-1)!;
+    const written = await store.appendFamily(records);
     // An id the run had already accepted is accounted for by that record.
     if (last) outstanding.delete(traj.id);
     if (!written) return;
@@ -330,11 +342,23 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
       bump(session.byReason, traj.reason ?? 'unknown');
       if (last && !firstError.has(traj.reason ?? 'unknown')) firstError.set(traj.reason ?? 'unknown', traj.error ?? '');
     }
-    for (const r of traj.repairs) bump(session.repairs, r.kind);
-    for (const r of traj.rollbacks) bump(session.rollbacks, r.condition);
+    let tokens = 0;
+    for (const t of records) {
+      for (const r of t.repairs) bump(session.repairs, r.kind);
+      for (const r of t.rollbacks) bump(session.rollbacks, r.condition);
+      tokens += t.usage.total_tokens;
+      if (t === traj) continue;
+      // Each session's usage is its own: a family's tokens are the sum of its sessions'.
+      if (t.status === 'ok') session.subAgents.accepted++;
+      else {
+        session.subAgents.failed++;
+        bump(session.subAgents.byReason, t.reason ?? 'unknown');
+      }
+      session.subAgents.toolCalls += t.total_tool_calls;
+    }
     session.toolCalls += traj.total_tool_calls;
-    session.tokens += traj.usage.total_tokens;
-    if (last) progress.done(traj.status === 'ok', traj.usage.total_tokens);
+    session.tokens += tokens;
+    if (last) progress.done(traj.status === 'ok', tokens);
     // The manifest's counts follow the run, so a long run can be watched from outside.
     if (Date.now() - manifestWritten > MANIFEST_EVERY_MS) {
       manifestWritten = Date.now();
@@ -345,16 +369,23 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
   const flushRefused = async (): Promise<void> => {
     const batch = refused;
     refused = [];
-    for (const traj of batch) await record(traj);
+    for (const family of batch) await record(family);
   };
 
   /** Rollouts started this session (a rerun of unjudged samples only judges again). */
   let rollouts = 0;
-  /** A rollout, judged when the run has a judge: the judge decides before the record is written. */
-  const rolledOut = async (sample: PlannedSample, attempt: number, experience: Awaited<ReturnType<typeof summariseFailure>> | undefined): Promise<Trajectory> => {
+  /**
+   * A family's rollout, its root (the main agent's session, the one with the gold answer) judged
+   * when the run has a judge, before the record is written. A wrong answer fails the family as
+   * any failed root does; an unjudged one fails nothing below it (those sessions did their work).
+   */
+  const rolledOut = async (sample: PlannedSample, attempt: number, experience: Awaited<ReturnType<typeof summariseFailure>> | undefined): Promise<Family> => {
     rollouts++;
-    const traj = await rollout(sample, attempt, deps, abort.signal, experience);
-    return judge ? judge.judge(traj, sample.sample_index, abort.signal) : traj;
+    const family = await agents.rollout(sample, attempt, { llm, runId, signal: abort.signal }, experience);
+    if (!judge) return family;
+    const root = await judge.judge(family.root, sample.sample_index, abort.signal);
+    const records = [...family.records.slice(0, -1), root];
+    return root.status === 'failed' && root.reason !== 'unjudged' ? assemble(records) : { root, records };
   };
 
   const runOne = async (sample: PlannedSample): Promise<void> => {
@@ -362,23 +393,25 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
     let attempt = (store.failed.get(sample.sample_id)?.attempt ?? -1) + 1;
     const lastAttempt = attempt + config.retry.attempts;
     try {
-      let traj: Trajectory;
+      let family: Family;
       if (sample.rejudge !== undefined && judge) {
-        // The rollout is on record; only its verdict is missing.
-        traj = await judge.judge(sample.rejudge, sample.sample_index, abort.signal);
+        // The rollout is on record; only its verdict is missing. (Its sub-agent sessions are on record too, as they were.)
+        const root = await judge.judge(sample.rejudge, sample.sample_index, abort.signal);
+        family = { root, records: [root] };
       } else {
-        const seed = sample.failed !== undefined && config.retry.experience ? await summariseFailure(sample.failed, deps, abort.signal) : undefined;
-        traj = await rolledOut(sample, attempt, seed);
+        const seed = sample.failed !== undefined && config.retry.experience ? await summariseFailure(sample.failed, summaryDeps, abort.signal) : undefined;
+        family = await rolledOut(sample, attempt, seed);
       }
-      // Failure-experience retry: a fresh attempt, seeded with what the failed one learned.
-      while (traj.status === 'failed' && attempt < lastAttempt && config.retry.on.includes(traj.reason!) && !abort.signal.aborted) {
-        await record(traj, false);
-        const experience = config.retry.experience ? await summariseFailure(traj, deps, abort.signal) : undefined;
-        traj = await rolledOut(sample, ++attempt, experience);
+      // Failure-experience retry: a fresh attempt of the whole family, seeded with what the failed root learned.
+      while (family.root.status === 'failed' && attempt < lastAttempt && config.retry.on.includes(family.root.reason!) && !abort.signal.aborted) {
+        await record(family, false);
+        const experience = config.retry.experience ? await summariseFailure(family.root, summaryDeps, abort.signal) : undefined;
+        family = await rolledOut(sample, ++attempt, experience);
       }
+      const traj = family.root;
       if (traj.reason === 'endpoint_rejected') {
         // The endpoint refused this sample's request: one bad prompt, or the first of many.
-        refused.push(traj);
+        refused.push(family);
         if (++fatalStreak >= config.endpoint.fail_fast_after && fatal === undefined) {
           fatal = `the model endpoint refused the requests: ${traj.error ?? 'unknown'}`;
           abort.abort();
@@ -397,7 +430,7 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
           `Run the same command again when it is back; \`trajforge rerun ${store.dir} --reason llm_error\` retries the samples that failed`;
         abort.abort();
       }
-      await record(traj);
+      await record(family);
       if (judge?.fatal !== undefined && fatal === undefined) {
         // A judge that refuses every request (a wrong key or model) would leave every sample unjudged.
         fatal = judge.fatal.replace('RUN', store.dir);
@@ -447,7 +480,11 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
     }
   };
 
-  const queue = new PQueue({ concurrency: config.concurrency });
+  // Samples (families) in flight: with agents, more than the requests allowed (AGENT_FAMILIES_PER_REQUEST
+  // per request slot), so that the endpoint stays busy while families wait on tools between requests,
+  // and the last families of a run, each a chain of requests one after another, finish close together.
+  const inFlight = config.samples_in_flight ?? (agents.configured ? AGENT_FAMILIES_PER_REQUEST * config.concurrency : config.concurrency);
+  const queue = new PQueue({ concurrency: inFlight });
   const { samples, skipped, input } = plan.samples(store);
   let status: RunManifest['status'] = 'failed';
   progress.start();
@@ -455,7 +492,7 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
     for await (const unit of units(samples, untilCorrect)) {
       if (abort.signal.aborted) break;
       // Backpressure: the sampler streams, and the queue holds a bounded number of units.
-      await queue.onSizeLessThan(config.concurrency);
+      await queue.onSizeLessThan(inFlight);
       if (abort.signal.aborted) break;
       session.planned += unit.length;
       for (const s of unit) outstanding.add(s.sample_id);

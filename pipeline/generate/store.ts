@@ -5,6 +5,12 @@
  *   manifest.json         config (redacted), fingerprint, counts, sessions
  *   trajectories.jsonl    accepted trajectories, one per sample id
  *   failures.jsonl        every failed attempt
+ *
+ * With agents a sample is a family (a root session and the sub-agent sessions below it),
+ * written as one unit: its sub-agent sessions first, the root last, each line to the file its
+ * status names. Appends are chained, so a crash can leave only the last family's sub-agent
+ * lines without their root, at the end of the files: opening the run moves those aside
+ * (run-lines.ts `cutOrphans`) and the family is redone.
  */
 import { createReadStream, existsSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { mkdir, open, readFile, type FileHandle } from 'node:fs/promises';
@@ -19,23 +25,82 @@ import { appendWhole } from '../jsonl.js';
 import { Scrubber } from '../secrets.js';
 import { fsError } from '../files.js';
 import { releaseLock, takeLock } from './lock.js';
-import { describeTailRepair, parseRunLine, repairTail, type RunLine } from './run-lines.js';
+import { cutOrphans, describeTailRepair, parseRunLine, repairTail, type RunLine } from './run-lines.js';
 
 export const TRAJECTORIES = 'trajectories.jsonl';
 export const FAILURES = 'failures.jsonl';
 export const MANIFEST = 'manifest.json';
 
-/** Each line's `id`, `attempt` and `reason` (and the line, for what else a caller notes), without keeping the records. */
-async function scanIds(file: string, visit: (id: string, attempt: number, reason: string, rec: RunLine) => void): Promise<void> {
-  if (!existsSync(file)) return;
-  const rl = createInterface({ input: createReadStream(file, { encoding: 'utf8' }), crlfDelay: Infinity });
-  let line = 0;
-  for await (const text of rl) {
-    line++;
-    if (text.trim() === '') continue;
-    const rec = parseRunLine(text, file, line);
-    visit(rec.id, typeof rec.attempt === 'number' ? rec.attempt : 0, typeof rec.reason === 'string' ? rec.reason : 'unknown', rec);
+/** A sub-agent session's line, not yet known to have its family's root on disk. */
+interface PendingSub {
+  readonly id: string;
+  /** `family_id` and `attempt`: the root line it needs. */
+  readonly root: string;
+  /** Undefined when accepted. */
+  readonly reason: string | undefined;
+  readonly line: number;
+  /** Where the line starts in its file, in bytes. */
+  readonly offset: number;
+}
+
+/** A family's root line by what its sessions name it with: its id and attempt. */
+const rootKey = (id: string, attempt: number): string => `${id}\u0000${attempt}`;
+
+/**
+ * Reads the ids of both files, without keeping the records, and finds the sub-agent lines
+ * whose family root (same `family_id`, same attempt) has no line in either file. A family's
+ * root is written after its sub-agent sessions, so only the lines after a file's last root line
+ * can be such orphans; they are noted once their root is found, and the rest are returned.
+ */
+async function scanRun(files: readonly string[], note: (id: string, attempt: number, reason: string | undefined, sub: boolean, rec?: RunLine) => void): Promise<Map<string, PendingSub[]>> {
+  const roots = new IdSet();
+  const pending = new Map<string, PendingSub[]>();
+  for (const file of files) {
+    const ok = file.endsWith(TRAJECTORIES);
+    const since: PendingSub[] = [];
+    pending.set(file, since);
+    if (!existsSync(file)) continue;
+    const rl = createInterface({ input: createReadStream(file, { encoding: 'utf8' }), crlfDelay: Infinity });
+    let line = 0;
+    let offset = 0;
+    for await (const text of rl) {
+      line++;
+      const at = offset;
+      // The store writes its lines itself, in UTF-8 and ending in a lone newline; cutOrphans checks the place before it cuts.
+      offset += Buffer.byteLength(text, 'utf8') + 1;
+      if (text.trim() === '') continue;
+      const rec = parseRunLine(text, file, line);
+      const attempt = typeof rec.attempt === 'number' ? rec.attempt : 0;
+      const reason = ok ? undefined : typeof rec.reason === 'string' ? rec.reason : 'unknown';
+      if (typeof rec.parent_id === 'string') {
+        since.push({ id: rec.id, root: rootKey(typeof rec.family_id === 'string' ? rec.family_id : '', attempt), reason, line, offset: at });
+        continue;
+      }
+      if (typeof rec.family_id === 'string') roots.add(rootKey(rec.id, attempt));
+      // Everything before a root line in this file belongs to a family written before it, or to this one.
+      for (const p of since.splice(0)) note(p.id, attempt, p.reason, true);
+      note(rec.id, attempt, reason, false, rec);
+    }
   }
+  const orphans = new Map<string, PendingSub[]>();
+  for (const [file, since] of pending) {
+    const missing = since.filter((p) => !roots.has(p.root));
+    if (missing.length > 0) {
+      const first = since.indexOf(missing[0]!);
+      // Only the last family can be cut short, and it is the end of each file: anything else was changed by hand.
+      const after = since.slice(first).find((p) => roots.has(p.root));
+      if (after !== undefined) {
+        throw new TrajforgeError(
+          'BAD_INPUT',
+          `${file}:${missing[0]!.line}: sub-agent session ${missing[0]!.id} has no record of its family's root (${missing[0]!.root.replace('\u0000', ', attempt ')}), and line ${after.line} after it belongs to another family; the run directory was changed by hand?`,
+          { file, line: missing[0]!.line },
+        );
+      }
+      orphans.set(file, since.slice(first));
+    }
+    for (const p of since.slice(0, missing.length > 0 ? since.indexOf(missing[0]!) : since.length)) note(p.id, 0, p.reason, true);
+  }
+  return orphans;
 }
 
 export interface OpenRunOptions {
@@ -97,11 +162,15 @@ function resumeWith(manifest: RunManifest, opts: OpenRunOptions, file: string): 
 
 export class RunStore {
   readonly dir: string;
+  /** Accepted samples: root sessions (with agents, the sub-agent sessions are apart). */
   readonly accepted = new IdSet();
   /** Question ids with an accepted sample the judge found correct: `--until-correct` runs no more of their samples. */
   readonly answered = new IdSet();
-  /** The latest failed attempt of each id that has no accepted record. */
+  /** The latest failed attempt of each sample id that has no accepted record. */
   readonly failed = new Map<string, { attempt: number; reason: string }>();
+  /** Sub-agent sessions: accepted ids, and the latest failure reason of the others. */
+  readonly #subAccepted = new IdSet();
+  readonly #subFailed = new Map<string, string>();
   readonly resumed: boolean;
   /** What opening the run found and did that the person running it should hear of (a repaired tail…). */
   readonly notices: string[] = [];
@@ -167,12 +236,16 @@ export class RunStore {
       const store = new RunStore(dir, manifest, resumed, lock, opts.scrubber ?? Scrubber.none);
       store.notices.push(...notices);
       const repairs = [repairTail(join(dir, TRAJECTORIES)), repairTail(join(dir, FAILURES))].filter((r) => r !== undefined);
-      store.notices.push(...repairs.map(describeTailRepair));
-      await scanIds(join(dir, TRAJECTORIES), (id, _attempt, _reason, rec) => {
-        store.accepted.add(id);
-        store.#noteAnswered(rec);
+      const orphans = await scanRun([join(dir, TRAJECTORIES), join(dir, FAILURES)], (id, attempt, reason, sub, rec) => {
+        if (sub) store.#noteSub(id, reason);
+        else if (reason === undefined) {
+          store.accepted.add(id);
+          if (rec !== undefined) store.#noteAnswered(rec);
+        } else store.#noteFailure(id, attempt, reason);
       });
-      await scanIds(join(dir, FAILURES), (id, attempt, reason) => store.#noteFailure(id, attempt, reason));
+      // After the tails are whole: the sub-agent sessions of a family whose root a crash kept from being written.
+      for (const [file, lines] of orphans) repairs.push(cutOrphans(file, lines[0]!.offset, lines.map((l) => l.id)));
+      store.notices.push(...repairs.map(describeTailRepair));
       store.#traj = await open(join(dir, TRAJECTORIES), 'a');
       store.#fail = await open(join(dir, FAILURES), 'a');
       store.#trajBytes = statSync(join(dir, TRAJECTORIES)).size;
@@ -202,29 +275,47 @@ export class RunStore {
    * written again; returns whether the record was written.
    */
   append(traj: Trajectory): Promise<boolean> {
+    return this.appendFamily([traj]);
+  }
+
+  /**
+   * Appends a family as one unit: `records` post-order, the root last (generate/agents.ts
+   * `Family.records`), each to the file its status names. Nothing of a family whose root the
+   * run has already accepted is written again; returns whether the family was written. A write
+   * that fails cuts both files back to where the family began, so no part of it stays.
+   */
+  appendFamily(records: readonly Trajectory[]): Promise<boolean> {
     const result = this.#chain.then(async () => {
       if (this.#writeError) throw this.#writeError;
-      if (traj.status === 'ok' && this.accepted.has(traj.id)) return false;
-      const line = Buffer.from(`${JSON.stringify(this.#scrubber.value(traj))}\n`, 'utf8');
-      const ok = traj.status === 'ok';
-      const fh = ok ? this.#traj! : this.#fail!;
+      const root = records.at(-1)!;
+      if (root.status === 'ok' && this.accepted.has(root.id)) return false;
+      const start = { traj: this.#trajBytes, fail: this.#failBytes };
       try {
-        appendWhole(fh.fd, line);
+        for (const traj of records) {
+          const line = Buffer.from(`${JSON.stringify(this.#scrubber.value(traj))}\n`, 'utf8');
+          const ok = traj.status === 'ok';
+          appendWhole((ok ? this.#traj! : this.#fail!).fd, line);
+          if (ok) this.#trajBytes += line.length;
+          else this.#failBytes += line.length;
+        }
       } catch (err) {
-        // A full disk can take part of the line: cut it off, so every line on disk stays whole.
-        await fh.truncate(ok ? this.#trajBytes : this.#failBytes).catch(() => {});
+        // A full disk can take part of a line: cut it off, and the family's earlier lines with it, so every line on disk stays whole and no family is half there.
+        await this.#traj!.truncate(start.traj).catch(() => {});
+        await this.#fail!.truncate(start.fail).catch(() => {});
+        this.#trajBytes = start.traj;
+        this.#failBytes = start.fail;
         this.#writeError = new TrajforgeError('WRITE_FAILED', `${this.dir}: cannot append a record: ${(err as Error).message}`, { file: this.dir, cause: err });
         throw this.#writeError;
       }
-      const bytes = line.length;
-      if (ok) this.#trajBytes += bytes;
-      else this.#failBytes += bytes;
-      if (traj.status === 'ok') {
-        this.accepted.add(traj.id);
-        this.failed.delete(traj.id);
-        this.#noteAnswered(traj);
-      } else {
-        this.#noteFailure(traj.id, traj.attempt, traj.reason ?? 'unknown');
+      for (const traj of records) {
+        if (traj !== root) this.#noteSub(traj.id, traj.status === 'ok' ? undefined : (traj.reason ?? 'unknown'));
+        else if (traj.status === 'ok') {
+          this.accepted.add(traj.id);
+          this.failed.delete(traj.id);
+          this.#noteAnswered(traj);
+        } else {
+          this.#noteFailure(traj.id, traj.attempt, traj.reason ?? 'unknown');
+        }
       }
       return true;
     });
@@ -240,17 +331,31 @@ export class RunStore {
     if (verdict === 'correct' && typeof rec.question_id === 'string') this.answered.add(rec.question_id);
   }
 
+  /** A sub-agent session's latest state: accepted (no reason), or failed with a reason. */
+  #noteSub(id: string, reason: string | undefined): void {
+    if (reason === undefined) {
+      this.#subAccepted.add(id);
+      this.#subFailed.delete(id);
+    } else if (!this.#subAccepted.has(id)) {
+      this.#subFailed.set(id, reason);
+    }
+  }
+
   #noteFailure(id: string, attempt: number, reason: string): void {
     if (this.accepted.has(id)) return;
     const prev = this.failed.get(id);
     if (!prev || attempt >= prev.attempt) this.failed.set(id, { attempt, reason });
   }
 
-  /** The latest state per id: accepted ids, and ids whose attempts all failed, by the last reason. */
+  /** The latest state per id: accepted ids, and ids whose attempts all failed, by the last reason; sub-agent sessions apart. */
   counts(): RunManifest['counts'] {
     const by_reason: Record<string, number> = {};
     for (const { reason } of this.failed.values()) by_reason[reason] = (by_reason[reason] ?? 0) + 1;
-    return { accepted: this.accepted.size, failed: this.failed.size, by_reason };
+    const counts: RunManifest['counts'] = { accepted: this.accepted.size, failed: this.failed.size, by_reason };
+    if (this.#subAccepted.size === 0 && this.#subFailed.size === 0) return counts;
+    const sub: Record<string, number> = {};
+    for (const reason of this.#subFailed.values()) sub[reason] = (sub[reason] ?? 0) + 1;
+    return { ...counts, sub_agents: { accepted: this.#subAccepted.size, failed: this.#subFailed.size, by_reason: sub } };
   }
 
   /** Atomic: a reader sees the old manifest or the new one, never half of one. */
