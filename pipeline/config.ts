@@ -22,6 +22,8 @@ export interface ConfigOverrides {
   limit?: number | undefined;
   concurrency?: number | undefined;
   samples?: number | undefined;
+  /** `--until-correct` sets true. */
+  untilCorrect?: boolean | undefined;
   shard?: string | undefined;
   seed?: number | undefined;
   baseUrl?: string | undefined;
@@ -121,12 +123,14 @@ function applyOverrides(raw: Record<string, any>, o: ConfigOverrides): string[] 
   if (o.keepToolResults !== undefined) section('context').keep_tool_results = o.keepToolResults;
   if (o.maxContextTokens !== undefined) section('context').max_context_tokens = o.maxContextTokens;
   if (o.retries !== undefined) section('retry').attempts = o.retries;
+  if (o.untilCorrect !== undefined) section('questions').until_correct = o.untilCorrect;
   const set: [unknown, string][] = [
     [o.questions, 'questions.path'], [o.limit, 'questions.limit'], [o.samples, 'questions.samples'], [o.shard, 'questions.shard'],
     [o.seed, 'questions.seed'], [o.seed, 'endpoint.seed'], [o.out, 'output.dir'], [o.concurrency, 'concurrency'],
     [o.baseUrl, 'endpoint.base_url'], [o.model, 'endpoint.model'], [o.dialect, 'dialect'], [o.cache, 'executor.cache'],
     [o.cacheDir, 'executor.cache_dir'], [o.keepToolResults, 'context.keep_tool_results'],
     [o.maxContextTokens, 'context.max_context_tokens'], [o.retries, 'retry.attempts'],
+    [o.untilCorrect, 'questions.until_correct'],
   ];
   return set.flatMap(([v, path]) => (v === undefined ? [] : [path]));
 }
@@ -217,7 +221,7 @@ export function scrubberFor(cfg: RunConfig, env: NodeJS.ProcessEnv): Scrubber {
  * run of this dialect can send. `env` is the one whose secrets are hidden as `${VAR}`.
  */
 export function fingerprintFields(cfg: RunConfig, env: NodeJS.ProcessEnv = process.env): Record<string, unknown> {
-  const { path, format, fields, shuffle, seed, samples, shard } = cfg.questions;
+  const { path, format, fields, shuffle, seed, samples, shard, until_correct } = cfg.questions;
   return {
     'endpoint.model': cfg.endpoint.model,
     'endpoint.temperature': cfg.endpoint.temperature,
@@ -234,11 +238,12 @@ export function fingerprintFields(cfg: RunConfig, env: NodeJS.ProcessEnv = proce
     mcpServers: Object.keys(cfg.mcpServers).sort(),
     'mcpServers.launch': serverLaunch(cfg, env),
     'questions.path': path === undefined || path === '-' ? path ?? null : resolve(path),
-    'questions.selection': { format, fields, shuffle, seed, samples, shard: shard ?? null },
+    // until_correct only when set, so runs made before the field existed keep their fingerprint.
+    'questions.selection': { format, fields, shuffle, seed, samples, shard: shard ?? null, ...(until_correct ? { until_correct } : {}) },
     budgets: cfg.budgets,
     rollback: cfg.rollback,
     context: cfg.context,
-    validation: cfg.validation,
+    validation: validationFingerprint(cfg),
     executor: { max_result_chars: cfg.executor.max_result_chars, max_snippet_chars: cfg.executor.max_snippet_chars },
     'retry.experience': cfg.retry.experience,
     instructions: cfg.instructions ?? null,
@@ -248,6 +253,18 @@ export function fingerprintFields(cfg: RunConfig, env: NodeJS.ProcessEnv = proce
     // Only when set, so runs made before the field existed keep their fingerprint.
     ...(cfg.tokenizer === undefined ? {} : { tokenizer: cfg.tokenizer }),
   };
+}
+
+/**
+ * The validation settings, with of the judge only what changes a verdict: its model, sampling,
+ * rubric threshold and prompt templates; not where it is, its key, timeouts, retries or cache.
+ * Without a judge, the section as it always was (so older runs keep their fingerprint).
+ */
+function validationFingerprint(cfg: RunConfig): Record<string, unknown> {
+  const { judge, ...rest } = cfg.validation;
+  if (judge === undefined) return rest;
+  const { model, temperature, max_tokens, extra_body, rubric_pass } = judge;
+  return { ...rest, judge: { model, temperature, max_tokens, extra_body, rubric_pass, prompts: judgePromptHashes() } };
 }
 
 /** Each server as it is started, from the redacted config, so a secret never reaches the fingerprint. */
@@ -277,7 +294,8 @@ export function promptHashes(dialects: string | readonly string[], agentPrompts:
   const others = DialectName.options.filter((d) => !used.includes(d));
   const out: Record<string, string> = {};
   for (const file of readdirSync(dir).sort()) {
-    if (!file.endsWith('.txt') || others.some((d) => file.startsWith(`${d}-`))) continue;
+    // The judge's templates go to the judge's fingerprint (validationFingerprint), with the judge.
+    if (!file.endsWith('.txt') || others.some((d) => file.startsWith(`${d}-`)) || file.startsWith('judge-')) continue;
     const stem = file.slice(0, -'.txt'.length);
     if (AGENT_ONLY_PROMPTS.includes(stem) && !agentPrompts.includes(stem)) continue;
     out[file] = createHash('sha256').update(readFileSync(join(dir, file))).digest('hex').slice(0, 16);
@@ -285,6 +303,16 @@ export function promptHashes(dialects: string | readonly string[], agentPrompts:
   for (const stem of agentPrompts) {
     // A prompt the config names from outside the shared set (another dialect's prefix) is counted too.
     if (!(`${stem}.txt` in out)) out[`${stem}.txt`] = createHash('sha256').update(readFileSync(join(dir, `${stem}.txt`))).digest('hex').slice(0, 16);
+  }
+  return out;
+}
+
+/** The judge's prompt templates (`judge-*.txt`) by a hash of their text: part of the fingerprint when a run has a judge. */
+export function judgePromptHashes(): Record<string, string> {
+  const dir = join(PACKAGE_ROOT, 'prompts');
+  const out: Record<string, string> = {};
+  for (const file of readdirSync(dir).sort()) {
+    if (file.startsWith('judge-') && file.endsWith('.txt')) out[file] = createHash('sha256').update(readFileSync(join(dir, file))).digest('hex').slice(0, 16);
   }
   return out;
 }

@@ -2,7 +2,7 @@
  * The values a run must never write down or send on, and the Scrubber that takes them out.
  *
  * A run's secrets are the values it was configured with (see `runSecrets`): the endpoint's
- * API key, every env value handed to a tool server under a name that looks secret, every
+ * API key and the judge's, every env value handed to a tool server under a name that looks secret, every
  * header value under such a name, and every variable that `${VAR}` expansion put into a tool
  * server's `args`, `url` or `headers`. A value shorter than MIN_SECRET_CHARS is not treated
  * as one: it would match ordinary words in tool text.
@@ -42,14 +42,20 @@ const SERVER_FIELD = /^mcpServers\..+\.(args\[\d+\]|url|headers\..+)$/;
 
 /** What a config gives a run to keep secret. `env` is where `api_key_env` is read from. */
 export function runSecrets(
-  cfg: { readonly endpoint: { readonly api_key_env: string }; readonly mcpServers: Readonly<Record<string, McpServerConfig>> },
+  cfg: {
+    readonly endpoint: { readonly api_key_env: string };
+    readonly mcpServers: Readonly<Record<string, McpServerConfig>>;
+    readonly validation?: { readonly judge?: { readonly api_key_env: string } | undefined } | undefined;
+  },
   env: NodeJS.ProcessEnv,
   expansions: readonly Expansion[],
 ): Secret[] {
   const out: Secret[] = [];
-  const keyName = cfg.endpoint.api_key_env;
-  const key = keyName === 'none' ? undefined : env[keyName];
-  if (key) out.push({ name: keyName, value: key });
+  // The endpoint's key, and the judge's (validation.judge), which may be another provider's.
+  for (const keyName of [cfg.endpoint.api_key_env, cfg.validation?.judge?.api_key_env]) {
+    const key = keyName === undefined || keyName === 'none' ? undefined : env[keyName];
+    if (key && !out.some((s) => s.value === key)) out.push({ name: keyName!, value: key });
+  }
   for (const e of expansions) if (SERVER_FIELD.test(e.path) && !BUILT_IN_VARS.has(e.name)) out.push({ name: e.name, value: e.value });
   for (const server of Object.values(cfg.mcpServers)) {
     const named = 'url' in server ? server.headers : server.env;

@@ -225,6 +225,61 @@ export const Decontamination = z.object({
 });
 export type Decontamination = z.infer<typeof Decontamination>;
 
+/** How the judge's cascade decided (see pipeline/generate/judging.ts): the step that decided. */
+export const JudgeStep = z.enum(['exact', 'normalised', 'f1', 'llm', 'rubric']);
+export type JudgeStep = z.infer<typeof JudgeStep>;
+export const JudgeVerdict = z.enum(['correct', 'incorrect', 'not_attempted', 'unjudged']);
+export type JudgeVerdict = z.infer<typeof JudgeVerdict>;
+
+/** One rubric criterion as the judge scored it. */
+export const CriterionScore = z.object({
+  criterion: z.string(),
+  title: z.string().optional(),
+  /** As the question gave it; negative for a pitfall (a criterion an answer should not meet). */
+  weight: z.number(),
+  /** 0..1: how far the answer meets the criterion. */
+  score: z.number().min(0).max(1),
+  reasoning: z.string().optional(),
+});
+export type CriterionScore = z.infer<typeof CriterionScore>;
+
+/** Set by the judge in the loop (`validation.judge`): whether the answer is right, and why. */
+export const Judgement = z.object({
+  /** `unjudged`: the judge could not be reached or gave no readable verdict; `rerun --reason unjudged` judges again. */
+  verdict: JudgeVerdict,
+  /** The step that decided (unjudged: the step that could not). */
+  step: JudgeStep,
+  /** The best SQuAD token F1 of the answer against the gold answers (numbers canonical). */
+  f1: z.number().min(0).max(1).optional(),
+  /** The grader's rationale (llm, rubric). */
+  reasoning: z.string().optional(),
+  /** The judge model, when an LLM was asked. */
+  judge_model: z.string().optional(),
+  /** The prompt templates asked with, `name@hash` (their text changes, so may verdicts). */
+  prompt: z.string().optional(),
+  /** The LLM verdict came from the judge cache. */
+  cached: z.boolean().optional(),
+  /** Unjudged: why. */
+  error: z.string().optional(),
+  /** A reply no verdict could be read from, cut. */
+  raw: z.string().optional(),
+  /** Rubrics: each criterion's score. */
+  criteria: z.array(CriterionScore).optional(),
+  /** Rubrics: sum(score · weight) / sum of the positive weights, clamped to 0..1. */
+  rubric_score: z.number().min(0).max(1).optional(),
+  judged_at: z.string(),
+});
+export type Judgement = z.infer<typeof Judgement>;
+
+/** Which of a question's `--samples k` this is; set by the judge step (pass@k reads it). */
+export const Sampling = z.object({
+  index: z.number().int().nonnegative(),
+  k: z.number().int().positive(),
+  /** The samples of the question ran in order and stopped at the first judged correct. */
+  until_correct: z.boolean(),
+});
+export type Sampling = z.infer<typeof Sampling>;
+
 export const Trajectory = z.object({
   schema_version: schemaVersion,
   id: z.string(),
@@ -290,6 +345,10 @@ export const Trajectory = z.object({
   family_id: z.string().optional(),
   /** Set by `trajforge decontaminate`. */
   decontamination: Decontamination.optional(),
+  /** Set by the judge in the loop (`validation.judge`). */
+  judgement: Judgement.optional(),
+  /** Set by the judge in the loop: which sample of its question this is. */
+  sampling: Sampling.optional(),
 });
 export type Trajectory = z.infer<typeof Trajectory>;
 
@@ -418,6 +477,8 @@ export const QuestionsConfig = z.strictObject({
   seed: z.number().int().default(0),
   limit: z.number().int().positive().optional(),
   samples: z.number().int().positive().default(1),
+  /** With samples > 1: a question's samples run in order and stop at the first judged correct (needs validation.judge). */
+  until_correct: z.boolean().default(false),
   shard: z
     .string()
     .regex(/^\d+\/\d+$/, 'expected i/n, e.g. 0/4')
@@ -486,13 +547,47 @@ export const RetryConfig = z.strictObject({
   on: z.array(FailureReason).default(['max_turns', 'no_answer', 'truncated', 'context_overflow', 'tool_error', 'invalid', 'wrong_answer']),
 });
 
+/**
+ * The judge in the loop: its own OpenAI-compatible endpoint, model, retries, limit of requests
+ * in flight and verdict cache, apart from the policy model's.
+ */
+export const JudgeConfig = z.strictObject({
+  base_url: z.string().min(1).default('http://127.0.0.1:8000/v1'),
+  model: z.string().min(1),
+  /** Name of the variable that holds the judge's key; `none` for no key. */
+  api_key_env: z.string().default('OPENAI_API_KEY'),
+  temperature: z.number().min(0).max(2).default(0),
+  /** Per grading reply (a rubric reply scores every criterion). */
+  max_tokens: z.number().int().positive().default(1024),
+  extra_body: z.record(z.string(), z.unknown()).default({}),
+  timeout_ms: z.number().int().positive().default(120_000),
+  /** Retries of connection errors, 408, 409, 429, 5xx and malformed bodies, before the sample is recorded unjudged. */
+  max_retries: z.number().int().nonnegative().default(4),
+  retry_base_ms: z.number().int().positive().default(500),
+  retry_max_ms: z.number().int().positive().default(30_000),
+  /** Grading requests in flight at most (lowered on 429). */
+  concurrency: z.number().int().positive().default(8),
+  /** Replies with no readable verdict (or rubric scores) asked again before the sample is recorded unjudged. */
+  unreadable_retries: z.number().int().nonnegative().default(1),
+  /** Consecutive refusals (401, 403, 404, 400: a wrong key or model) that stop the run; each sample is kept, unjudged. */
+  fail_fast_after: z.number().int().positive().default(5),
+  /** A question with rubrics and no gold answer counts as answered correctly at this rubric_score. */
+  rubric_pass: z.number().min(0).max(1).default(0.7),
+  /** Verdicts are cached (key: model, prompt template, question, gold, answer, rubric), under the tool cache's directory. */
+  cache: z.boolean().default(true),
+  cache_ttl_s: z.number().int().positive().default(30 * 24 * 3600),
+});
+export type JudgeConfig = z.infer<typeof JudgeConfig>;
+
 export const ValidationConfig = z.strictObject({
   /** Rule id → severity; `off` disables the rule. */
   severities: z.record(z.string(), z.enum(['error', 'warn', 'off'])).default({}),
   /** How a gold answer is compared; `off` never rejects for a wrong answer. */
   gold_match: z.enum(['exact', 'contains', 'boxed', 'f1', 'off']).default('contains'),
-  /** With `gold_match: f1`, the SQuAD token F1 an answer needs. */
+  /** With `gold_match: f1`, the SQuAD token F1 an answer needs; also the judge cascade's F1 step. */
   f1_threshold: z.number().min(0).max(1).default(0.8),
+  /** The judge in the loop: when set, it decides whether an answer is right (the gold rule steps aside). */
+  judge: JudgeConfig.optional(),
 });
 
 export const ToolsConfig = z.strictObject({

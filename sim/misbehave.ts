@@ -49,6 +49,9 @@ export const MISBEHAVIOUR_KINDS = [
   'content_parts',
   'string_usage',
   'endless',
+  // Wrong answers and the judge's faults (sim/judge.ts), asked for by name.
+  'wrong_answer',
+  'judge_unreadable',
 ] as const;
 
 export type MisbehaviourKind = (typeof MISBEHAVIOUR_KINDS)[number];
@@ -82,13 +85,15 @@ export const MISBEHAVIOUR_HELP: Readonly<Record<MisbehaviourKind, string>> = {
   content_parts: "content as an array of parts: {type: text} for the text, Mistral's {type: thinking} for the reasoning",
   string_usage: 'usage counts as strings ("123")',
   endless: 'HTTP 200 and a body that never ends: JSON that never closes, or a stream of content that never finishes',
+  wrong_answer: 'the answer states a made-up version (1000 or more) instead of the best evidence, still citing a snippet it was shown',
+  judge_unreadable: 'as a judge: a grading that names no verdict and no scores',
 };
 
 /**
  * Kinds that `all=RATE` leaves alone: the transport faults make every client time out or fail,
  * and the wire shapes are a server's habits, asked for by name.
  */
-export const EXCLUDED_FROM_ALL: readonly MisbehaviourKind[] = ['stall', 'drop', 'malformed', 'object_arguments', 'numeric_name', 'content_parts', 'string_usage', 'endless'];
+export const EXCLUDED_FROM_ALL: readonly MisbehaviourKind[] = ['stall', 'drop', 'malformed', 'object_arguments', 'numeric_name', 'content_parts', 'string_usage', 'endless', 'wrong_answer', 'judge_unreadable'];
 
 export const REFUSAL_TEXT = "I'm sorry, but I can't help with that.";
 
@@ -188,9 +193,13 @@ export function composeTurn(
     return native ? { turn: { reasoning: plan.reasoning ?? '', content: report, toolCalls: [] }, honourStop: true, applied: [] } : textTurn(renderThink(plan.reasoning) + report, true, []);
   }
   if (plan.kind === 'answer' || plan.call === null) {
-    if (native) return { turn: { reasoning: plan.reasoning ?? '', content: answerText(plan.evidence), toolCalls: [] }, honourStop: true, applied: [] };
+    const wrong = drawn.has('wrong_answer') && plan.evidence !== null;
+    // A version no browser has had: never a gold answer, still a claim about a snippet it was shown.
+    const evidence = wrong ? { snippet: { ...plan.evidence!.snippet, title: null }, sentence: `According to this source, it was first supported in version ${1000 + Math.floor(rng() * 9000)}.` } : plan.evidence;
+    const answerKinds: MisbehaviourKind[] = wrong ? ['wrong_answer'] : [];
+    if (native) return { turn: { reasoning: plan.reasoning ?? '', content: answerText(evidence), toolCalls: [] }, honourStop: true, applied: answerKinds };
     const unclosed = drawn.has('unclosed_answer');
-    return textTurn(renderThink(plan.reasoning) + renderTextAnswer(dialect, plan.evidence, !unclosed, plan.lead), true, unclosed ? ['unclosed_answer'] : []);
+    return textTurn(renderThink(plan.reasoning) + renderTextAnswer(dialect, evidence, !unclosed, plan.lead), true, unclosed ? [...answerKinds, 'unclosed_answer'] : answerKinds);
   }
   const applied: MisbehaviourKind[] = [];
   const variant = callVariant(dialect, plan.call, drawn, rng, applied);

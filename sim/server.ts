@@ -24,9 +24,11 @@ import {
   lengthCutAt,
   MISBEHAVIOUR_KINDS,
   normaliseRates,
+  type ComposedTurn,
   type MisbehaviourKind,
   type MisbehaviourRates,
 } from './misbehave.js';
+import { judgeReply, readJudgeRequest } from './judge.js';
 import { countToolOutputs, planTurn, readConversation, type ChatMessage, type Rng } from './policy.js';
 import { detectRole, planRoleTurn, sessionLabel } from './roles.js';
 
@@ -117,6 +119,8 @@ export interface SimStats {
   requestsByMaxTokensParam: Record<'max_tokens' | 'max_completion_tokens' | 'none', number>;
   /** Assistant messages sent back with their reasoning, by field. */
   reasoningSentBack: Record<'reasoning' | 'reasoning_content', number>;
+  /** Chat requests that were gradings (sim/judge.ts), answered as a judge; the rest were the policy's. */
+  judgeRequests: number;
 }
 
 export interface Sim {
@@ -268,6 +272,7 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
     requestsByRole: { main: 0, browsing: 0, report: 0, none: 0 },
     requestsByMaxTokensParam: { max_tokens: 0, max_completion_tokens: 0, none: 0 },
     reasoningSentBack: { reasoning: 0, reasoning_content: 0 },
+    judgeRequests: 0,
   };
   const bump = (table: Record<string, number>, key: string | number): void => {
     table[key] = (table[key] ?? 0) + 1;
@@ -385,19 +390,28 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
       return sendEndless(res, request, signal);
     }
 
-    const conversation = readConversation(request.messages, request.tools, dialect);
-    const role = detectRole(request.messages, request.tools, dialect);
-    stats.requestsByRole[role === null ? 'none' : role.kind === 'browsing' && role.summary ? 'report' : role.kind]++;
-    // A role's session-wide choices come from the seed and the session's first user message.
-    const plan =
-      role === null
-        ? planTurn(conversation, { callsPerSample }, rng('policy'))
-        : planRoleTurn(role, conversation, request.messages, rng('policy'), seededRng(`${seed}\u0000session\u0000${sessionLabel(request.messages)}`));
-    // A repetition loop runs past max_tokens (or the context), so the server cuts it: finish_reason length.
-    const composed = composeTurn(plan, dialect, drawn, rng('content'), {
-      repeatChars: Math.min(request.maxTokens ?? 4096, contextWindow ?? Infinity) * CHARS_PER_TOKEN + 64,
-      callId: (i) => `call_${createHash('sha256').update(`${key}\u0000${count}\u0000${i}`).digest('hex').slice(0, 24)}`,
-    });
+    // A grading request is the judge role's (sim/judge.ts), not the model's.
+    const grading = readJudgeRequest(request.messages);
+    let composed: ComposedTurn;
+    if (grading !== null) {
+      stats.judgeRequests++;
+      const unreadable = drawn.has('judge_unreadable');
+      composed = { turn: { reasoning: '', content: judgeReply(grading, unreadable), toolCalls: [] }, honourStop: true, applied: unreadable ? ['judge_unreadable'] : [] };
+    } else {
+      const conversation = readConversation(request.messages, request.tools, dialect);
+      const role = detectRole(request.messages, request.tools, dialect);
+      stats.requestsByRole[role === null ? 'none' : role.kind === 'browsing' && role.summary ? 'report' : role.kind]++;
+      // A role's session-wide choices come from the seed and the session's first user message.
+      const plan =
+        role === null
+          ? planTurn(conversation, { callsPerSample }, rng('policy'))
+          : planRoleTurn(role, conversation, request.messages, rng('policy'), seededRng(`${seed}\u0000session\u0000${sessionLabel(request.messages)}`));
+      // A repetition loop runs past max_tokens (or the context), so the server cuts it: finish_reason length.
+      composed = composeTurn(plan, dialect, drawn, rng('content'), {
+        repeatChars: Math.min(request.maxTokens ?? 4096, contextWindow ?? Infinity) * CHARS_PER_TOKEN + 64,
+        callId: (i) => `call_${createHash('sha256').update(`${key}\u0000${count}\u0000${i}`).digest('hex').slice(0, 24)}`,
+      });
+    }
     for (const kind of composed.applied) applied(kind);
     const parsed = reasoningParser && dialect !== 'native' ? parseReasoning(composed.turn) : composed.turn;
 

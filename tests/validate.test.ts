@@ -577,8 +577,24 @@ describe('trajforge validate --judge', () => {
     }
   });
 
-  it("against the sim, which answers questions and never grades: each grading is unreadable, reported as a gold.judge warning, and the exit stays 0", async () => {
+  it('a config with validation.judge grades at its judge (the sim), not at its endpoint (a port nothing listens on)', async () => {
     const sim = await startSim({ port: 0, seed: 2 });
+    try {
+      const cfgDir = tempDir('tf-judge-cfg-');
+      const cfg = writeConfig(cfgDir, 'http://127.0.0.1:9/v1', { validation: { judge: { base_url: sim.url, model: 'sim-judge', api_key_env: 'none' } } });
+      const r = await runCli(['validate', rowsFile, '--json', '--rules', join(dir, 'rules.yaml'), '--judge', '--config', cfg]);
+      // Made-up golds (alpha…delta) are in no answer: the sim finds each INCORRECT.
+      expect(r.code).toBe(1);
+      const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l));
+      expect(lines.slice(0, 4).map((l) => l.judge.verdict)).toEqual(['INCORRECT', 'INCORRECT', 'INCORRECT', 'INCORRECT']);
+      expect(sim.stats().judgeRequests).toBe(4);
+    } finally {
+      await sim.close();
+    }
+  });
+
+  it("against the sim as a judge: a grading it makes unreadable (judge_unreadable) is a gold.judge warning, and the exit stays 0", async () => {
+    const sim = await startSim({ port: 0, seed: 2, misbehave: { judge_unreadable: 1 } });
     try {
       const cfgDir = tempDir('tf-judge-cfg-');
       const cfg = writeConfig(cfgDir, sim.url);

@@ -1,4 +1,4 @@
-/** `trajforge export <in> --format messages|sharegpt|text|tokens --out F`: training-ready rows with loss masks. */
+/** `trajforge export <in> --format messages|sharegpt|text|tokens|dpo --out F`: training-ready rows with loss masks, or preference pairs. */
 import { TrajforgeError } from '../errors.js';
 import { checkOutputFile } from '../files.js';
 import { EXPORT_FORMATS, Exporter, exportRows, formatExportCounts, latestFilter, latestIndexFor, type ExportFormat, type ExportOptions } from '../dataset/export.js';
@@ -8,8 +8,11 @@ import { TOKEN_ENCODINGS } from '../tokens.js';
 import { abortAllWriters, JsonlWriter } from '../jsonl.js';
 import { readDataset } from '../dataset/readers.js';
 import { datasetTokenCounter, parseDatasetArgs, readOptions } from './common.js';
+import { compileFilter, FilterSpecError } from '../dataset/filter.js';
+import { exportDpo, formatDpoCounts } from '../dataset/export-dpo.js';
+import type { DatasetRow } from '../dataset/readers.js';
 
-const HELP = `Usage: trajforge export <file|run|-> --format messages|sharegpt|text|tokens --out F [options]
+const HELP = `Usage: trajforge export <file|run|-> --format messages|sharegpt|text|tokens|dpo --out F [options]
 
 Writes the training rows of every accepted trajectory (status ok), JSONL, with what to train
 on marked. '-' reads stdin / writes stdout; a file is written whole or not at all. Rows from
@@ -23,6 +26,9 @@ other systems (DR Tulu, chat) are validated first: one that breaks a rule is a f
                                 every tool output, widened to whole tokens (code points, end exclusive)
                       tokens    {input_ids, labels, num_tokens}: rendered through the chat template
                                 of --tokenizer and tokenised by it; labels -100 where masked
+                      dpo       {prompt, chosen, rejected} message lists for TRL's DPOTrainer: per
+                                question, a judged-correct rollout against a judged-incorrect one
+                                (failed rows are read: the rejected ones are there)
   --out F             output JSONL ('-' for stdout; required)
   --view V            sent (default): the conversation as the last request showed it (keep-K
                       placeholders); full: every tool result in full
@@ -37,6 +43,10 @@ other systems (DR Tulu, chat) are validated first: one that breaks a rule is a f
   --empty-think       tokens: MiroTrain's handling of turns without think for Qwen3 thinking
                       templates: an empty <think></think> block before each, masked
   --max-tokens N      drop (and count) rows over N tokens (8k = 8000); tokens: num_tokens
+  --keep EXPR         export only rows matching EXPR (repeatable), as trajforge filter reads it:
+                      'rubric_score >= 0.7', 'judgement == correct', 'tool_calls >= 2'
+  --drop EXPR         leave out rows matching EXPR (repeatable)
+  --max-pairs N       dpo: pairs per question at most (default 1; all: every combination)
   --all               include failed trajectories too (a run directory: the latest attempt of each id)
   --format-in F       input row format: auto (default), trajforge, drtulu, chat
   --on-bad-row M      error (default) or skip: count unreadable or unexportable rows and go on
@@ -71,15 +81,30 @@ export async function run(argv: string[]): Promise<number> {
       'max-tokens': { type: 'string' },
       all: { type: 'boolean' },
       'format-in': { type: 'string' },
+      keep: { type: 'string', multiple: true },
+      drop: { type: 'string', multiple: true },
+      'max-pairs': { type: 'string' },
   }, HELP);
   if (!args) return 0;
   const { values, input } = args;
   const format = values.format;
-  if (format === undefined) throw new TrajforgeError('BAD_USAGE', `export: --format is required (${EXPORT_FORMATS.join(', ')})`);
-  if (!(EXPORT_FORMATS as readonly string[]).includes(format)) throw new TrajforgeError('BAD_USAGE', `--format: expected ${EXPORT_FORMATS.join(', ')}; got "${format}" (the input's row format is --format-in)`, { field: 'format' });
+  const formats = [...EXPORT_FORMATS, 'dpo'];
+  if (format === undefined) throw new TrajforgeError('BAD_USAGE', `export: --format is required (${formats.join(', ')})`);
+  if (!formats.includes(format)) throw new TrajforgeError('BAD_USAGE', `--format: expected ${formats.join(', ')}; got "${format}" (the input's row format is --format-in)`, { field: 'format' });
   if (!values.out) throw new TrajforgeError('BAD_USAGE', 'export: --out F is required (- for stdout)');
   const out = values.out;
   checkOutputFile('export', 'out', out);
+  let selected: ((row: DatasetRow) => boolean) | undefined;
+  if (values.keep?.length || values.drop?.length) {
+    try {
+      selected = compileFilter({ keep: values.keep ?? [], drop: values.drop ?? [] });
+    } catch (err) {
+      if (err instanceof FilterSpecError) throw new TrajforgeError('BAD_USAGE', `${err.message}\n  ${err.expression}\n  ${' '.repeat(err.column - 1)}^`);
+      throw err;
+    }
+  }
+  if (format === 'dpo') return runDpo(input, out, values, selected);
+  if (values['max-pairs'] !== undefined) throw new TrajforgeError('BAD_USAGE', '--max-pairs is for --format dpo', { field: 'max-pairs' });
   // Checked (and loaded) before anything is read or written.
   const counter = datasetTokenCounter(input, values.tokenizer);
   // A Hugging Face tokenizer (not a named encoding) is what `tokens` renders and tokenises with.
@@ -120,13 +145,61 @@ export async function run(argv: string[]): Promise<number> {
   let writer: JsonlWriter | undefined;
   try {
     writer = new JsonlWriter(out);
-    const counts = await exportRows(rows, writer, opts, latest ? latestFilter(latest) : undefined, exporter);
+    const latestOnly = latest ? latestFilter(latest) : undefined;
+    const keep = latestOnly && selected ? (row: DatasetRow) => latestOnly(row) && selected(row) : (latestOnly ?? selected);
+    const counts = await exportRows(rows, writer, opts, keep, exporter);
     if (counts.outputClosed) {
       writer.abort();
       return 0;
     }
     await writer.commit();
     process.stderr.write(formatExportCounts(counts, report, opts));
+    return 0;
+  } catch (err) {
+    writer?.abort();
+    if ((err as Error).name === 'OutputClosedError') return 0;
+    throw err;
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+}
+
+/**
+ * `--format dpo`: pairs from a run's accepted and failed rows (the rejected ones are failures).
+ */
+async function runDpo(input: string, out: string, values: Record<string, unknown>, selected: ((row: DatasetRow) => boolean) | undefined): Promise<number> {
+  for (const flag of ['mask', 'empty-think', 'chat-template', 'max-tokens', 'all', 'tokenizer'] as const) {
+    if (values[flag] !== undefined) throw new TrajforgeError('BAD_USAGE', `--${flag} is not for --format dpo${flag === 'all' ? ' (it always reads failed rows: the rejected ones are there)' : ''}`, { field: flag });
+  }
+  const raw = values['max-pairs'] as string | undefined;
+  const maxPairs = raw === undefined ? 1 : raw === 'all' ? Infinity : Number(raw);
+  if (!(maxPairs >= 1) || (maxPairs !== Infinity && !Number.isInteger(maxPairs))) throw new TrajforgeError('BAD_USAGE', `--max-pairs: expected a whole number of at least 1, or all; got "${raw}"`, { field: 'max-pairs' });
+  const read = readOptions(values['format-in'] as string | undefined, values['on-bad-row'] as string | undefined);
+  const opts = {
+    view: oneOf('view', values.view as string | undefined, VIEW_MODES),
+    toolRole: oneOf('tool-role', values['tool-role'] as string | undefined, TOOL_ROLES),
+    maxPairs,
+    onBadRow: values['on-bad-row'] === 'skip' ? ('skip' as const) : ('error' as const),
+  };
+  const { rows, report } = readDataset(input, read);
+  const onSignal = (): void => {
+    abortAllWriters();
+    process.exit(130);
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  let writer: JsonlWriter | undefined;
+  try {
+    writer = new JsonlWriter(out);
+    // exportDpo keeps the latest state of each sample id itself (a run directory, or rows cut from one).
+    const counts = await exportDpo(rows, writer, opts, selected);
+    if (counts.outputClosed) {
+      writer.abort();
+      return 0;
+    }
+    await writer.commit();
+    process.stderr.write(formatDpoCounts(counts, report.bad.length));
     return 0;
   } catch (err) {
     writer?.abort();

@@ -34,6 +34,11 @@ export function printSummary(s: GenerateSummary): void {
     const more = x.unaccounted.count > x.unaccounted.first.length ? ', …' : '';
     out(`no record  ${x.unaccounted.count} planned samples (${x.unaccounted.first.join(', ')}${more}); the same command redoes them`);
   }
+  if (x.notNeeded) out(`until      ${x.notNeeded} samples not run: an earlier sample of their question was judged correct (--until-correct)`);
+  if (s.judge) {
+    const j = s.judge;
+    out(`judge      ${j.judged} judged: ${kv(j.byVerdict)}; decided by ${kv(j.bySteps)}; ${j.requests} requests, ${j.cached} from cache`);
+  }
   if (x.subAgents.accepted + x.subAgents.failed > 0 || s.counts.sub_agents !== undefined) {
     const sub = x.subAgents;
     const run = s.counts.sub_agents;
@@ -72,6 +77,7 @@ export async function run(argv: string[]): Promise<number> {
       limit: { type: 'string' },
       concurrency: { type: 'string' },
       samples: { type: 'string' },
+      'until-correct': { type: 'boolean' },
       shard: { type: 'string' },
       seed: { type: 'string' },
       'base-url': { type: 'string' },
@@ -99,6 +105,7 @@ export async function run(argv: string[]): Promise<number> {
     limit: int('limit', values.limit),
     concurrency: int('concurrency', values.concurrency),
     samples: int('samples', values.samples),
+    untilCorrect: values['until-correct'] ? true : undefined,
     shard: values.shard,
     seed: int('seed', values.seed),
     baseUrl: values['base-url'],

@@ -37,6 +37,8 @@ trajforge generate options (each overrides the config file):
   --limit N         at most N questions
   --concurrency N   samples in flight (default 32)
   --samples K       rollouts per question (ids id#0 … id#K-1)
+  --until-correct   with --samples K and validation.judge: a question's samples run in order and
+                    stop at the first judged correct (pass@K); the ones not run are not failures
   --shard i/n       this process's share of the questions
   --seed S          shuffle and sampling seed
   --base-url URL    OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1

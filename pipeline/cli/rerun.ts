@@ -8,7 +8,8 @@ import { TrajforgeError } from '../errors.js';
 import { fsReason } from '../files.js';
 import { stderrSink } from '../generate/progress.js';
 import { DEFAULT_MAX_ATTEMPTS, rerun } from '../dataset/rerun.js';
-import { assertReachable } from '../generate/probe.js';
+import { assertJudgeReachable, assertReachable } from '../generate/probe.js';
+import { resolveJudgeKey } from '../generate/judging.js';
 import { MANIFEST } from '../generate/store.js';
 import { configWarnings } from '../generate/warnings.js';
 import { int, runInterruptibly } from './generate.js';
@@ -74,6 +75,12 @@ export async function run(argv: string[]): Promise<number> {
   const base = values.config ? loadConfig(values.config, overrides) : resolveConfig(configFromManifest(dir), join(dir, MANIFEST), overrides);
   for (const w of configWarnings(base)) process.stderr.write(`warning: ${w.message}\n`);
   // One GET before any attempt is spent: a run's endpoint (a demo's sim above all) may be long gone.
-  await assertReachable(base.endpoint, resolveApiKey(base, process.env));
+  // Samples left unjudged need only the judge: their rollouts are on record.
+  const judge = base.validation.judge;
+  if (judge !== undefined && reasons.length > 0 && reasons.every((r) => r === 'unjudged')) {
+    await assertJudgeReachable(judge, resolveJudgeKey(judge, process.env), base.endpoint.probe_timeout_ms);
+  } else {
+    await assertReachable(base.endpoint, resolveApiKey(base, process.env));
+  }
   return runInterruptibly((signal) => rerun({ dir, config: base, reasons, maxAttempts, signal, progress: stderrSink(), allowConfigChange: values['allow-config-change'] }));
 }

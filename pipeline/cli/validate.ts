@@ -33,7 +33,7 @@ means its accepted rows (${TRAJECTORIES}); name failures.jsonl to check those.
   --on-bad-row M    error (default) or skip: count unreadable rows and go on
   --judge           grade answers against gold answers with an LLM (SimpleQA style: CORRECT,
                     INCORRECT, NOT_ATTEMPTED) through the endpoint of --config F
-  --config F        the run config whose endpoint the judge uses
+  --config F        the run config whose judge (validation.judge), else whose endpoint, grades
   --tokenizer T     what counts tokens for limits.tokens: ${TOKEN_ENCODING} (default; a run
                     directory: its config's tokenizer), cl100k_base, or the path of a Hugging
                     Face tokenizer (folder or tokenizer.json)
@@ -245,17 +245,21 @@ export async function run(argv: string[]): Promise<number> {
   let judge: Judge | undefined;
   let withJudge: typeof import('../dataset/judge.js').withJudge | undefined;
   if (values.judge && rules.severities['gold.judge'] !== 'off') {
-    const [judgeMod, { resolveApiKey }] = await Promise.all([import('../dataset/judge.js'), import('../config.js')]);
+    const [judgeMod, { resolveApiKey }, judging] = await Promise.all([import('../dataset/judge.js'), import('../config.js'), import('../generate/judging.js')]);
     withJudge = judgeMod.withJudge;
     const { Judge } = judgeMod;
     const cfg = loadConfig(values.config!);
+    // The config's judge when it has one (validation.judge), else its endpoint.
+    const inLoop = cfg.validation.judge;
+    const from = inLoop === undefined ? cfg.endpoint : judging.judgeEndpoint(inLoop);
     const endpoint = {
-      ...cfg.endpoint,
-      model: rules.judge.model ?? cfg.endpoint.model,
+      ...from,
+      model: rules.judge.model ?? from.model,
       temperature: rules.judge.temperature,
       ...(rules.judge.max_tokens === undefined ? {} : { max_tokens: rules.judge.max_tokens }),
     };
-    judge = new Judge({ endpoint, apiKey: resolveApiKey(cfg, process.env), concurrency: rules.judge.concurrency });
+    const apiKey = inLoop === undefined ? resolveApiKey(cfg, process.env) : judging.resolveJudgeKey(inLoop, process.env);
+    judge = new Judge({ endpoint, apiKey, concurrency: rules.judge.concurrency });
   }
 
   const { rows, report } = readDataset(resolveInput(input), readOpts);

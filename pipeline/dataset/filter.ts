@@ -24,7 +24,7 @@
  * `!=` and `not in` are the negation of `==` and `in`. A test on a value the row lacks
  * (no usage, no reason) is false, and its `!=` true.
  */
-import { DialectName, FailureReason, RepairKind, RollbackCondition, Status, type Trajectory } from '../../schemas/index.js';
+import { DialectName, FailureReason, JudgeStep, JudgeVerdict, RepairKind, RollbackCondition, Status, type Trajectory } from '../../schemas/index.js';
 import { ROW_FORMATS, type DatasetRow } from './readers.js';
 import { OutputClosedError, type JsonlWriter } from '../jsonl.js';
 
@@ -116,6 +116,14 @@ export const FIELDS: Readonly<Record<string, Field>> = {
   model: { kind: 'word', doc: 'model name', get: (t) => strOr(t.model) },
   id: { kind: 'word', doc: 'sample id', get: (t) => strOr(t.id) },
   question_id: { kind: 'word', doc: 'question id', get: (t) => strOr(t.question_id) },
+  judgement: {
+    kind: 'word',
+    doc: "the judge's verdict; `none` when the row was not judged",
+    values: [...JudgeVerdict.options, 'none'],
+    get: (t) => strOr(t.judgement?.verdict) ?? 'none',
+  },
+  judge_step: { kind: 'word', doc: `the cascade step that decided: ${JudgeStep.options.join(' | ')}`, values: JudgeStep.options, get: (t) => strOr(t.judgement?.step) },
+  rubric_score: { kind: 'number', doc: 'the weighted rubric score, 0..1 (judgement.rubric_score)', get: (t) => numberOr(t.judgement?.rubric_score) },
 };
 
 /** Hints for the mistakes the similar names invite. */

@@ -3,6 +3,10 @@
  * `attempt + 1`, appending to the same run. The questions come from the failure records
  * themselves, so the original questions file is not needed; with `retry.experience` (the
  * default) each new attempt is seeded with a summary of the failure it follows.
+ *
+ * An `unjudged` sample (the judge could not be reached) is not rolled out again: its recorded
+ * answer is judged, and the record written with the same attempt number (the rollout is the
+ * same one). `--max-attempts` does not hold it back, since no attempt is spent.
  */
 import { createReadStream, existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -55,7 +59,7 @@ export async function rerun(opts: RerunOptions): Promise<GenerateSummary> {
       // Decided before anything runs: the attempts appended during this rerun are not rerun again.
       const due = new Map<string, number>();
       for (const [id, { attempt, reason }] of store.failed) {
-        if (attempt + 1 < maxAttempts && (!reasons || reasons.has(reason))) due.set(id, attempt);
+        if ((attempt + 1 < maxAttempts || reason === 'unjudged') && (!reasons || reasons.has(reason))) due.set(id, attempt);
       }
       const file = join(dir, FAILURES);
       const size = existsSync(file) ? statSync(file).size : 0;
@@ -80,6 +84,7 @@ export async function rerun(opts: RerunOptions): Promise<GenerateSummary> {
             // With retry.experience, the new attempt starts from a summary of this failure
             // (not for reasons outside retry.on: an endpoint that was down taught nothing).
             ...(config.retry.experience && rec.reason !== undefined && config.retry.on.includes(rec.reason) ? { failed: rec } : {}),
+            ...(rec.reason === 'unjudged' ? { rejudge: rec } : {}),
           };
         }
       }

@@ -19,6 +19,7 @@ import { inputFiles, readDataset, type DatasetRow, type ReadOptions, type ReadRe
 import { ForeignCheck, validatedRows } from './foreign.js';
 import type { TokenCounter } from '../tokens.js';
 import { FAILURES } from '../generate/store.js';
+import { PassCounter, type PassAtK } from './pass-at-k.js';
 
 // ---------------------------------------------------------------------------------------
 // Quantile sketch
@@ -201,6 +202,13 @@ export interface Stats {
    * checked, how many overlap an eval item, and those by field and by eval file.
    */
   decontamination: { checked: number; flagged: number; by_field: Record<string, number>; by_eval_file: Record<string, number> };
+  /**
+   * Rows the judge in the loop judged (`judgement`): by verdict and by the step that decided,
+   * and the rubric scores; null when no row carries a judgement.
+   */
+  judgement: { judged: number; verdicts: Record<string, number>; steps: Record<string, number>; rubric: { scored: number; mean: number | null } } | null;
+  /** pass@1 and pass@k per run and per split (pass-at-k.ts); null when no row carries a judgement. */
+  pass_at_k: PassAtK | null;
   /** For the terminal only; `statsToJson` leaves them out. */
   histograms: { tool_calls: HistogramBin[]; turns: HistogramBin[]; tokens: HistogramBin[] };
 }
@@ -270,6 +278,12 @@ class Accumulator {
   decontaminationFlagged = 0;
   readonly contaminatedFields: Counts = new Map();
   readonly contaminatedBy: Counts = new Map();
+  readonly pass = new PassCounter();
+  judged = 0;
+  readonly verdicts: Counts = new Map();
+  readonly steps: Counts = new Map();
+  rubricScored = 0;
+  rubricSum = 0;
   // Reused per row: the distinct kinds of one trajectory.
   readonly #seen = new Set<string>();
 
@@ -326,6 +340,17 @@ class Accumulator {
       for (const r of warned) inc(this.warnRules, r);
     }
     this.#decontamination((t as { decontamination?: unknown }).decontamination);
+    this.pass.add(t);
+    const j = t.judgement as { verdict?: unknown; step?: unknown; rubric_score?: unknown } | null | undefined;
+    if (j && typeof j.verdict === 'string') {
+      this.judged++;
+      inc(this.verdicts, j.verdict);
+      if (typeof j.step === 'string') inc(this.steps, j.step);
+      if (typeof j.rubric_score === 'number' && Number.isFinite(j.rubric_score)) {
+        this.rubricScored++;
+        this.rubricSum += j.rubric_score;
+      }
+    }
   }
 
   #decontamination(d: unknown): void {
@@ -417,6 +442,8 @@ export async function computeStats(rows: AsyncIterable<DatasetRow>, opts: StatsO
     failures_by_rule: sorted(acc.errorRules),
     warnings_by_rule: sorted(acc.warnRules),
     decontamination: { checked: acc.decontaminationChecked, flagged: acc.decontaminationFlagged, by_field: sorted(acc.contaminatedFields), by_eval_file: sorted(acc.contaminatedBy) },
+    judgement: acc.judged === 0 ? null : { judged: acc.judged, verdicts: sorted(acc.verdicts), steps: sorted(acc.steps), rubric: { scored: acc.rubricScored, mean: acc.rubricScored ? acc.rubricSum / acc.rubricScored : null } },
+    pass_at_k: acc.pass.result(),
     histograms: { tool_calls: acc.toolCalls.histogram(), turns: acc.turns.histogram(), tokens: acc.tokens.histogram() },
   };
 }
@@ -521,6 +548,24 @@ export function formatStats(stats: Stats, source?: string): string {
       ...Object.entries(dc.by_field).map(([f, n]): (string | number)[] => [`  in ${f}`, n, pct(n, dc.checked)]),
       ...Object.entries(dc.by_eval_file).map(([f, n]): (string | number)[] => [`  from ${f}`, n, pct(n, dc.checked)]),
     ]);
+  }
+
+  const j = stats.judgement;
+  if (j !== null) {
+    section(['judged', 'rows', 'share'], [
+      ...Object.entries(j.verdicts).map(([v, n]): (string | number)[] => [v, n, pct(n, j.judged)]),
+      ...Object.entries(j.steps).map(([v, n]): (string | number)[] => [`  by ${v}`, n, pct(n, j.judged)]),
+      ...(j.rubric.scored ? [['rubric scored', j.rubric.scored, `mean ${num(j.rubric.mean, 3)}`]] : []),
+    ]);
+  }
+  const p = stats.pass_at_k;
+  if (p !== null) {
+    const row = (name: string, f: PassAtK['overall']): (string | number)[] => [name, f.questions, num(f.pass_at_1, 3), f.questions_at_k, num(f.pass_at_k, 3)];
+    section([`pass@k (k = ${p.k}, ${p.method === 'unbiased' ? 'unbiased estimator' : p.method === 'first_correct' ? 'first correct sample, --until-correct' : 'mixed'})`, 'questions', 'pass@1', 'questions', `pass@${p.k}`], [
+      row('all', p.overall),
+      ...Object.entries(p.by_split).map(([name, f]) => row(`  split ${name}`, f)),
+    ]);
+    if (p.unjudged_questions) out.push(`${p.unjudged_questions} questions left out: a sample of theirs is unjudged (trajforge rerun RUN --reason unjudged)`);
   }
 
   const h = stats.histograms;

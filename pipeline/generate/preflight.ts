@@ -25,6 +25,9 @@ import { probeEndpoint, unreachableHint, type Reachability } from './probe.js';
 import { countSamples, sampleQuestions } from './sampler.js';
 import { MANIFEST } from './store.js';
 import { configWarnings, noToolsListedWarning } from './warnings.js';
+import { judgeEndpoint, resolveJudgeKey, VERDICT_PROMPT } from './judging.js';
+import { parseVerdict } from '../dataset/judge.js';
+import { loadPrompt, renderPrompt } from '../prompts.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'FAIL' | 'skip';
 
@@ -74,6 +77,7 @@ export async function preflight(opts: PreflightOptions): Promise<PreflightResult
   checkOutput(config, env, say);
   const tools = await checkServers(config, env, scrubber, say);
   await checkEndpoint(config, key, tools, say);
+  await checkJudge(config, env, say);
   for (const w of configWarnings(config)) say('warn', w.id, w.message);
   return { lines, canRun: !lines.some((l) => l.status === 'FAIL') };
 }
@@ -162,6 +166,39 @@ function checkOutput(config: RunConfig, env: NodeJS.ProcessEnv, say: Say): void 
     return say('FAIL', 'output', `${dir}: cannot write in ${existing} (${fsReason(err)}): choose another output.dir (or --out)`);
   }
   say('ok', 'output', existing === resolve(dir) ? `${dir} exists and is writable; no run in it yet` : `${dir} will be made (${existing} is writable)`);
+}
+
+/**
+ * The judge in the loop (`validation.judge`), when the config has one: its key, `GET /models`,
+ * and one grading of an answer that is plainly right, read as a run reads it. One or two
+ * requests; `--until-correct` without a judge fails here as it would at the run's start.
+ */
+async function checkJudge(config: RunConfig, env: NodeJS.ProcessEnv, say: Say): Promise<void> {
+  const judge = config.validation.judge;
+  if (judge === undefined) {
+    if (config.questions.until_correct) say('FAIL', 'judge', 'questions.until_correct (--until-correct) needs a judge: set validation.judge (the judge decides what is correct)');
+    return;
+  }
+  let key: string;
+  try {
+    key = resolveJudgeKey(judge, env);
+  } catch {
+    return say('FAIL', 'judge', `${judge.api_key_env} is not set (the key for the judge at ${judge.base_url}): \`export ${judge.api_key_env}=…\`, or validation.judge.api_key_env: none`);
+  }
+  const reach = await probeEndpoint(judge.base_url, key, config.endpoint.probe_timeout_ms);
+  if (!reach.reachable) return say('FAIL', 'judge', `${reach.why} at ${judge.base_url} — ${unreachableHint(judge.base_url, reach.code)}. A run would record every sample unjudged`);
+  if (reach.status === 401 || reach.status === 403) return say('FAIL', 'judge', `the judge refused its key (${reach.status}: ${reach.message ?? 'no message'}): check ${judge.api_key_env}`);
+  const client = new LlmClient({ ...judgeEndpoint(judge), timeout_ms: config.endpoint.probe_timeout_ms, max_retries: 0 }, { apiKey: key });
+  const prompt = renderPrompt(loadPrompt(VERDICT_PROMPT), { question: 'What is the capital of France?', gold: 'Paris', answer: 'The capital of France is Paris.' });
+  try {
+    const reply = (await client.complete({ messages: [{ role: 'user', content: prompt }], stop: [] })).text;
+    const { verdict } = parseVerdict(reply);
+    if (verdict === null) return say('warn', 'judge', `${judge.model} at ${judge.base_url} answered a test grading with no readable verdict ("${preview(reply)}"): a run would record such samples unjudged`);
+    say(verdict === 'CORRECT' ? 'ok' : 'warn', 'judge', `${judge.model} at ${judge.base_url} graded a plainly right test answer ${verdict}`);
+  } catch (err) {
+    const e = err as LlmError;
+    say('FAIL', 'judge', `a test grading failed at ${judge.base_url} (${e.status ?? e.kind}: ${e.message}): check validation.judge.model and its key`);
+  }
 }
 
 /** A word as a shell reads it back: quoted only when it has to be. */

@@ -4,7 +4,7 @@
  * lists no models included); only a connection that fails, or no answer in time, does not.
  * `rerun` asks before it spends an attempt, `check` before its completions.
  */
-import type { EndpointConfig } from '../../schemas/index.js';
+import type { EndpointConfig, JudgeConfig } from '../../schemas/index.js';
 import { TrajforgeError } from '../errors.js';
 import { ConnectionError, EndpointError, getJson, RequestAborted } from './chat-http.js';
 
@@ -108,5 +108,16 @@ export async function assertReachable(endpoint: EndpointConfig, apiKey: string):
     'ENDPOINT_UNREACHABLE',
     `the model endpoint does not answer: ${r.why} at ${endpoint.base_url} — ${unreachableHint(endpoint.base_url, r.code)}. Nothing was run.${sim}`,
     { field: 'endpoint.base_url' },
+  );
+}
+
+/** The same for the judge (`rerun --reason unjudged` needs only it): exit 1 with the reason when it does not answer. */
+export async function assertJudgeReachable(judge: JudgeConfig, apiKey: string, timeoutMs: number): Promise<void> {
+  const r = await probeEndpoint(judge.base_url, apiKey, timeoutMs);
+  if (r.reachable) return;
+  throw new TrajforgeError(
+    'ENDPOINT_UNREACHABLE',
+    `the judge does not answer: ${r.why} at ${judge.base_url} — ${unreachableHint(judge.base_url, r.code)}. Nothing was run. If it moved, pass --config with validation.judge.base_url where it is now.`,
+    { field: 'validation.judge.base_url' },
   );
 }

@@ -30,7 +30,7 @@ function compact(n: number): string {
 
 export class Progress {
   readonly #sink: ProgressSink | undefined;
-  readonly #total: number | null;
+  #total: number | null;
   readonly #before: number;
   #accepted = 0;
   #failed = 0;
@@ -57,6 +57,11 @@ export class Progress {
   /** Adds `cache H/M` (tool-result cache hits / misses so far) to the line. */
   showCache(counts: () => { hits: number; misses: number }): void {
     this.#cache = counts;
+  }
+
+  /** Samples of the total that will not run (`--until-correct`: their question was answered correctly). */
+  notNeeded(n: number): void {
+    if (this.#total !== null) this.#total = Math.max(0, this.#total - n);
   }
 
   done(accepted: boolean, tokens: number): void {

@@ -705,7 +705,8 @@ class Session {
     traj.validation = validateTrajectory(traj, {
       dialect,
       limits: config.tools.limits,
-      goldMatch: config.validation.gold_match,
+      // With a judge in the loop, the judge decides (generate/judging.ts), after the rollout.
+      goldMatch: config.validation.judge ? 'off' : config.validation.gold_match,
       f1Threshold: config.validation.f1_threshold,
       severities: config.validation.severities,
     });

@@ -170,6 +170,8 @@ export interface RunLine {
   readonly attempt?: unknown;
   readonly reason?: unknown;
   readonly status?: unknown;
+  readonly question_id?: unknown;
+  readonly judgement?: unknown;
   /** Set on a sub-agent session (runs with agents). */
   readonly parent_id?: unknown;
   /** The root session's id (runs with agents). */

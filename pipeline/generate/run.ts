@@ -17,6 +17,7 @@ import { Agents, assemble, type Family } from './agents.js';
 import { summariseFailure } from './experience.js';
 import { TrajforgeError } from '../errors.js';
 import { Executor } from './executor.js';
+import { RunJudge, type JudgeStats } from './judging.js';
 import { LlmClient, LlmError } from './llm.js';
 import { PACKAGE_VERSION } from '../paths.js';
 import { Progress, type ProgressSink } from './progress.js';
@@ -59,11 +60,15 @@ export interface GenerateSummary {
     readonly unaccounted: { readonly count: number; readonly first: readonly string[] };
     /** Records that failed their schema and were written as `invalid` failures instead. */
     readonly schemaRejected: number;
+    /** `--until-correct`: samples not run (nor planned) because an earlier sample of their question was judged correct. */
+    readonly notNeeded: number;
     /** With agents: the sub-agent sessions written, apart from the samples (their tokens, repairs and rollbacks are in the sums above). */
     readonly subAgents: { readonly accepted: number; readonly failed: number; readonly byReason: Record<string, number>; readonly toolCalls: number };
   };
   readonly executor: ReturnType<Executor['stats']>;
   readonly llm: ReturnType<LlmClient['stats']>;
+  /** The judge in the loop, when the config has one (`validation.judge`). */
+  readonly judge?: JudgeStats | undefined;
   /** What the question reader passed over in this session (`questions.on_bad_row: skip`, duplicate ids). */
   readonly input?: InputReport | undefined;
   /**
@@ -105,8 +110,25 @@ export interface SessionPlan extends GenerateOptions {
   samples(store: RunStore): { samples: AsyncIterable<PlannedSample>; skipped(): number; input?(): InputReport };
 }
 
-/** A sample to roll out; `failed`: its last failed attempt (rerun), whose summary seeds the next one. */
-export type PlannedSample = Sample & { readonly failed?: Trajectory | undefined };
+/**
+ * A sample to roll out; `failed`: its last failed attempt (rerun), whose summary seeds the next
+ * one; `rejudge`: an `unjudged` record (rerun) whose recorded answer is judged again, with no rollout.
+ */
+export type PlannedSample = Sample & { readonly failed?: Trajectory | undefined; readonly rejudge?: Trajectory | undefined };
+
+/** With `--until-correct`, a question's samples run as one unit, in order; otherwise each sample is one. */
+async function* units(samples: AsyncIterable<PlannedSample>, byQuestion: boolean): AsyncGenerator<PlannedSample[]> {
+  let unit: PlannedSample[] = [];
+  for await (const s of samples) {
+    // The sampler yields a question's samples one after another.
+    if (unit.length > 0 && (!byQuestion || unit[0]!.question.id !== s.question.id)) {
+      yield unit;
+      unit = [];
+    }
+    unit.push(s);
+  }
+  if (unit.length > 0) yield unit;
+}
 
 /** How many planned ids without a record are named in the summary and the error. */
 const UNACCOUNTED_SHOWN = 5;
@@ -224,15 +246,28 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
   const env = plan.env ?? process.env;
   const apiKey = resolveApiKey(config, env);
   const scrubber = scrubberFor(config, env);
-  const executor = await Executor.start({ servers: config.mcpServers, tools: config.tools, executor: config.executor, env, scrubber });
+  // Before the tool servers start: a judge without its key stops the run here.
+  const judge = RunJudge.open({ config, env, scrubber });
+  const untilCorrect = config.questions.until_correct && config.questions.samples > 1;
+  if (config.questions.until_correct && judge === undefined) {
+    throw new TrajforgeError('BAD_CONFIG', 'questions.until_correct (--until-correct) needs a judge: set validation.judge (the judge decides what is correct)', { field: 'questions.until_correct' });
+  }
+  let executor: Executor;
   let store: RunStore;
   let agents: Agents;
+  try {
+    executor = await Executor.start({ servers: config.mcpServers, tools: config.tools, executor: config.executor, env, scrubber });
+  } catch (err) {
+    await judge?.close().catch(() => undefined);
+    throw err;
+  }
   try {
     // Each agent's tools and prompt, before the run directory is touched: a name clash leaves nothing behind.
     agents = new Agents({ config, executor });
     store = await plan.openStore(scrubber);
   } catch (err) {
     await executor.close();
+    await judge?.close().catch(() => undefined);
     throw err;
   }
 
@@ -263,6 +298,7 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
     planned: 0,
     unaccounted: { count: 0, first: [] as string[] },
     schemaRejected: 0,
+    notNeeded: 0,
     subAgents: { accepted: 0, failed: 0, byReason: {} as Record<string, number>, toolCalls: 0 },
   };
   /** The first error message of each failure reason in this session: the main reason is reported with one. */
@@ -336,19 +372,41 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
     for (const family of batch) await record(family);
   };
 
+  /** Rollouts started this session (a rerun of unjudged samples only judges again). */
+  let rollouts = 0;
+  /**
+   * A family's rollout, its root (the main agent's session, the one with the gold answer) judged
+   * when the run has a judge, before the record is written. A wrong answer fails the family as
+   * any failed root does; an unjudged one fails nothing below it (those sessions did their work).
+   */
+  const rolledOut = async (sample: PlannedSample, attempt: number, experience: Awaited<ReturnType<typeof summariseFailure>> | undefined): Promise<Family> => {
+    rollouts++;
+    const family = await agents.rollout(sample, attempt, { llm, runId, signal: abort.signal }, experience);
+    if (!judge) return family;
+    const root = await judge.judge(family.root, sample.sample_index, abort.signal);
+    const records = [...family.records.slice(0, -1), root];
+    return root.status === 'failed' && root.reason !== 'unjudged' ? assemble(records) : { root, records };
+  };
+
   const runOne = async (sample: PlannedSample): Promise<void> => {
     if (abort.signal.aborted) return;
     let attempt = (store.failed.get(sample.sample_id)?.attempt ?? -1) + 1;
     const lastAttempt = attempt + config.retry.attempts;
-    const ctx = { llm, runId, signal: abort.signal };
     try {
-      const seed = sample.failed !== undefined && config.retry.experience ? await summariseFailure(sample.failed, summaryDeps, abort.signal) : undefined;
-      let family = await agents.rollout(sample, attempt, ctx, seed);
+      let family: Family;
+      if (sample.rejudge !== undefined && judge) {
+        // The rollout is on record; only its verdict is missing. (Its sub-agent sessions are on record too, as they were.)
+        const root = await judge.judge(sample.rejudge, sample.sample_index, abort.signal);
+        family = { root, records: [root] };
+      } else {
+        const seed = sample.failed !== undefined && config.retry.experience ? await summariseFailure(sample.failed, summaryDeps, abort.signal) : undefined;
+        family = await rolledOut(sample, attempt, seed);
+      }
       // Failure-experience retry: a fresh attempt of the whole family, seeded with what the failed root learned.
       while (family.root.status === 'failed' && attempt < lastAttempt && config.retry.on.includes(family.root.reason!) && !abort.signal.aborted) {
         await record(family, false);
         const experience = config.retry.experience ? await summariseFailure(family.root, summaryDeps, abort.signal) : undefined;
-        family = await agents.rollout(sample, ++attempt, ctx, experience);
+        family = await rolledOut(sample, ++attempt, experience);
       }
       const traj = family.root;
       if (traj.reason === 'endpoint_rejected') {
@@ -373,6 +431,11 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
         abort.abort();
       }
       await record(family);
+      if (judge?.fatal !== undefined && fatal === undefined) {
+        // A judge that refuses every request (a wrong key or model) would leave every sample unjudged.
+        fatal = judge.fatal.replace('RUN', store.dir);
+        abort.abort();
+      }
     } catch (err) {
       if (err instanceof LlmError && err.kind === 'aborted') return;
       // A failed write, or a bug: stop the run rather than lose records.
@@ -388,12 +451,34 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
       const more = unaccounted.count > unaccounted.first.length ? ', …' : '';
       return `${unaccounted.count} of the ${planned} samples this session planned have no record (${unaccounted.first.join(', ')}${more}); accepted ${accepted} + failed ${failed} ≠ planned ${planned}. Run the same command again to redo them`;
     }
-    if (planned === 0 || accepted > 0) return undefined;
+    // A session that only judged recorded answers again found them wrong: a verdict, not a broken run.
+    if (planned === 0 || accepted > 0 || rollouts === 0) return undefined;
     const [main, count] = Object.entries(session.byReason).sort((a, b) => b[1] - a[1])[0] ?? ['unknown', failed];
     const example = firstError.get(main);
     return `every sample of this session failed (${failed}); the main reason: ${main} (${count})${example ? `: ${example}` : ''}`;
   };
   let failure: string | undefined;
+
+  /**
+   * One unit: a sample, or with `--until-correct` a question's samples in order, stopping at
+   * the first judged correct (this session's, or an earlier session's: a resumed question whose
+   * sample #1 was correct runs no #2). The samples not run leave the plan, so accepted + failed
+   * = planned still holds; the summary counts them.
+   */
+  const runUnit = async (unit: readonly PlannedSample[]): Promise<void> => {
+    for (let i = 0; i < unit.length; i++) {
+      if (abort.signal.aborted) return;
+      if (untilCorrect && store.answered.has(unit[i]!.question.id)) {
+        const rest = unit.slice(i);
+        for (const s of rest) outstanding.delete(s.sample_id);
+        session.planned -= rest.length;
+        session.notNeeded += rest.length;
+        progress.notNeeded(rest.length);
+        return;
+      }
+      await runOne(unit[i]!);
+    }
+  };
 
   // Samples (families) in flight: with agents, more than the requests allowed (AGENT_FAMILIES_PER_REQUEST
   // per request slot), so that the endpoint stays busy while families wait on tools between requests,
@@ -404,14 +489,14 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
   let status: RunManifest['status'] = 'failed';
   progress.start();
   try {
-    for await (const sample of samples) {
+    for await (const unit of units(samples, untilCorrect)) {
       if (abort.signal.aborted) break;
-      // Backpressure: the sampler streams, and the queue holds a bounded number of samples.
+      // Backpressure: the sampler streams, and the queue holds a bounded number of units.
       await queue.onSizeLessThan(inFlight);
       if (abort.signal.aborted) break;
-      session.planned++;
-      outstanding.add(sample.sample_id);
-      void queue.add(() => runOne(sample));
+      session.planned += unit.length;
+      for (const s of unit) outstanding.add(s.sample_id);
+      void queue.add(() => runUnit(unit));
     }
     await queue.onIdle();
     // Refusals a success never broke, and that never reached fail_fast_after, are failures of
@@ -429,6 +514,7 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
     progress.stop();
     plan.signal?.removeEventListener('abort', onOuterAbort);
     await executor.close();
+    await judge?.close().catch(() => undefined);
     // A failed close (the disk still full) must not hide the error that stopped the run.
     await store.close(status, fatal ?? failure ?? status).catch((err: unknown) => {
       if (crash === undefined) throw err;
@@ -444,6 +530,7 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
     session,
     executor: executor.stats(),
     llm: llm.stats(),
+    ...(judge ? { judge: judge.stats() } : {}),
     input: input?.(),
     fatal,
     failure,

@@ -21,6 +21,7 @@ import { SCHEMA_VERSION, type Question, type QuestionsConfig, type Sample } from
 import { TrajforgeError, inputError } from '../errors.js';
 import { IdSet } from '../id-set.js';
 import { findLoneSurrogate } from '../text.js';
+import { readRubrics } from '../dataset/judge-rubrics.js';
 
 export interface SamplerOptions {
   /** '-' reads stdin. */
@@ -364,6 +365,10 @@ function mapRow(value: unknown, fields: QuestionsConfig['fields']): { question: 
     const hex = lone.code.toString(16).toUpperCase();
     return bad(lone.path || undefined, `a lone surrogate (U+${hex}) at character ${lone.index + 1}: not text that UTF-8 can hold`);
   }
+
+  // Rubrics are read by the judge; a list that is not one is a bad row now, not an unjudged sample later.
+  const rubric = readRubrics(meta);
+  if (rubric !== undefined && !Array.isArray(rubric)) return bad(rubric.field, rubric.message);
 
   const q: Question = { schema_version: SCHEMA_VERSION, id, question };
   if (answer !== undefined) q.answer = answer;

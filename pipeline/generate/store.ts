@@ -25,7 +25,7 @@ import { appendWhole } from '../jsonl.js';
 import { Scrubber } from '../secrets.js';
 import { fsError } from '../files.js';
 import { releaseLock, takeLock } from './lock.js';
-import { cutOrphans, describeTailRepair, parseRunLine, repairTail } from './run-lines.js';
+import { cutOrphans, describeTailRepair, parseRunLine, repairTail, type RunLine } from './run-lines.js';
 
 export const TRAJECTORIES = 'trajectories.jsonl';
 export const FAILURES = 'failures.jsonl';
@@ -52,7 +52,7 @@ const rootKey = (id: string, attempt: number): string => `${id}\u0000${attempt}`
  * root is written after its sub-agent sessions, so only the lines after a file's last root line
  * can be such orphans; they are noted once their root is found, and the rest are returned.
  */
-async function scanRun(files: readonly string[], note: (id: string, attempt: number, reason: string | undefined, sub: boolean) => void): Promise<Map<string, PendingSub[]>> {
+async function scanRun(files: readonly string[], note: (id: string, attempt: number, reason: string | undefined, sub: boolean, rec?: RunLine) => void): Promise<Map<string, PendingSub[]>> {
   const roots = new IdSet();
   const pending = new Map<string, PendingSub[]>();
   for (const file of files) {
@@ -79,7 +79,7 @@ async function scanRun(files: readonly string[], note: (id: string, attempt: num
       if (typeof rec.family_id === 'string') roots.add(rootKey(rec.id, attempt));
       // Everything before a root line in this file belongs to a family written before it, or to this one.
       for (const p of since.splice(0)) note(p.id, attempt, p.reason, true);
-      note(rec.id, attempt, reason, false);
+      note(rec.id, attempt, reason, false, rec);
     }
   }
   const orphans = new Map<string, PendingSub[]>();
@@ -164,6 +164,8 @@ export class RunStore {
   readonly dir: string;
   /** Accepted samples: root sessions (with agents, the sub-agent sessions are apart). */
   readonly accepted = new IdSet();
+  /** Question ids with an accepted sample the judge found correct: `--until-correct` runs no more of their samples. */
+  readonly answered = new IdSet();
   /** The latest failed attempt of each sample id that has no accepted record. */
   readonly failed = new Map<string, { attempt: number; reason: string }>();
   /** Sub-agent sessions: accepted ids, and the latest failure reason of the others. */
@@ -234,10 +236,12 @@ export class RunStore {
       const store = new RunStore(dir, manifest, resumed, lock, opts.scrubber ?? Scrubber.none);
       store.notices.push(...notices);
       const repairs = [repairTail(join(dir, TRAJECTORIES)), repairTail(join(dir, FAILURES))].filter((r) => r !== undefined);
-      const orphans = await scanRun([join(dir, TRAJECTORIES), join(dir, FAILURES)], (id, attempt, reason, sub) => {
+      const orphans = await scanRun([join(dir, TRAJECTORIES), join(dir, FAILURES)], (id, attempt, reason, sub, rec) => {
         if (sub) store.#noteSub(id, reason);
-        else if (reason === undefined) store.accepted.add(id);
-        else store.#noteFailure(id, attempt, reason);
+        else if (reason === undefined) {
+          store.accepted.add(id);
+          if (rec !== undefined) store.#noteAnswered(rec);
+        } else store.#noteFailure(id, attempt, reason);
       });
       // After the tails are whole: the sub-agent sessions of a family whose root a crash kept from being written.
       for (const [file, lines] of orphans) repairs.push(cutOrphans(file, lines[0]!.offset, lines.map((l) => l.id)));
@@ -308,6 +312,7 @@ export class RunStore {
         else if (traj.status === 'ok') {
           this.accepted.add(traj.id);
           this.failed.delete(traj.id);
+          this.#noteAnswered(traj);
         } else {
           this.#noteFailure(traj.id, traj.attempt, traj.reason ?? 'unknown');
         }
@@ -319,6 +324,11 @@ export class RunStore {
       () => undefined,
     );
     return result;
+  }
+
+  #noteAnswered(rec: RunLine): void {
+    const verdict = (rec.judgement as { verdict?: unknown } | null | undefined)?.verdict;
+    if (verdict === 'correct' && typeof rec.question_id === 'string') this.answered.add(rec.question_id);
   }
 
   /** A sub-agent session's latest state: accepted (no reason), or failed with a reason. */

@@ -423,6 +423,9 @@ export function overview(stats: Stats, listed: number, cut: { outputChars: numbe
     kpi(d.turns.mean === null ? '-' : d.turns.mean.toFixed(2), 'turns per trajectory'),
     kpi(d.tokens.p50 === null ? '-' : fmt(d.tokens.p50), 'tokens used, median'),
   ];
+  const p = stats.pass_at_k;
+  const share = (v: number | null): string => (v === null ? '-' : `${(100 * v).toFixed(1)}%`);
+  if (p !== null) kpis.push(kpi(share(p.overall.pass_at_1), `pass@1 (${fmt(p.overall.questions)} questions)`), kpi(share(p.overall.pass_at_k), `pass@${p.k} (${fmt(p.overall.questions_at_k)} questions)`));
   const notes: string[] = [];
   if (r.superseded) notes.push(`${fmt(r.superseded)} earlier attempts superseded by a later state of their id`);
   if (r.bad) notes.push(`${fmt(r.bad)} unreadable rows skipped`);
@@ -453,6 +456,9 @@ ${card('Rollbacks by condition (count · in N trajectories)', hbars(kindBars(sta
 ${card('Tools used (calls · in N trajectories)', hbars(toolBars, { label: 'tools' }), ' id="chart-tools"')}
 ${card('Failed validation rules (trajectories)', hbars(ruleBars(stats.failures_by_rule, '#a82315'), { label: 'failed rules' }), ' id="chart-rules"')}
 ${Object.keys(stats.warnings_by_rule).length ? card('Warnings by rule (trajectories)', hbars(ruleBars(stats.warnings_by_rule, '#b7950b'), { label: 'warned rules' })) : ''}
+${p === null ? '' : card(`pass@1 and pass@${p.k} (${p.method === 'unbiased' ? 'unbiased estimator' : p.method === 'first_correct' ? 'first correct sample, --until-correct' : 'mixed'})`, `<table class="t"><tr><th></th><th>questions</th><th>pass@1</th><th>questions</th><th>pass@${p.k}</th></tr>${[['all', p.overall] as const, ...Object.entries(p.by_split).map(([k, f]) => [`split ${k}`, f] as const)]
+    .map(([name, f]) => `<tr><td>${esc(name)}</td><td>${fmt(f.questions)}</td><td>${share(f.pass_at_1)}</td><td>${fmt(f.questions_at_k)}</td><td>${share(f.pass_at_k)}</td></tr>`)
+    .join('')}</table>${p.unjudged_questions ? `<p class="none">${fmt(p.unjudged_questions)} questions left out: a sample of theirs is unjudged</p>` : ''}`, ' id="chart-pass-at-k"')}
 </div>
 <p class="none">${fmt(listed)} trajectories in the list below.</p>
 </section>`;
