@@ -96,7 +96,7 @@ function variant(q: string, r: () => number): string {
       return m ? `${m[2]![0]!.toUpperCase()}${m[2]!.slice(1)}, ${m[1]![0]!.toLowerCase()}${m[1]!.slice(1)}${m[3]}` : q.toLowerCase();
     }
     default:
-      // A function word reworded, where the README says that is found: 25 words or more.
+      // A function word reworded, where docs/curate.md says that is found: 25 words or more.
       if (q.split(' ').length >= 25) {
         for (const [from, to] of [[/\bhow does\b/, 'how do'], [/\bwhat is\b/i, "what's"], [/\bthe\b/, 'a']] as const) if (from.test(q)) return q.replace(from, to);
       }

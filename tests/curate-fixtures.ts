@@ -82,7 +82,7 @@ export function writeRows(file: string, rows: readonly (Trajectory | Record<stri
   return file;
 }
 
-/** The test's own reading of the normalisation README states, to judge expectations independently of the code. */
+/** The test's own reading of the normalisation docs/curate.md states, to judge expectations independently of the code. */
 export function normalisedWords(text: string): string[] {
   return text.normalize('NFKC').toLowerCase().replace(/\p{P}+/gu, ' ').trim().split(/\s+/).filter(Boolean);
 }

@@ -3,7 +3,7 @@
  * documents as tool outputs) and real question banks. Eval questions planted inside questions,
  * tool outputs and answers are found and attributed; the false-positive rate on the corpus
  * against eval sets from the same template family is bounded; short items, partial overlaps,
- * every eval file format, --drop, the row field, `stats` and bad input behave as the README says.
+ * every eval file format, --drop, the row field, `stats` and bad input behave as docs/curate.md says.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -345,7 +345,7 @@ describe('trajforge stats over decontamination fields it did not write', () => {
   });
 });
 
-describe('words() matches the README', () => {
+describe('words() matches docs/curate.md', () => {
   it('is what both commands compare', () => {
     expect(words('In phase III trials, how does X compare?')).toEqual(['in', 'phase', 'iii', 'trials', 'how', 'does', 'x', 'compare']);
   });

@@ -3,7 +3,7 @@
  * real CLI on files built from real question banks (data/questions.jsonl, DR Tulu's bank, the
  * MDN corpus): planted near-duplicates are clustered with their source, distinct questions of
  * one template never are, the documented one-word boundary holds on both sides, and the keep
- * rules, shards, run directories, foreign rows and bad input behave as the README says.
+ * rules, shards, run directories, foreign rows and bad input behave as docs/curate.md says.
  */
 import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -161,7 +161,7 @@ const VARIANTS: Record<string, (q: string) => string | undefined> = {
   'commas dropped': (q) => (q.includes(',') ? q.replace(/,/g, '') : undefined),
   'clause moved': clauseMoved,
   'clause moved, upper case, no question mark': (q) => clauseMoved(q)?.toUpperCase().replace(/\?$/, ''),
-  // One word of 25 or more: (L − 1)/(L + 5) ≥ 0.8 (README, "dedup").
+  // One word of 25 or more: (L − 1)/(L + 5) ≥ 0.8 (docs/curate.md, "dedup").
   'one word reworded (25+ words)': (q) => (normalisedWords(q).length >= 25 ? reworded(q) : undefined),
 };
 
@@ -302,7 +302,7 @@ describe('trajforge dedup: questions of one template stay apart', () => {
     expect(readJsonl(join(dir, 'kept.jsonl'))).toHaveLength(qs.length);
   });
 
-  it('draws the one-word line where the README says: a rewording clusters from 25 words, a slot value never', async () => {
+  it('draws the one-word line where docs/curate.md says: a rewording clusters from 25 words, a slot value never', async () => {
     const dir = tempDir('tf-dedup-line-');
     const short = BCD_QUESTIONS.find((q) => normalisedWords(q).length === 15 && /\bwhich\b/i.test(q))!;
     const long = DRTULU_QUESTIONS.find((q) => normalisedWords(q).length >= 30 && /\bthe\b/.test(q) && /\breduced ejection\b/.test(q))!;

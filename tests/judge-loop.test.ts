@@ -340,7 +340,7 @@ describe('rubrics', () => {
       const j = t.judgement;
       expect(j.step).toBe('rubric');
       expect(j.criteria.map((c: { criterion: string; weight: number }) => [c.criterion, c.weight])).toEqual(rubrics.map((c) => [c.description, c.weight]));
-      // Weighted as the README says: Σ score·weight over the positive weights.
+      // Weighted as docs/curate.md says: Σ score·weight over the positive weights.
       const scores = j.criteria.map((c: { score: number }) => c.score);
       const want = Math.min(1, Math.max(0, (3 * scores[0] + scores[1] - scores[2]) / 4));
       expect(j.rubric_score).toBeCloseTo(want, 4);

@@ -16,7 +16,7 @@
  *
  * A holder is "dead" when no process with its pid runs on this machine, or when the pid is our
  * own but the token is not one this process holds (a container that restarted with the same
- * pid). Liveness by pid means nothing across machines: README, "The lock, and what holds on a
+ * pid). Liveness by pid means nothing across machines: docs/run-directory.md, "The lock, and what holds on a
  * shared filesystem".
  */
 import { randomBytes } from 'node:crypto';
