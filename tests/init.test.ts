@@ -43,6 +43,7 @@ describe.each(PRESETS.map((p) => p.name))('trajforge init --preset %s', (name) =
     expect(init.code).toBe(0);
     const config = join(home, 'project', `${name}.yaml`);
     expect(init.stdout).toContain(`check --config ${config}`);
+    expect(init.stdout).toContain(`generate --config ${config} --dry-run`);
     const text = readFileSync(config, 'utf8');
     // Commented, and the bundled files are named relative to trajforge, not to a checkout.
     expect(text.split('\n').filter((l) => l.trimStart().startsWith('#')).length).toBeGreaterThan(15);
