@@ -20,6 +20,7 @@ export interface Preset {
 export const PRESETS: readonly Preset[] = [
   { name: 'vllm-tulu', summary: 'DR-Tulu-8B served by vLLM, DR Tulu\'s own format (tulu dialect), the offline corpus as its search tool', before: 'vllm serve rl-research/DR-Tulu-8B --port 8000' },
   { name: 'openai-native', summary: 'an OpenAI model (gpt-4.1-mini) with native function calling, the offline corpus as its search tool', before: 'export OPENAI_API_KEY=sk-...' },
+  { name: 'mirothinker', summary: 'MiroThinker-v1.0-8B served by vLLM, MiroThinker\'s format (mcp-xml): a main agent and a browsing sub-agent over the offline corpus', before: 'vllm serve miromind-ai/MiroThinker-v1.0-8B --port 8000' },
 ];
 
 /** The bundled question bank, copied beside the config (the presets read `${CONFIG_DIR}/questions.jsonl`). */

@@ -43,6 +43,7 @@ describe.each(PRESETS.map((p) => p.name))('trajforge init --preset %s', (name) =
     expect(init.code).toBe(0);
     const config = join(home, 'project', `${name}.yaml`);
     expect(init.stdout).toContain(`check --config ${config}`);
+    expect(init.stdout).toContain(`generate --config ${config} --dry-run`);
     const text = readFileSync(config, 'utf8');
     // Commented, and the bundled files are named relative to trajforge, not to a checkout.
     expect(text.split('\n').filter((l) => l.trimStart().startsWith('#')).length).toBeGreaterThan(15);
@@ -60,12 +61,30 @@ describe.each(PRESETS.map((p) => p.name))('trajforge init --preset %s', (name) =
     expect(statuses(named.stdout).every((s) => s.startsWith('ok ')), named.stdout).toBe(true);
     expect(named.stdout).toMatch(/^ok +turn +the model's first turn calls \S+ in the \S+ dialect/m);
 
-    // And a real run, from another directory: the run lands beside the config.
+    // A dry run, as written: the prompts and the first request, and nothing sent or written.
+    const runDir = join(home, 'project', 'runs', name);
+    const requests = sim.stats().requests;
+    const dry = await cli(['generate', '--config', config, '--dry-run', '--json'], elsewhere);
+    expect(dry.code, dry.stderr).toBe(0);
+    const shown = JSON.parse(dry.stdout) as { agents: { name: string; tools: unknown[] }[]; request: { url: string; body: { model: string; messages: { role: string }[] } } };
+    expect(shown.request.body.model).toBe(parse(text).endpoint.model);
+    expect(shown.request.body.messages.map((m) => m.role)).toEqual(['system', 'user']);
+    expect(shown.agents.every((a) => a.tools.length > 0)).toBe(true);
+    expect(sim.stats().requests).toBe(requests);
+    expect(existsSync(runDir)).toBe(false);
+
+    // And a real run, from another directory: the run lands beside the config. With agents the
+    // files hold the sub-agents' sessions too: the samples are the root sessions.
     const gen = await cli(['generate', '--config', config, '--base-url', sim.url, '--limit', '3'], elsewhere);
     expect(gen.code, gen.stderr).toBe(0);
-    const runDir = join(home, 'project', 'runs', name);
-    expect(readJsonl(join(runDir, 'trajectories.jsonl')).length + readJsonl(join(runDir, 'failures.jsonl')).length).toBe(3);
-    expect(readJsonl(join(runDir, 'trajectories.jsonl')).some((t) => t.total_tool_calls > 0)).toBe(true);
+    const roots = (file: string) => readJsonl(join(runDir, file)).filter((t) => t.parent_id === undefined);
+    expect(roots('trajectories.jsonl').length + roots('failures.jsonl').length).toBe(3);
+    expect(roots('trajectories.jsonl').some((t) => t.total_tool_calls > 0)).toBe(true);
+    if (name === 'mirothinker') {
+      // MiroVerse's shape: the main agent's only tool is its browsing sub-agent, whose sessions are written too.
+      expect(shown.agents.map((a) => a.name)).toEqual(['main', 'browsing']);
+      expect(readJsonl(join(runDir, 'trajectories.jsonl')).some((t) => t.agent === 'browsing' && t.total_tool_calls > 0)).toBe(true);
+    }
   });
 });
 

@@ -89,6 +89,8 @@ describe('npm pack; npm install -g; trajforge from any directory', () => {
       'data/questions.jsonl',
       'data/configs/demo.yaml',
       'data/configs/presets/vllm-tulu.yaml',
+      'data/configs/presets/openai-native.yaml',
+      'data/configs/presets/mirothinker.yaml',
       'schemas/RunConfig.schema.json',
     ]) {
       expect(files, f).toContain(f);

@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import { loadConfig, type ConfigOverrides } from '../config.js';
 import { tokenCounter } from '../tokens.js';
 import { TrajforgeError } from '../errors.js';
+import { dryRun, dryRunText } from '../generate/dry-run.js';
 import { generate, type GenerateSummary } from '../generate/run.js';
 import { stderrSink } from '../generate/progress.js';
 import { configWarnings } from '../generate/warnings.js';
@@ -90,6 +91,8 @@ export async function run(argv: string[]): Promise<number> {
       'cache-dir': { type: 'string' },
       'on-bad-row': { type: 'string' },
       'allow-config-change': { type: 'boolean' },
+      'dry-run': { type: 'boolean' },
+      json: { type: 'boolean' },
       help: { type: 'boolean' },
     },
     strict: true,
@@ -99,6 +102,7 @@ export async function run(argv: string[]): Promise<number> {
     return 0;
   }
   if (!values.config) throw new TrajforgeError('BAD_USAGE', 'generate: --config F is required');
+  if (values.json && !values['dry-run']) throw new TrajforgeError('BAD_USAGE', 'generate: --json goes with --dry-run (a run prints its progress and summary)');
   const overrides: ConfigOverrides = {
     questions: values.questions,
     out: values.out,
@@ -131,6 +135,11 @@ export async function run(argv: string[]): Promise<number> {
     throw new TrajforgeError('BAD_CONFIG', `${values.config}: ${err.message}`, { file: values.config, field: 'tokenizer' });
   }
   for (const w of configWarnings(config)) process.stderr.write(`warning: ${w.message}\n`);
+  if (values['dry-run']) {
+    const shown = await dryRun({ config });
+    process.stdout.write(values.json ? `${JSON.stringify(shown, null, 2)}\n` : dryRunText(shown, values.config));
+    return 0;
+  }
   return runInterruptibly((signal) => generate({ config, signal, progress: stderrSink(), allowConfigChange: values['allow-config-change'] }));
 }
 

@@ -38,6 +38,7 @@ export async function run(argv: string[]): Promise<number> {
   out(`wrote ${show(written.config)}: ${preset.summary}`);
   out(written.questionsKept ? `kept  ${show(written.questions)} (the bundled questions already)` : `wrote ${show(written.questions)}: the bundled questions (${written.questionCount}, with gold answers the corpus supports)`);
   out('next:');
+  out(`  ${CLI_COMMAND} generate --config ${show(written.config)} --dry-run   # the prompts and the first request; sends nothing`);
   out(`  ${preset.before}`);
   out(`  ${CLI_COMMAND} check --config ${show(written.config)}`);
   out(`  ${CLI_COMMAND} generate --config ${show(written.config)} --limit 20`);

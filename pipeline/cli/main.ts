@@ -53,6 +53,9 @@ trajforge generate options (each overrides the config file):
   --cache-dir DIR   where the tool-result cache lives (default ~/.cache/trajforge)
   --allow-config-change   resume a run although the config now changes what a sample is
                     (model, sampling, tools, servers, prompts…); the change is recorded
+  --dry-run         send nothing, write nothing: print each agent's system prompt and tools and the
+                    first request of the first sample as it would be sent (the tool servers start
+                    to list their tools, then stop); --json for the same as JSON
 
 Exit codes: 0 run completed, 1 run failed, 2 bad input or usage, 130 interrupted (resumable).
 `;

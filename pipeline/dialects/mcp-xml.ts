@@ -665,6 +665,16 @@ const DEFAULT_SETTINGS: McpXmlSettings = { toolResults: 'tagged' };
  * their input schemas. A tool is listed under the MCP server that serves it.
  */
 export function systemPrompt(tools: readonly ToolSpec[], settings: McpXmlSettings = DEFAULT_SETTINGS): string {
+  return renderPrompt(loadPrompt('mcp-xml-system'), {
+    tools: toolListing(tools),
+    // Appended to the paragraph's last sentence, with its space, as MiroThinker writes it.
+    today: settings.today === undefined ? '' : ` Today is: ${settings.today}`,
+    result_wrapping: settings.toolResults === 'plain' ? '' : ', inside <tool_output>...</tool_output>',
+  });
+}
+
+/** The tools as the system prompt lists them: under each server, each tool with its description and input schema. */
+export function toolListing(tools: readonly ToolSpec[]): string {
   const byServer = new Map<string, ToolSpec[]>();
   for (const t of tools) {
     const server = t.server ?? 'tools';
@@ -679,13 +689,7 @@ export function systemPrompt(tools: readonly ToolSpec[], settings: McpXmlSetting
       lines.push(`Input JSON schema: ${JSON.stringify(t.inputSchema)}`, '');
     }
   }
-  const listing = lines.length > 0 ? lines.join('\n').trimEnd() : '(no tools are available: answer from what you know)';
-  return renderPrompt(loadPrompt('mcp-xml-system'), {
-    tools: listing,
-    // Appended to the paragraph's last sentence, with its space, as MiroThinker writes it.
-    today: settings.today === undefined ? '' : ` Today is: ${settings.today}`,
-    result_wrapping: settings.toolResults === 'plain' ? '' : ', inside <tool_output>...</tool_output>',
-  });
+  return lines.length > 0 ? lines.join('\n').trimEnd() : '(no tools are available: answer from what you know)';
 }
 
 /**
@@ -714,6 +718,7 @@ export const mcpXml: Dialect = {
   name: 'mcp-xml',
   stopStrings,
   systemPrompt,
+  toolListing,
   repairTurn,
   renderToolOutput,
   citedIds,

@@ -886,6 +886,7 @@ export const tulu: Dialect = {
   name: 'tulu',
   stopStrings,
   systemPrompt,
+  toolListing: describeTools,
   repairTurn,
   renderToolOutput,
   citedIds,

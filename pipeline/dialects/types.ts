@@ -130,6 +130,8 @@ export interface Dialect {
   readonly nudgePrompt?: string;
   /** Once a tool has run, a turn with neither call nor answer goes straight to the final-answer prompt instead of a nudge. */
   readonly noActionAsksForAnswer?: boolean;
+  /** The tools as `systemPrompt` lists them (the XML dialects; `generate --dry-run` shows it). */
+  toolListing?(tools: readonly ToolSpec[]): string;
   /** The `tools` request field (native function calling). */
   requestTools?(tools: readonly ToolSpec[]): unknown[];
   /** Parses a call's JSON arguments and matches its names to the tool list; may rewrite the call. */

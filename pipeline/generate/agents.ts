@@ -96,6 +96,11 @@ export class Agents {
     return [...this.#plans.values()].map((p) => [p.name, p.tools]);
   }
 
+  /** Each agent as the model meets it: its dialect, system prompt and tools (MCP tools, then sub-agents), main first. */
+  shown(): Pick<AgentPlan, 'name' | 'dialect' | 'systemPrompt' | 'tools'>[] {
+    return [...this.#plans.values()].map(({ name, dialect, systemPrompt, tools }) => ({ name, dialect, systemPrompt, tools }));
+  }
+
   /** The main agent's dialect, config and tools: what a failure summary is asked with. */
   get main(): Pick<AgentPlan, 'dialect' | 'config' | 'tools'> {
     return this.#plans.get(MAIN_AGENT)!;

@@ -440,14 +440,26 @@ export class LlmClient {
     return { retry: true };
   }
 
-  async #once(req: CompletionRequest, maxTokens: number, resample: number): Promise<Once> {
+  /** `stop` goes in the request unless the model refused it (then the client enforces it). */
+  #sendsStop(req: CompletionRequest): boolean {
+    return req.stop.length > 0 && !LlmClient.#stopRejected.has(this.#cfg.model);
+  }
+
+  /**
+   * The body `complete` posts for `req`, as it goes on the wire: what this client has learned
+   * of the model so far (stop rejected, max_completion_tokens, streamed, its reasoning field)
+   * included. `maxTokens` and `resample` are a retry's (default: the first attempt's).
+   * `generate --dry-run` shows it without sending it.
+   */
+  requestBody(req: CompletionRequest, maxTokens: number = this.#cfg.max_tokens, resample = 0): Record<string, unknown> {
     const cfg = this.#cfg;
     // A resample after degenerate repetition must not replay the same draw on a seeded endpoint.
     const baseSeed = req.seed ?? cfg.seed;
     const seed = baseSeed === undefined ? undefined : baseSeed + resample;
-    const sendStop = req.stop.length > 0 && !LlmClient.#stopRejected.has(cfg.model);
+    const sendStop = this.#sendsStop(req);
     const reasoningBack = this.#reasoningBack();
-    const body: Record<string, unknown> = {
+    const streamed = this.#streams();
+    return {
       ...cfg.extra_body,
       model: cfg.model,
       messages: req.messages.map((m) => wireMessage(m, reasoningBack)),
@@ -457,13 +469,21 @@ export class LlmClient {
       [this.#maxTokensParam()]: maxTokens,
       ...(seed === undefined ? {} : { seed }),
       ...(sendStop ? { stop: [...req.stop] } : {}),
+      stream: streamed,
+      ...(streamed ? { stream_options: { include_usage: true } } : {}),
     };
+  }
+
+  async #once(req: CompletionRequest, maxTokens: number, resample: number): Promise<Once> {
+    const cfg = this.#cfg;
+    const body = this.requestBody(req, maxTokens, resample);
+    const sendStop = this.#sendsStop(req);
     const controller = new AbortController();
     const onAbort = (): void => controller.abort();
     req.signal?.addEventListener('abort', onAbort, { once: true });
     const timer = setTimeout(() => controller.abort(), cfg.timeout_ms);
     try {
-      const streamed = this.#streams();
+      const streamed = body.stream === true;
       const raw = streamed ? await this.#streamed(body, req.stop, controller) : await this.#whole(body, controller);
       let { text } = raw;
       let clientStop = false;
@@ -493,7 +513,7 @@ export class LlmClient {
   }
 
   async #whole(body: Record<string, unknown>, controller: AbortController): Promise<RawCompletion> {
-    const r = await postJson(this.#wire, JSON.stringify({ ...body, stream: false }), controller.signal, this.#cfg.max_response_bytes);
+    const r = await postJson(this.#wire, JSON.stringify(body), controller.signal, this.#cfg.max_response_bytes);
     const choice = field(field(r, 'choices'), 0);
     const message = field(choice, 'message');
     if (message === null || typeof message !== 'object') throw new Error('response has no choices');
@@ -583,7 +603,7 @@ export class LlmClient {
       if (typeof reason === 'string' && reason !== '') finish = reason;
       return false;
     };
-    await postStream(this.#wire, JSON.stringify({ ...body, stream: true, stream_options: { include_usage: true } }), controller.signal, onChunk, this.#cfg.max_response_bytes);
+    await postStream(this.#wire, JSON.stringify(body), controller.signal, onChunk, this.#cfg.max_response_bytes);
     if (finish === null) throw new Error('stream ended without a finish reason');
     return {
       text: reasoning ? `<think>${reasoning}</think>\n${text}` : text,
