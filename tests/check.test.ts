@@ -176,6 +176,9 @@ describe('trajforge check', () => {
     const ok = await check(writeConfig(dir, s.url, { agents }));
     expect(ok.stdout).toMatch(/^ok +tools main +1 offered to agent main: search_and_browse$/m);
     expect(ok.stdout).toMatch(/^ok +tools browsing +1 offered to agent browsing: pubmed_search$/m);
+    // The turn is the main agent's first request as a run sends it: its one tool is the sub-agent.
+    expect(ok.stdout).toMatch(/^ok +turn +the model's first turn calls search_and_browse in the tulu dialect/m);
+    expect(ok.stdout).toMatch(/^ok +tools +1 listed by the servers, no name offered twice: pubmed_search$/m);
     const clash = await check(writeConfig(dir, s.url, { agents: { browsing: { as_tool: { name: 'pubmed_search' } } } }));
     expect(clash.code).toBe(1);
     expect(linesOf(clash.stdout).get('tools')).toEqual({

@@ -75,8 +75,8 @@ export async function preflight(opts: PreflightOptions): Promise<PreflightResult
   const key = checkKey(config, env, say);
   await checkQuestions(config, say);
   checkOutput(config, env, say);
-  const tools = await checkServers(config, env, scrubber, say);
-  await checkEndpoint(config, key, tools, say);
+  const main = await checkServers(config, env, scrubber, say);
+  await checkEndpoint(config, key, main, say);
   await checkJudge(config, env, say);
   for (const w of configWarnings(config)) say('warn', w.id, w.message);
   return { lines, canRun: !lines.some((l) => l.status === 'FAIL') };
@@ -218,13 +218,14 @@ function exists(path: string): boolean {
 /**
  * Starts each server alone (a line each: its tools, or why it did not start), then all of them
  * with the config's aliases, limits and expose list as a run does (a line: the tools the model
- * is offered, or the clash or the dangling alias). Returns the tools offered, for the turn.
+ * is offered, or the clash or the dangling alias). Returns the main agent as a run builds it
+ (its dialect, system prompt and tools: with agents, its sub-agents among them), for the turn;
+ undefined when the tools could not be listed.
  */
-async function checkServers(config: RunConfig, env: NodeJS.ProcessEnv, scrubber: Scrubber, say: Say): Promise<ToolSpec[] | undefined> {
+async function checkServers(config: RunConfig, env: NodeJS.ProcessEnv, scrubber: Scrubber, say: Say): Promise<MainAgent | undefined> {
   const executor = { ...config.executor, cache: false };
   const enabled = Object.entries(config.mcpServers).filter(([, s]) => s.disabled !== true);
   for (const [name] of Object.entries(config.mcpServers).filter(([, s]) => s.disabled === true)) say('skip', `server ${name}`, 'disabled');
-  if (enabled.length === 0) return [];
   const quiet = (): void => {};
   const alone = await Promise.all(
     enabled.map(async ([name, server]) => {
@@ -250,17 +251,22 @@ async function checkServers(config: RunConfig, env: NodeJS.ProcessEnv, scrubber:
   try {
     const ex = await Executor.start({ servers: config.mcpServers, tools: config.tools, executor, env, scrubber, warn: quiet });
     const tools = ex.tools();
-    // With agents, each agent's tools too: its view of the servers and its sub-agents, no name twice.
-    let offered: [string, readonly ToolSpec[]][] = [];
+    // The agents as the run builds them; with agents, each one's tools too: its view of the servers and its sub-agents, no name twice.
+    let main: MainAgent;
+    let offered: [string, readonly ToolSpec[]][];
     try {
-      if (config.agents !== undefined) offered = new Agents({ config, executor: ex }).offered();
+      const agents = new Agents({ config, executor: ex });
+      main = agents.shown()[0]!;
+      offered = agents.configured ? agents.offered() : [];
     } finally {
       await ex.close();
     }
     for (const [name, list] of offered) say('ok', `tools ${name}`, `${list.length} offered to agent ${name}: ${list.map((t) => t.name).join(', ') || 'none'}`);
+    const to = offered.length > 0 ? 'listed by the servers' : 'offered to the model';
+    if (enabled.length === 0) return main; // configWarnings says no_tools
     if (tools.length === 0) say('warn', 'tools', noToolsListedWarning(enabled.map(([n]) => n)).message);
-    else say('ok', 'tools', `${tools.length} offered to the model, no name offered twice: ${tools.map((t) => t.name).join(', ')}`);
-    return tools;
+    else say('ok', 'tools', `${tools.length} ${to}, no name offered twice: ${tools.map((t) => t.name).join(', ')}`);
+    return main;
   } catch (err) {
     if (!(err instanceof TrajforgeError)) throw err;
     say('FAIL', 'tools', err.message);
@@ -268,8 +274,11 @@ async function checkServers(config: RunConfig, env: NodeJS.ProcessEnv, scrubber:
   }
 }
 
+/** The main agent as a run builds it: the turn check sends what its first request would. */
+type MainAgent = ReturnType<Agents['shown']>[number];
+
 /** Reachable, the model served, the limit honoured, `stop` honoured, the dialect spoken, and whether turns stream. */
-async function checkEndpoint(config: RunConfig, key: string | undefined, tools: ToolSpec[] | undefined, say: Say): Promise<void> {
+async function checkEndpoint(config: RunConfig, key: string | undefined, main: MainAgent | undefined, say: Say): Promise<void> {
   const ep = config.endpoint;
   const skipAll = (why: string): void => {
     for (const name of ['model', 'max_tokens', 'stop', 'turn', 'stream']) say('skip', name, why);
@@ -314,10 +323,11 @@ async function checkEndpoint(config: RunConfig, key: string | undefined, tools: 
   say(...limitLine(limit, limitClient, ep.model));
 
   // One turn of the first question, as the run will send it.
-  const dialect = getDialect(config.dialect);
+  // Without the main agent (a server failed to start), the dialect's prompt with no tools.
+  const dialect = main?.dialect ?? getDialect(config.dialect);
   const question = await firstQuestion(config);
-  const offered = tools ?? [];
-  const system = [dialect.systemPrompt(offered), config.instructions].filter(Boolean).join('\n\n');
+  const offered = main?.tools ?? [];
+  const system = main?.systemPrompt ?? [dialect.systemPrompt(offered), config.instructions].filter(Boolean).join('\n\n');
   const requestTools = dialect.requestTools?.(offered);
   const turnClient = client(ep.max_tokens, ep.timeout_ms);
   let turn: Completion;
@@ -338,7 +348,7 @@ async function checkEndpoint(config: RunConfig, key: string | undefined, tools: 
   }
   const repaired = dialect.repairTurn(turn.text, turn.finishReason, turn.toolCalls);
   say(...stopLine(dialect.stopStrings, turn, repaired.action, turnClient, ep.model));
-  say(...turnLine(config, turn, repaired.action, offered, tools === undefined));
+  say(...turnLine(config, dialect.name, turn, repaired.action, offered, main === undefined));
   say(...streamLine(config, turnClient, dialect.stopStrings));
 }
 
@@ -377,8 +387,7 @@ function stopLine(stops: readonly string[], turn: Completion, action: TurnAction
   return ['ok', 'stop', `${shown} sent and accepted; not exercised (the turn did not reach one)`];
 }
 
-function turnLine(config: RunConfig, turn: Completion, action: TurnAction, tools: readonly ToolSpec[], toolsUnknown: boolean): Line {
-  const d = config.dialect;
+function turnLine(config: RunConfig, d: string, turn: Completion, action: TurnAction, tools: readonly ToolSpec[], toolsUnknown: boolean): Line {
   const tokens = `${turn.completionTokens} tokens`;
   const without = toolsUnknown ? ' (sent without tools: the tools check did not pass)' : '';
   if (action.kind === 'call' || action.kind === 'calls') {
