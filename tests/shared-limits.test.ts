@@ -13,11 +13,14 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { createClient } from 'redis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TrajforgeError } from '../pipeline/errors.js';
+import { loadConfig } from '../pipeline/config.js';
 import { Executor } from '../pipeline/generate/executor.js';
+import { generate } from '../pipeline/generate/run.js';
 import { openSharedLimits } from '../pipeline/generate/shared-limits.js';
 import { LIMITS_ENV } from '../pipeline/limits-redis.js';
 import { PACKAGE_ROOT } from '../pipeline/paths.js';
 import { RunConfig, SharedLimitsConfig } from '../schemas/index.js';
+import { tempDir, writeConfig } from './helpers.js';
 import { startRedis, type RedisHandle } from './redis-server.js';
 import { fixture, maxInWindow, Replay, type Reply } from './tools/replay.js';
 
@@ -286,6 +289,27 @@ describe('the model endpoint’s limit, shared by workers', () => {
     expect(later).toHaveLength(2);
     // Nothing reached the endpoint within the 3 s it asked for, by its own clock.
     for (const r of later) expect(r.at - refusedAt).toBeGreaterThanOrEqual(3000);
+  }, 60_000);
+});
+
+describe('generate with sharedLimits', () => {
+  it('sends its model requests through the shared gate: concurrency 4, but one in flight when the shared limit is 1', async () => {
+    const h = await redis();
+    const e = await endpoint();
+    e.answer = (_n, _req, res) =>
+      setTimeout(() => {
+        res.writeHead(200, { 'Content-Type': 'application/json' });
+        res.end(JSON.stringify({ choices: [{ index: 0, message: { role: 'assistant', content: '<answer>ok</answer>' }, finish_reason: 'stop' }], usage: { prompt_tokens: 1, completion_tokens: 1 } }));
+      }, 100);
+    const dir = tempDir('tf-shared-');
+    const config = loadConfig(writeConfig(dir, e.url, { concurrency: 4 }), { limit: 6 });
+    const limits = await openSharedLimits({ url: h.url, run: 'gen', limits: { endpoint_concurrency: 1 } });
+    cleanups.push(() => limits.close());
+    const summary = await generate({ config, sharedLimits: limits });
+    expect(summary.session.accepted + summary.session.failed).toBe(6);
+    expect(e.arrivals.length).toBeGreaterThanOrEqual(6);
+    expect(e.maxInFlight).toBe(1);
+    expect(summary.llm.concurrencyLimit).toBe(1);
   }, 60_000);
 });
 
