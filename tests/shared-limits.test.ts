@@ -120,6 +120,20 @@ describe('the PubMed servers of many workers share one window', () => {
     expect(after).toMatchObject({ ok: true });
     expect(r.requests).toHaveLength(before + 2);
   }, 60_000);
+
+  it('a server holding a Redis connection ends by itself when its client closes stdin', async () => {
+    const h = await redis();
+    const r = await ncbi();
+    const child = spawn(process.execPath, [PUBMED], { env: { PATH: process.env.PATH ?? '', NCBI_EUTILS_BASE: `${r.url}/eutils`, ...limitsEnv(h) }, stdio: ['pipe', 'ignore', 'pipe'] });
+    cleanups.push(() => child.kill('SIGKILL'));
+    let stderr = '';
+    child.stderr!.on('data', (d: Buffer) => (stderr += d.toString('utf8')));
+    await until('the server to start', () => stderr.includes('shared through Redis'));
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+    child.stdin!.end();
+    // No signal is ever sent: it ends on its own or the test times out.
+    expect(await exited).toEqual({ code: 0, signal: null });
+  }, 30_000);
 });
 
 /** A loopback model endpoint that records how many requests it holds at once. */
