@@ -682,7 +682,7 @@ export const SharedLimitsConfig = z.strictObject({
    */
   redis_wait_ms: z.number().int().positive().default(60_000),
   /** Every key starts with this; the endpoint's keys add the run's name, the tools' rate windows are shared by all runs on the Redis. */
-  key_prefix: z.string().min(1).default('trajforge:limits:'),
+  prefix: z.string().min(1).default('trajforge:limits:'),
 });
 export type SharedLimitsConfig = z.infer<typeof SharedLimitsConfig>;
 

@@ -223,7 +223,7 @@ async function redisClient(h: RedisHandle) {
 }
 
 const KEYS = (run: string) => {
-  const base = `${SharedLimitsConfig.parse({}).key_prefix}endpoint:${run}:`;
+  const base = `${SharedLimitsConfig.parse({}).prefix}endpoint:${run}:`;
   return { slots: `${base}slots`, state: `${base}state`, backoff: `${base}backoff` };
 };
 

@@ -133,9 +133,9 @@ class RedisSharedLimits implements SharedLimits {
     this.#redis = redis;
     this.#cfg = cfg;
     this.#warn = warn;
-    const base = `${cfg.key_prefix}endpoint:${run}:`;
+    const base = `${cfg.prefix}endpoint:${run}:`;
     this.#keys = { slots: `${base}slots`, state: `${base}state`, backoff: `${base}backoff` };
-    this.toolEnv = toolLimitsEnv({ url, prefix: cfg.key_prefix, pollMs: cfg.poll_ms, redisTimeoutMs: cfg.redis_timeout_ms, redisWaitMs: cfg.redis_wait_ms });
+    this.toolEnv = toolLimitsEnv({ url, prefix: cfg.prefix, pollMs: cfg.poll_ms, redisTimeoutMs: cfg.redis_timeout_ms, redisWaitMs: cfg.redis_wait_ms });
     this.#renewer = setInterval(() => void this.#renew(), Math.max(100, Math.floor(cfg.lease_ms / 3)));
     this.#renewer.unref();
   }

@@ -40,7 +40,7 @@ function sharedWindow(env: NodeJS.ProcessEnv): RedisRateWindow | undefined {
   const d = SharedLimitsConfig.parse({});
   let limits;
   try {
-    limits = toolLimitsFromEnv(env, { prefix: d.key_prefix, pollMs: d.poll_ms, redisTimeoutMs: d.redis_timeout_ms, redisWaitMs: d.redis_wait_ms });
+    limits = toolLimitsFromEnv(env, { prefix: d.prefix, pollMs: d.poll_ms, redisTimeoutMs: d.redis_timeout_ms, redisWaitMs: d.redis_wait_ms });
   } catch (err) {
     return fatal((err as Error).message);
   }
