@@ -63,6 +63,11 @@ export class LimitsRedis {
     this.#client.connect().catch((err: Error) => this.#trouble(err.message));
   }
 
+  /** close() was called: every call fails at once from now on. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
   #trouble(message: string): void {
     if (this.#down || this.#closed) return;
     this.#down = true;

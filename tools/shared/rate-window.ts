@@ -92,6 +92,8 @@ export class RedisRateWindow implements Limiter {
         silentSince = undefined;
       } catch (err) {
         if (!(err instanceof LimitsRedisError)) throw err;
+        // Closed (the server is ending): no point waiting for an answer that cannot come.
+        if (redis.closed) throw new LimiterUnavailable('the shared rate limit is closed');
         redis.eval(FORGET, [key], [member]).catch(() => undefined);
         silentSince ??= performance.now();
         if (performance.now() - silentSince >= redisWaitMs) {
