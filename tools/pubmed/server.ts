@@ -10,12 +10,12 @@
  * pipeline/limits-redis.ts) NCBI's limit is one window shared through Redis by every process
  * that names it, instead of one per process.
  */
+import { createHash } from 'node:crypto';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { z } from 'zod';
 import { PACKAGE_VERSION } from '../../pipeline/paths.js';
 import { exitWith, serverFlags } from '../shared/flags.js';
-import { createHash } from 'node:crypto';
 import { LimitsRedis, redisWhere, toolLimitsFromEnv } from '../../pipeline/limits-redis.js';
 import { SharedLimitsConfig } from '../../schemas/index.js';
 import { RedisRateWindow } from '../shared/rate-window.js';
