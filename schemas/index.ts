@@ -658,6 +658,34 @@ export const AgentConfig = z.strictObject({
 });
 export type AgentConfig = z.infer<typeof AgentConfig>;
 
+/**
+ * Limits every worker of a queue run shares through Redis (issue #19; docs/scale-out.md,
+ * "Shared limits"). Used only when a worker opens them (`openSharedLimits`); a run without
+ * Redis never reads this section.
+ */
+export const SharedLimitsConfig = z.strictObject({
+  /**
+   * Model requests in flight across every worker of the run, lowered on 429 and raised again
+   * after a run of successes, like one process's `concurrency`. Default: `concurrency` (the
+   * endpoint sees what one process would send it, however many workers there are).
+   */
+  endpoint_concurrency: z.number().int().positive().optional(),
+  /** A slot held by a worker that died comes back after this long; a live worker renews its slots every third of it. */
+  lease_ms: z.number().int().min(300).default(30_000),
+  /** Longest pause between two tries at a full limit. */
+  poll_ms: z.number().int().positive().default(200),
+  /** Longest wait for Redis to answer one call. */
+  redis_timeout_ms: z.number().int().positive().default(2_000),
+  /**
+   * How long a request waits for a Redis that does not answer before it fails (the model
+   * request as `llm_error`, the tool call as a tool error): a request never goes out unlimited.
+   */
+  redis_wait_ms: z.number().int().positive().default(60_000),
+  /** Every key starts with this; the endpoint's keys add the run's name, the tools' rate windows are shared by all runs on the Redis. */
+  prefix: z.string().min(1).default('trajforge:limits:'),
+});
+export type SharedLimitsConfig = z.infer<typeof SharedLimitsConfig>;
+
 export const RunConfig = z.strictObject({
   endpoint: EndpointConfig,
   dialect: DialectName.default('tulu'),
@@ -673,6 +701,8 @@ export const RunConfig = z.strictObject({
   executor: ExecutorConfig.prefault({}),
   validation: ValidationConfig.prefault({}),
   concurrency: z.number().int().positive().default(32),
+  /** Queue mode only: the limits shared by every worker through Redis. */
+  shared_limits: SharedLimitsConfig.prefault({}),
   output: z
     .strictObject({
       dir: z.string().default('runs/default'),

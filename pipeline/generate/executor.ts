@@ -109,10 +109,14 @@ class ServerConnection {
   /** It was down when it was closed, at the end of the run. */
   #closedDown = false;
 
-  constructor(name: string, cfg: McpServerConfig, execCfg: ExecutorConfig) {
+  /** Added to a stdio server's environment (`ExecutorOptions.serverEnv`); never part of its identity in the cache. */
+  readonly #extraEnv: Readonly<Record<string, string>> | undefined;
+
+  constructor(name: string, cfg: McpServerConfig, execCfg: ExecutorConfig, extraEnv?: Readonly<Record<string, string>>) {
     this.name = name;
     this.#cfg = cfg;
     this.#execCfg = execCfg;
+    this.#extraEnv = extraEnv;
     this.callTimeoutMs = cfg.timeout !== undefined ? Math.round(cfg.timeout * 1000) : execCfg.call_timeout_ms;
   }
 
@@ -235,7 +239,8 @@ class ServerConnection {
     }
     const max = this.#execCfg.max_message_bytes;
     // The SDK merges a safe default environment (PATH, HOME…) with this; nothing else of ours leaks.
-    const t = new StdioClientTransport({ command: cfg.command, args: cfg.args, env: cfg.env, cwd: cfg.cwd, stderr: 'pipe', maxBufferSize: max });
+    const env = this.#extraEnv === undefined ? cfg.env : { ...cfg.env, ...this.#extraEnv };
+    const t = new StdioClientTransport({ command: cfg.command, args: cfg.args, env, cwd: cfg.cwd, stderr: 'pipe', maxBufferSize: max });
     t.stderr?.on('data', (d: Buffer) => {
       this.#stderr = (this.#stderr + d.toString('utf8')).slice(-STDERR_TAIL);
     });
@@ -434,6 +439,11 @@ export interface ExecutorOptions {
   readonly executor: ExecutorConfig;
   /** For the default cache directory; default process.env. */
   readonly env?: NodeJS.ProcessEnv | undefined;
+  /**
+   * Added to the environment of every stdio server (after its own `env`): how a queue worker
+   * shares the tools' rate limits (`SharedLimits.toolEnv`). Default none.
+   */
+  readonly serverEnv?: Readonly<Record<string, string>> | undefined;
   /** Where cache problems are reported, once each kind; default stderr. */
   readonly warn?: ((message: string) => void) | undefined;
   /**
@@ -602,7 +612,7 @@ export class Executor implements Toolbox {
    */
   static async start(opts: ExecutorOptions): Promise<Executor> {
     const enabled = Object.entries(opts.servers).filter(([, cfg]) => cfg.disabled !== true);
-    const servers = new Map(enabled.map(([name, cfg]) => [name, new ServerConnection(name, cfg, opts.executor)]));
+    const servers = new Map(enabled.map(([name, cfg]) => [name, new ServerConnection(name, cfg, opts.executor, opts.serverEnv)]));
     const ex = new Executor(opts, servers);
     try {
       await Promise.all(

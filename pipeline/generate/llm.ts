@@ -91,12 +91,27 @@ export interface LlmStats {
 }
 
 /**
+ * What LlmClient asks before each request and tells after it: the process's AdaptiveGate, or one
+ * shared by every worker of a queue run through Redis (shared-limits.ts).
+ */
+export interface RequestGate {
+  /** Resolves when a request may be sent; may reject with an LlmError (`aborted`, or `exhausted` when a shared limit cannot be asked). */
+  acquire(signal?: AbortSignal): Promise<void>;
+  release(): void;
+  /** A 429; `retryAfterMs` is what the endpoint asked every client to wait, when it said. */
+  rateLimited(retryAfterMs?: number): void;
+  succeeded(): void;
+  /** Requests in flight allowed now (as last seen, for a shared gate). */
+  readonly limit: number;
+}
+
+/**
  * Lowers the number of requests in flight on 429 and raises it again after a run of
  * successes. First come, first served: a freed slot goes to the request that has waited
  * longest, never to one that arrives meanwhile, so with agents a sub-agent's requests and
  * every other family's share the endpoint in the order they asked.
  */
-export class AdaptiveGate {
+export class AdaptiveGate implements RequestGate {
   #limit: number;
   readonly #max: number;
   #inFlight = 0;
@@ -152,6 +167,8 @@ export interface LlmClientOptions {
   readonly apiKey: string;
   /** Requests in flight at most; lowered on 429. Default: unlimited (the run's concurrency bounds it). */
   readonly maxConcurrency?: number | undefined;
+  /** The gate requests pass; default an AdaptiveGate of `maxConcurrency` in this process. */
+  readonly gate?: RequestGate | undefined;
   /** For tests: replaces the clock used for backoff waits. */
   readonly sleep?: ((ms: number, signal?: AbortSignal) => Promise<void>) | undefined;
 }
@@ -245,7 +262,7 @@ const CONTEXT_OVERFLOW = /context length|context window|maximum context|too many
 export class LlmClient {
   readonly #cfg: EndpointConfig;
   readonly #wire: ChatWire;
-  readonly #gate: AdaptiveGate;
+  readonly #gate: RequestGate;
   readonly #sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
   /** Models that answered `stop` with 400 unsupported_parameter: stop is enforced here instead. */
   static readonly #stopRejected = new Set<string>();
@@ -263,7 +280,7 @@ export class LlmClient {
     this.#cfg = cfg;
     this.#apiKey = opts.apiKey;
     this.#wire = chatWire(cfg.base_url, opts.apiKey);
-    this.#gate = new AdaptiveGate(opts.maxConcurrency ?? Number.MAX_SAFE_INTEGER);
+    this.#gate = opts.gate ?? new AdaptiveGate(opts.maxConcurrency ?? Number.MAX_SAFE_INTEGER);
     this.#sleep = opts.sleep ?? abortableSleep;
   }
 
@@ -327,7 +344,7 @@ export class LlmClient {
       if (req.signal?.aborted) throw new LlmError('aborted', 'aborted');
       attempts++;
       this.#stats.requests++;
-      await this.#gate.acquire();
+      await this.#gate.acquire(req.signal);
       let outcome: Classified | { ok: Once };
       try {
         outcome = { ok: await this.#once(req, maxTokens, repetitionRetries) };
@@ -378,7 +395,7 @@ export class LlmClient {
       if (!outcome.retry) throw outcome.error;
       if (outcome.rateLimited) {
         this.#stats.rateLimited++;
-        this.#gate.rateLimited();
+        this.#gate.rateLimited(outcome.waitMs);
       }
       if (++failures > this.#cfg.max_retries) {
         throw new LlmError('exhausted', `model endpoint failed ${failures} times in a row; last: ${this.#lastError}`);

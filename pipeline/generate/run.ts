@@ -22,6 +22,7 @@ import { LlmClient, LlmError } from './llm.js';
 import { PACKAGE_VERSION } from '../paths.js';
 import { Progress, type ProgressSink } from './progress.js';
 import { countSamples, sampleQuestions, type BadRow } from './sampler.js';
+import type { SharedLimits } from './shared-limits.js';
 import { RunStore } from './store.js';
 import type { Scrubber } from '../secrets.js';
 
@@ -33,6 +34,11 @@ export interface GenerateOptions {
   readonly progress?: ProgressSink | undefined;
   /** Resume a run whose fingerprint fields differ from this config's, recording the change. Default false. */
   readonly allowConfigChange?: boolean | undefined;
+  /**
+   * Limits shared with every other worker of a queue run (`openSharedLimits`): the model
+   * requests pass its gate, and the tool servers get its `toolEnv`. Default: limits of this process alone.
+   */
+  readonly sharedLimits?: SharedLimits | undefined;
 }
 
 /** What this session did, for the summary. */
@@ -256,7 +262,7 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
   let store: RunStore;
   let agents: Agents;
   try {
-    executor = await Executor.start({ servers: config.mcpServers, tools: config.tools, executor: config.executor, env, scrubber });
+    executor = await Executor.start({ servers: config.mcpServers, tools: config.tools, executor: config.executor, env, scrubber, serverEnv: plan.sharedLimits?.toolEnv });
   } catch (err) {
     await judge?.close().catch(() => undefined);
     throw err;
@@ -278,7 +284,7 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
   // agents' dialects and prompts are made again with it.
   agents = new Agents({ config, executor, runCreatedAt: store.manifest.created_at });
   // `concurrency` is model requests in flight, whichever session of whichever family sends them.
-  const llm = new LlmClient(config.endpoint, { apiKey, maxConcurrency: config.concurrency });
+  const llm = new LlmClient(config.endpoint, { apiKey, maxConcurrency: config.concurrency, gate: plan.sharedLimits?.requestGate(config.concurrency) });
   const summaryDeps = { llm, dialect: agents.main.dialect, config: agents.main.config, tools: agents.main.tools };
   const abort = new AbortController();
   // Every request in flight listens on this one signal.

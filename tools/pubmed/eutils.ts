@@ -8,7 +8,7 @@ import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { gunzipSync } from 'node:zlib';
 import type { CorpusDoc, SearchPage } from '../corpus/search.js';
-import { RateLimiter, type Slot } from './ratelimit.js';
+import { LimiterUnavailable, RateLimiter, type Limiter, type Slot } from './ratelimit.js';
 import { parsePubmedXml, PubmedXmlError } from './xml.js';
 
 export const DEFAULT_EUTILS_BASE = 'https://eutils.ncbi.nlm.nih.gov/entrez/eutils';
@@ -24,7 +24,7 @@ export interface EutilsOptions {
   readonly tool?: string | undefined;
   readonly email?: string | undefined;
   /** Default: one shared by the process, at NCBI's limit for the key (or its absence). */
-  readonly limiter?: RateLimiter | undefined;
+  readonly limiter?: Limiter | undefined;
   /** Retries of 429, 5xx, network errors and bodies that are not what was asked for. Default 5. */
   readonly maxRetries?: number | undefined;
   /** First backoff; doubled each retry, with jitter, up to 30 s. Default 1000 ms. */
@@ -53,9 +53,14 @@ class Transient extends Error {
 
 const limiters = new Map<number, RateLimiter>();
 
+/** NCBI's limit for a key (or its absence), in requests per second. */
+export function ncbiRate(apiKey: string | undefined): number {
+  return apiKey ? 10 : 3;
+}
+
 /** The process's limiter for a rate: every server instance and call in this process shares it. */
 export function sharedLimiter(apiKey: string | undefined): RateLimiter {
-  const rate = apiKey ? 10 : 3;
+  const rate = ncbiRate(apiKey);
   let l = limiters.get(rate);
   if (!l) limiters.set(rate, (l = new RateLimiter(rate)));
   return l;
@@ -128,7 +133,7 @@ export class EutilsClient {
   readonly #apiKey: string | undefined;
   readonly #tool: string;
   readonly #email: string | undefined;
-  readonly #limiter: RateLimiter;
+  readonly #limiter: Limiter;
   readonly #maxRetries: number;
   readonly #retryBaseMs: number;
   readonly #timeoutMs: number;
@@ -171,6 +176,8 @@ export class EutilsClient {
         return read(body);
       } catch (err) {
         if (err instanceof EutilsError) throw err;
+        // Nothing was sent; asking again at once would only wait as long again.
+        if (err instanceof LimiterUnavailable) throw new EutilsError(`${err.message}; no request was sent`);
         const e = err as NodeJS.ErrnoException;
         last = err instanceof Transient ? err.message : e.name === 'AbortError' || e.name === 'TimeoutError' ? `timed out after ${this.#timeoutMs} ms` : (e.code ?? e.message);
         wait = err instanceof Transient ? err.retryAfterMs : undefined;

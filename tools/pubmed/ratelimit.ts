@@ -14,6 +14,20 @@ export interface Slot {
   sent(): void;
 }
 
+/** What a client asks for permission to send: this process's RateLimiter, or a window shared through Redis (tools/shared/rate-window.ts). */
+export interface Limiter {
+  /** Resolves when the caller may send one request; rejects with LimiterUnavailable when the limit cannot be asked. */
+  acquire(): Promise<Slot>;
+}
+
+/** The limit could not be asked (a shared one whose Redis does not answer): the request is not sent. */
+export class LimiterUnavailable extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'LimiterUnavailable';
+  }
+}
+
 /** Where the limiter reads the time and waits: the real clock, or a test's. */
 export interface Clock {
   /** Milliseconds, monotonic. */
@@ -42,7 +56,7 @@ interface Start {
  * counts timers in whole milliseconds of the event loop's time), so the limiter reads the clock
  * again after each wait instead of trusting that the wait was long enough.
  */
-export class RateLimiter {
+export class RateLimiter implements Limiter {
   readonly rate: number;
   readonly windowMs: number;
   readonly #starts: Start[] = [];

@@ -6,14 +6,21 @@
  *
  * Environment: NCBI_API_KEY (10 requests/s instead of 3), NCBI_TOOL and NCBI_EMAIL (what the
  * flags set), NCBI_EUTILS_BASE (default https://eutils.ncbi.nlm.nih.gov/entrez/eutils; tests
- * point it at a loopback replay).
+ * point it at a loopback replay). With TRAJFORGE_LIMITS_REDIS (set by a queue worker, see
+ * pipeline/limits-redis.ts) NCBI's limit is one window shared through Redis by every process
+ * that names it, instead of one per process.
  */
+import { createHash } from 'node:crypto';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { z } from 'zod';
 import { PACKAGE_VERSION } from '../../pipeline/paths.js';
 import { exitWith, serverFlags } from '../shared/flags.js';
-import { DEFAULT_EUTILS_BASE, EutilsClient, EutilsError } from './eutils.js';
+import { LimitsRedis, redisWhere, toolLimitsFromEnv } from '../../pipeline/limits-redis.js';
+import { SharedLimitsConfig } from '../../schemas/index.js';
+import { RedisRateWindow } from '../shared/rate-window.js';
+import { DEFAULT_EUTILS_BASE, EutilsClient, EutilsError, ncbiRate } from './eutils.js';
+import { RATE_MARGIN_MS } from './ratelimit.js';
 
 const FLAGS = {
   tool: { kind: 'string' },
@@ -24,6 +31,34 @@ const FLAGS = {
 } as const;
 
 const fatal = (message: string): never => exitWith('pubmed', message);
+
+/**
+ * NCBI's window shared through Redis, when the environment names one. NCBI counts per API key
+ * (or per address without one), not per run, so the window's key names the key's hash, not the run.
+ */
+function sharedWindow(env: NodeJS.ProcessEnv): RedisRateWindow | undefined {
+  const d = SharedLimitsConfig.parse({});
+  let limits;
+  try {
+    limits = toolLimitsFromEnv(env, { prefix: d.prefix, pollMs: d.poll_ms, redisTimeoutMs: d.redis_timeout_ms, redisWaitMs: d.redis_wait_ms });
+  } catch (err) {
+    return fatal((err as Error).message);
+  }
+  if (limits === undefined) return undefined;
+  const warn = (m: string): void => void process.stderr.write(`pubmed server: warning: ${m}\n`);
+  const apiKey = env.NCBI_API_KEY || undefined;
+  const who = apiKey === undefined ? 'no-key' : `key-${createHash('sha256').update(apiKey).digest('hex').slice(0, 16)}`;
+  process.stderr.write(`pubmed server: NCBI's limit shared through Redis at ${redisWhere(limits.url)}\n`);
+  return new RedisRateWindow({
+    redis: new LimitsRedis({ url: limits.url, callTimeoutMs: limits.redisTimeoutMs, warn }),
+    key: `${limits.prefix}rate:ncbi-eutils:${who}`,
+    rate: ncbiRate(apiKey),
+    windowMs: 1000 + RATE_MARGIN_MS,
+    pollMs: limits.pollMs,
+    redisWaitMs: limits.redisWaitMs,
+    warn,
+  });
+}
 
 async function main(): Promise<void> {
   const f = serverFlags('pubmed', process.argv.slice(2), FLAGS);
@@ -36,8 +71,13 @@ async function main(): Promise<void> {
   } catch {
     fatal(`NCBI_EUTILS_BASE is not an http(s) URL: ${JSON.stringify(base)}`);
   }
+  const window = sharedWindow(env);
+  // The client closed our stdin: the session is over. The Redis connection would keep the
+  // process alive until the client's SIGTERM; closing it lets the process end at once.
+  if (window !== undefined) process.stdin.once('end', () => void window.close());
   const client = new EutilsClient({
     base,
+    limiter: window,
     apiKey: env.NCBI_API_KEY,
     tool: flags.tool ?? (env.NCBI_TOOL || 'trajforge'),
     email: flags.email ?? env.NCBI_EMAIL,

@@ -1,0 +1,326 @@
+/**
+ * Limits shared by every worker of a queue run through Redis (issue #19): the endpoint's
+ * requests in flight, its 429 back-off, and (through `toolEnv`) the tool servers' request rates.
+ * A worker opens them and passes them to the run (`GenerateOptions.sharedLimits`); a run without
+ * them limits itself in its own process, as it always has.
+ *
+ * The endpoint's limit is a semaphore of leased slots: a sorted set of slot tokens scored by
+ * when their lease ends, in Redis's own time (`TIME` inside the scripts, never a worker's clock,
+ * which may be off). A live worker renews its slots every third of `lease_ms`; a worker that was
+ * killed stops renewing, and its slots come back when their leases end. A 429 halves the shared
+ * limit (a run of successes raises it again, as AdaptiveGate does in one process), and its
+ * Retry-After becomes a key with that expiry that every worker waits out before its next request.
+ */
+import { randomUUID } from 'node:crypto';
+import type { z } from 'zod';
+import { SharedLimitsConfig } from '../../schemas/index.js';
+import { TrajforgeError } from '../errors.js';
+import { LimitsRedis, LimitsRedisError, redisWhere, toolLimitsEnv } from '../limits-redis.js';
+import { AdaptiveGate, LlmError, type RequestGate } from './llm.js';
+
+export interface OpenSharedLimitsOptions {
+  /** `redis://HOST:PORT/DB` (or `rediss://`). */
+  readonly url: string;
+  /** The run's name: the endpoint's keys are the run's own. */
+  readonly run: string;
+  /** The run config's `shared_limits` section (defaults from the schema). */
+  readonly limits?: z.input<typeof SharedLimitsConfig> | undefined;
+  /** Where Redis trouble is reported (once per outage); default stderr. */
+  readonly warn?: ((message: string) => void) | undefined;
+}
+
+export interface SharedLimits {
+  /**
+   * The gate for the run's LlmClient: at most `localMax` of this process's requests in flight
+   * (the run's `concurrency`), and at most `shared_limits.endpoint_concurrency` (default
+   * `localMax`) across every worker of the run.
+   */
+  requestGate(localMax: number): RequestGate;
+  /** Added to the environment of every tool server the run starts, so their rate limits are shared too. */
+  readonly toolEnv: Readonly<Record<string, string>>;
+  /** Hands back the slots this process holds and closes the connection. */
+  close(): Promise<void>;
+}
+
+/** A lowered limit goes up by one after this many successes in a row, across workers (AdaptiveGate.RAISE_AFTER). */
+const RAISE_AFTER = AdaptiveGate.RAISE_AFTER;
+/** The limit's state (how far it was lowered) outlives a pause of the run by this much, then starts from the top again. */
+const STATE_TTL_MS = 24 * 3600_000;
+
+const NOW = `local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`;
+
+// KEYS: slots, state, backoff. ARGV: max, lease ms, token.
+// {1, 0, limit}: the slot is taken. {0, ms, limit}: wait ms (a back-off) or, with ms -1, the limit is full.
+const ACQUIRE = `${NOW}
+local max = tonumber(ARGV[1])
+local limit = math.min(max, tonumber(redis.call('HGET', KEYS[2], 'limit') or max))
+local hold = redis.call('PTTL', KEYS[3])
+if hold > 0 then return {0, hold, limit} end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) < limit then
+  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]) + 1000)
+  return {1, 0, limit}
+end
+return {0, -1, limit}
+`;
+
+// KEYS: slots. ARGV: lease ms, tokens… XX: a slot whose lease already ended (and may be someone else's now) is not taken back.
+const RENEW = `${NOW}
+for i = 2, #ARGV do redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[1]), ARGV[i]) end
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]) + 1000)
+return 1
+`;
+
+const RELEASE = `return redis.call('ZREM', KEYS[1], unpack(ARGV))`;
+
+// KEYS: state, backoff. ARGV: max, retry-after ms (0: none). Answers the new limit.
+const RATE_LIMITED = `
+local limit = math.min(tonumber(ARGV[1]), tonumber(redis.call('HGET', KEYS[1], 'limit') or ARGV[1]))
+limit = math.max(1, math.floor(limit / 2))
+redis.call('HSET', KEYS[1], 'limit', limit, 'streak', 0)
+redis.call('PEXPIRE', KEYS[1], ${STATE_TTL_MS})
+local ms = tonumber(ARGV[2])
+if ms > 0 and redis.call('PTTL', KEYS[2]) < ms then redis.call('SET', KEYS[2], '1', 'PX', ms) end
+return limit
+`;
+
+// KEYS: state. ARGV: max, raise after. Answers the limit.
+const SUCCEEDED = `
+local max = tonumber(ARGV[1])
+local limit = math.min(max, tonumber(redis.call('HGET', KEYS[1], 'limit') or max))
+if limit >= max then return limit end
+if redis.call('HINCRBY', KEYS[1], 'streak', 1) >= tonumber(ARGV[2]) then
+  limit = limit + 1
+  redis.call('HSET', KEYS[1], 'limit', limit, 'streak', 0)
+end
+redis.call('PEXPIRE', KEYS[1], ${STATE_TTL_MS})
+return limit
+`;
+
+function abortable(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(new LlmError('aborted', 'aborted'));
+    const onAbort = (): void => {
+      clearTimeout(t);
+      reject(new LlmError('aborted', 'aborted'));
+    };
+    const t = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+class RedisSharedLimits implements SharedLimits {
+  readonly toolEnv: Readonly<Record<string, string>>;
+  readonly #redis: LimitsRedis;
+  readonly #cfg: SharedLimitsConfig;
+  readonly #keys: { slots: string; state: string; backoff: string };
+  readonly #warn: (message: string) => void;
+  /** Slot tokens this process holds, renewed together. */
+  readonly #held = new Set<string>();
+  readonly #renewer: NodeJS.Timeout;
+  readonly #process = randomUUID();
+  #tokens = 0;
+  /** This process's requests ask Redis one at a time, in order: one poller per process at a full limit. */
+  #tail: Promise<unknown> = Promise.resolve();
+  #closed = false;
+
+  constructor(redis: LimitsRedis, url: string, run: string, cfg: SharedLimitsConfig, warn: (message: string) => void) {
+    this.#redis = redis;
+    this.#cfg = cfg;
+    this.#warn = warn;
+    const base = `${cfg.prefix}endpoint:${run}:`;
+    this.#keys = { slots: `${base}slots`, state: `${base}state`, backoff: `${base}backoff` };
+    this.toolEnv = toolLimitsEnv({ url, prefix: cfg.prefix, pollMs: cfg.poll_ms, redisTimeoutMs: cfg.redis_timeout_ms, redisWaitMs: cfg.redis_wait_ms });
+    this.#renewer = setInterval(() => void this.#renew(), Math.max(100, Math.floor(cfg.lease_ms / 3)));
+    this.#renewer.unref();
+  }
+
+  requestGate(localMax: number): RequestGate {
+    return new SharedGate(this, localMax, this.#cfg.endpoint_concurrency ?? localMax);
+  }
+
+  /** A slot token, once the shared limit and any back-off allow one. */
+  take(max: number, signal: AbortSignal | undefined, seen: (limit: number) => void): Promise<string> {
+    const turn = this.#tail.then(() => this.#take(max, signal, seen));
+    this.#tail = turn.catch(() => undefined);
+    return turn;
+  }
+
+  async #take(max: number, signal: AbortSignal | undefined, seen: (limit: number) => void): Promise<string> {
+    const { lease_ms: lease, poll_ms: poll, redis_wait_ms: waitLimit } = this.#cfg;
+    const token = `${this.#process}:${++this.#tokens}`;
+    const k = this.#keys;
+    // How long Redis has been silent, on this process's monotonic clock: a duration, not a time in any limit.
+    let silentSince: number | undefined;
+    for (;;) {
+      if (signal?.aborted) throw new LlmError('aborted', 'aborted');
+      if (this.#closed) throw new LlmError('aborted', 'shared limits are closed');
+      let reply: unknown;
+      try {
+        reply = await this.#redis.eval(ACQUIRE, [k.slots, k.state, k.backoff], [max, lease, token]);
+        silentSince = undefined;
+      } catch (err) {
+        if (!(err instanceof LimitsRedisError)) throw err;
+        // The try may have taken the slot after all: hand it back before the next (one connection keeps the order).
+        this.#redis.eval(RELEASE, [k.slots], [token]).catch(() => undefined);
+        silentSince ??= performance.now();
+        if (performance.now() - silentSince >= waitLimit) {
+          throw new LlmError('exhausted', `shared limits: Redis at ${this.#redis.where} could not be asked for ${waitLimit} ms (shared_limits.redis_wait_ms); the request was not sent: ${err.message}`);
+        }
+        await abortable(poll, signal);
+        continue;
+      }
+      const [ok, wait, limit] = Array.isArray(reply) ? reply.map(Number) : [];
+      if (Number.isFinite(limit)) seen(limit!);
+      if (ok === 1) {
+        if (signal?.aborted || this.#closed) {
+          this.#give(token);
+          throw new LlmError('aborted', 'aborted');
+        }
+        this.#held.add(token);
+        return token;
+      }
+      // A back-off is waited out whole; a full limit is asked again soon.
+      await abortable(wait !== undefined && wait > 0 ? wait : poll, signal);
+    }
+  }
+
+  /** Hands a slot back. If Redis does not hear it, the slot comes back when its lease ends. */
+  give(token: string): void {
+    this.#held.delete(token);
+    this.#give(token);
+  }
+
+  #give(token: string): void {
+    this.#redis.eval(RELEASE, [this.#keys.slots], [token]).catch(() => undefined);
+  }
+
+  async #renew(): Promise<void> {
+    if (this.#held.size === 0 || this.#closed) return;
+    try {
+      await this.#redis.eval(RENEW, [this.#keys.slots], [this.#cfg.lease_ms, ...this.#held]);
+    } catch {
+      // LimitsRedis has warned; the next renewal tries again, before the leases end if Redis is back by then.
+    }
+  }
+
+  /** Tells the shared limit of a 429 and its Retry-After. Answers the new limit, or undefined when Redis did not hear it. */
+  async rateLimited(max: number, retryAfterMs: number | undefined): Promise<number | undefined> {
+    try {
+      const ms = retryAfterMs === undefined || !Number.isFinite(retryAfterMs) ? 0 : Math.max(0, Math.ceil(retryAfterMs));
+      return Number(await this.#redis.eval(RATE_LIMITED, [this.#keys.state, this.#keys.backoff], [max, ms]));
+    } catch (err) {
+      this.#warn(`shared limits: a 429 could not be shared with the other workers: ${(err as Error).message}`);
+      return undefined;
+    }
+  }
+
+  async succeeded(max: number): Promise<number | undefined> {
+    try {
+      return Number(await this.#redis.eval(SUCCEEDED, [this.#keys.state], [max, RAISE_AFTER]));
+    } catch {
+      return undefined;
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    clearInterval(this.#renewer);
+    if (this.#held.size > 0) await this.#redis.eval(RELEASE, [this.#keys.slots], [...this.#held]).catch(() => undefined);
+    this.#held.clear();
+    await this.#redis.close();
+  }
+}
+
+/**
+ * This process's requests in flight are counted here first (at most `localMax`, first come,
+ * first served), then each takes a slot of the shared limit. The shared limit is the one that
+ * is lowered on 429; the local one stays the run's `concurrency`.
+ */
+class SharedGate implements RequestGate {
+  readonly #shared: RedisSharedLimits;
+  readonly #local: AdaptiveGate;
+  readonly #max: number;
+  readonly #tokens: string[] = [];
+  #limit: number;
+
+  constructor(shared: RedisSharedLimits, localMax: number, max: number) {
+    this.#shared = shared;
+    this.#local = new AdaptiveGate(localMax);
+    this.#max = max;
+    this.#limit = max;
+  }
+
+  get limit(): number {
+    return this.#limit;
+  }
+
+  async acquire(signal?: AbortSignal): Promise<void> {
+    await this.#local.acquire();
+    try {
+      this.#tokens.push(await this.#shared.take(this.#max, signal, (l) => (this.#limit = l)));
+    } catch (err) {
+      this.#local.release();
+      throw err;
+    }
+  }
+
+  release(): void {
+    const token = this.#tokens.pop();
+    if (token !== undefined) this.#shared.give(token);
+    this.#local.release();
+  }
+
+  rateLimited(retryAfterMs?: number): void {
+    this.#limit = Math.max(1, Math.floor(this.#limit / 2));
+    void this.#shared.rateLimited(this.#max, retryAfterMs).then((l) => {
+      if (l !== undefined && Number.isFinite(l)) this.#limit = l;
+    });
+  }
+
+  succeeded(): void {
+    // At the top, a success changes nothing: no call to Redis per request in the common case.
+    if (this.#limit >= this.#max) return;
+    void this.#shared.succeeded(this.#max).then((l) => {
+      if (l !== undefined && Number.isFinite(l)) this.#limit = l;
+    });
+  }
+}
+
+/**
+ * Connects to Redis and checks it answers. A URL that is not redis:// or rediss://, or a Redis
+ * that does not answer within `shared_limits.redis_wait_ms`, is a TrajforgeError.
+ */
+export async function openSharedLimits(opts: OpenSharedLimitsOptions): Promise<SharedLimits> {
+  const parsed = SharedLimitsConfig.safeParse(opts.limits ?? {});
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const field = ['shared_limits', ...issue.path.map(String)].join('.');
+    throw new TrajforgeError('BAD_CONFIG', `${field}: ${issue.message}`, { field });
+  }
+  const cfg = parsed.data;
+  if (!/^rediss?:\/\/[^/]/.test(opts.url)) throw new TrajforgeError('BAD_USAGE', `the queue URL must be redis://HOST:PORT/DB or rediss://…, got ${JSON.stringify(redisWhere(opts.url))}`);
+  if (opts.run.trim() === '') throw new TrajforgeError('BAD_USAGE', 'shared limits need the run name (--run)');
+  const warn = opts.warn ?? ((m: string) => void process.stderr.write(`warning: ${m}\n`));
+  const redis = new LimitsRedis({ url: opts.url, callTimeoutMs: cfg.redis_timeout_ms, warn });
+  const started = performance.now();
+  for (;;) {
+    try {
+      await redis.eval('return 1', [], []);
+      break;
+    } catch (err) {
+      if (performance.now() - started >= cfg.redis_wait_ms) {
+        await redis.close();
+        throw new TrajforgeError('BAD_USAGE', `shared limits: Redis at ${redis.where} did not answer within ${cfg.redis_wait_ms} ms (shared_limits.redis_wait_ms): ${(err as Error).message}`);
+      }
+      await new Promise((r) => setTimeout(r, cfg.poll_ms));
+    }
+  }
+  return new RedisSharedLimits(redis, opts.url, opts.run, cfg, warn);
+}
