@@ -1,0 +1,199 @@
+/**
+ * The dataset side knows families (#15): stats by agent and by family, filter on agent and on
+ * the family fields with whole families kept or dropped, and MiroVerse rows tagged as main or
+ * sub-agent traces by the readers. Over real runs with agents (tests/families-runs.ts) and the
+ * MiroVerse fixture row.
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { Trajectory as Traj } from '../schemas/index.js';
+import { readDataset } from '../pipeline/dataset/readers.js';
+import { loadPrompt } from '../pipeline/prompts.js';
+import { depth2Run, miroverseRun, type Run } from './families-runs.js';
+import { FIXTURES, readJsonl, runCli, tempDir } from './helpers.js';
+
+const MIROVERSE = join(FIXTURES, 'miroverse-chat-row.jsonl');
+
+let mv: Run;
+let d2: Run;
+beforeAll(async () => {
+  [mv, d2] = await Promise.all([miroverseRun(), depth2Run()]);
+}, 180_000);
+
+const roots = (r: Run): Traj[] => r.all.filter((t) => t.parent_id === undefined);
+const children = (r: Run): Traj[] => r.all.filter((t) => t.parent_id !== undefined);
+
+async function readIds(file: string): Promise<Traj[]> {
+  const out: Traj[] = [];
+  for await (const row of readDataset(file).rows) out.push(row.trajectory);
+  return out;
+}
+
+describe('readers: MiroVerse rows are main-agent or sub-agent traces', () => {
+  it('the fixture row is a main-agent trace, by its objective', async () => {
+    const [t] = await readIds(MIROVERSE);
+    expect(t).toMatchObject({ agent: 'main', meta: { agent_from: 'system_prompt' } });
+    expect(t!.parent_id).toBeUndefined();
+  });
+
+  it("the fixture row with MiroThinker's browsing objective in place of the main one is a browsing trace", async () => {
+    const row = JSON.parse(readFileSync(MIROVERSE, 'utf8').split('\n')[0]!);
+    const sys: string = row.messages[0].content;
+    const at = sys.indexOf('# Agent Specific Objective');
+    expect(at).toBeGreaterThan(0);
+    row.messages[0].content = sys.slice(0, at) + loadPrompt('browsing-agent-objective');
+    const file = join(tempDir(), 'browsing.jsonl');
+    writeFileSync(file, `${JSON.stringify(row)}\n`);
+    const [t] = await readIds(file);
+    expect(t).toMatchObject({ agent: 'browsing', meta: { agent_from: 'system_prompt' } });
+  });
+
+  it("a run's sessions written as MiroVerse chat rows come back tagged with the agent that wrote them; stats and filter count them by agent", async () => {
+    const sessions = mv.ok;
+    const file = join(tempDir(), 'chat.jsonl');
+    writeFileSync(file, sessions.map((t) => JSON.stringify({ id: t.id.replace(/[/#]/g, '-'), messages: t.messages })).join('\n') + '\n');
+    const read = await readIds(file);
+    expect(read.map((t) => t.agent)).toEqual(sessions.map((t) => t.agent));
+    for (const t of read) expect(t.parent_id).toBeUndefined();
+
+    const s = await runCli(['stats', file, '--json']);
+    expect(s.code, s.stderr).toBe(0);
+    const stats = JSON.parse(s.stdout);
+    const n = (agent: string): number => sessions.filter((t) => t.agent === agent).length;
+    expect(stats.by_agent.agents.main.counted).toBe(n('main'));
+    expect(stats.by_agent.agents.browsing.counted).toBe(n('browsing'));
+    expect(stats.families).toBeNull();
+
+    const f = await runCli(['filter', file, '--keep', 'agent == browsing', '--out', '-']);
+    expect(f.code, f.stderr).toBe(0);
+    expect(f.stdout.trim().split('\n')).toHaveLength(n('browsing'));
+  });
+
+  it('a chat row with none of the signs is left without an agent', async () => {
+    const row = JSON.parse(readFileSync(MIROVERSE, 'utf8').split('\n')[0]!);
+    row.messages[0].content = 'You answer questions. Tools: <use_mcp_tool> blocks.';
+    row.messages[2].content = row.messages[2].content.replace('browsing-agent', 'search-server');
+    row.messages.splice(5, 2);
+    const file = join(tempDir(), 'plain.jsonl');
+    writeFileSync(file, `${JSON.stringify(row)}\n`);
+    const [t] = await readIds(file);
+    expect(t!.agent).toBeUndefined();
+    expect(t!.meta).not.toHaveProperty('agent_from');
+  });
+});
+
+describe('stats by agent and by family', () => {
+  it('counts every figure per agent, and the families', async () => {
+    const r = await runCli(['stats', mv.dir, '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    const s = JSON.parse(r.stdout);
+    for (const agent of ['main', 'browsing']) {
+      const mine = mv.all.filter((t) => t.agent === agent);
+      const a = s.by_agent.agents[agent];
+      expect(a.counted).toBe(mine.length);
+      expect(a.status.ok ?? 0).toBe(mine.filter((t) => t.status === 'ok').length);
+      const reasons: Record<string, number> = {};
+      for (const t of mine) if (t.reason) reasons[t.reason] = (reasons[t.reason] ?? 0) + 1;
+      expect(a.reasons).toEqual(reasons);
+      expect(a.per_trajectory.tool_calls.mean).toBeCloseTo(mine.reduce((x, t) => x + t.tool_calls.length, 0) / mine.length, 9);
+      expect(a.per_trajectory.tokens.mean).toBeCloseTo(mine.reduce((x, t) => x + t.usage.total_tokens, 0) / mine.length, 6);
+    }
+    expect(s.by_agent.without_agent).toBe(0);
+    // The browsing agent's failures are its family's: parent_failed only.
+    expect(Object.keys(s.by_agent.agents.browsing.reasons)).toEqual(mv.failed.some((t) => t.agent === 'browsing') ? ['parent_failed'] : []);
+    const f = s.families;
+    expect(f.families).toBe(roots(mv).length);
+    expect(f.without_root).toBe(0);
+    expect(f.sessions_per_family.mean).toBeCloseTo(mv.all.length / roots(mv).length, 9);
+    const calls = roots(mv).map((t) => t.tool_calls.filter((c) => c.child_id !== undefined).length);
+    expect(f.sub_agent_calls_per_main).toMatchObject({ count: roots(mv).length, max: Math.max(...calls), min: Math.min(...calls) });
+    expect(f.sub_agent_calls).toBe(children(mv).length);
+    expect(f.by_depth).toEqual({ 0: roots(mv).length, 1: children(mv).length });
+
+    const text = await runCli(['stats', mv.dir]);
+    expect(text.stdout).toMatch(new RegExp(`^browsing +${children(mv).length} +`, 'm'));
+    expect(text.stdout).toMatch(new RegExp(`^families +${roots(mv).length}$`, 'm'));
+  });
+
+  it('counts calls whose sub-agent failed as tool errors for their caller, at every depth', async () => {
+    const s = JSON.parse((await runCli(['stats', d2.dir, '--json'])).stdout);
+    const failedLeaves = d2.all.filter((t) => t.agent === 'lookup' && t.status === 'failed' && t.reason !== 'parent_failed');
+    expect(failedLeaves.length).toBeGreaterThan(0);
+    expect(s.families.sub_agent_calls_failed).toBe(failedLeaves.length);
+    expect(s.families.by_depth).toEqual({ 0: 3, 1: 3, 2: 3 });
+    expect(Object.keys(s.by_agent.agents).sort()).toEqual(['lookup', 'main', 'researcher']);
+    const text = (await runCli(['stats', d2.dir])).stdout;
+    expect(text).toContain(`sub-agent calls    6, ${failedLeaves.length} of them failed`);
+  });
+
+  it('a run without agents has no agent or family figures', async () => {
+    const r = await runCli(['stats', join(FIXTURES, 'drtulu-generator-rows.jsonl'), '--json']);
+    const s = JSON.parse(r.stdout);
+    expect(s.by_agent).toBeNull();
+    expect(s.families).toBeNull();
+    expect((await runCli(['stats', join(FIXTURES, 'drtulu-generator-rows.jsonl')])).stdout).not.toMatch(/^(agent|families) /m);
+  });
+});
+
+describe('filter on agents and families', () => {
+  async function filter(input: string, ...args: string[]): Promise<{ kept: Traj[]; stderr: string }> {
+    const out = join(tempDir(), 'out.jsonl');
+    const r = await runCli(['filter', input, ...args, '--out', out]);
+    expect(r.code, r.stderr).toBe(0);
+    return { kept: readJsonl(out) as Traj[], stderr: r.stderr };
+  }
+  const keyOf = (t: Traj): string => `${t.id}\u0000${t.attempt}`;
+  function expectNoOrphans(kept: readonly Traj[]): void {
+    const have = new Set(kept.map(keyOf));
+    for (const t of kept) if (t.parent_id !== undefined) expect(have.has(`${t.parent_id}\u0000${t.attempt}`), `${t.id} without its parent`).toBe(true);
+  }
+
+  it('selects on agent, depth, parent_id, family_id and sub_agent_calls, each row on its own with --families none', async () => {
+    const browsing = await filter(mv.dir, '--keep', 'agent == browsing and depth == 1', '--families', 'none');
+    expect(browsing.kept.map((t) => t.id).sort()).toEqual(children(mv).map((t) => t.id).sort());
+    const root = roots(mv).find((t) => t.tool_calls.length === 2)!;
+    const fam = await filter(mv.dir, '--keep', `family_id == '${root.id}'`);
+    expect(fam.kept.map((t) => t.id).sort()).toEqual(mv.all.filter((t) => t.family_id === root.id).map((t) => t.id).sort());
+    const sons = await filter(mv.dir, '--keep', `parent_id == '${root.id}'`, '--families', 'none');
+    expect(sons.kept.map((t) => t.id).sort()).toEqual([`${root.id}/browsing#0`, `${root.id}/browsing#1`]);
+    const two = await filter(mv.dir, '--keep', 'sub_agent_calls >= 2', '--families', 'none');
+    expect(two.kept.map((t) => t.id).sort()).toEqual(roots(mv).filter((t) => t.tool_calls.length >= 2).map((t) => t.id).sort());
+    const bad = await runCli(['filter', mv.dir, '--keep', 'depth == deep', '--out', '-']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/--keep 'depth == deep'/);
+  });
+
+  it('by default a session is kept only with its parent: a dropped root drops its family, at any depth', async () => {
+    const only = await filter(mv.dir, '--keep', 'agent == browsing');
+    expect(only.kept).toEqual([]);
+    expect(only.stderr).toContain(`${children(mv).length} matched but dropped with their parent`);
+
+    const victim = roots(mv).find((t) => t.status === 'ok')!;
+    const dropped = await filter(mv.dir, '--drop', `id == '${victim.id}'`);
+    expect(dropped.kept.map((t) => t.id).sort()).toEqual(mv.all.filter((t) => t.family_id !== victim.id).map((t) => t.id).sort());
+    expectNoOrphans(dropped.kept);
+
+    // Depth 2: dropping the middle drops the leaves below it and keeps the main sessions.
+    const mid = await filter(d2.dir, '--drop', 'agent == researcher');
+    expect(mid.kept.map((t) => t.agent)).toEqual(['main', 'main', 'main']);
+    expect(mid.stderr).toContain('3 matched but dropped with their parent');
+  });
+
+  it('--families root keeps or drops whole families by their root alone', async () => {
+    const { kept } = await filter(mv.dir, '--keep', 'agent == main and tool_calls >= 2', '--families', 'root');
+    const chosen = new Set(roots(mv).filter((t) => t.tool_calls.length >= 2).map((t) => t.id));
+    expect(chosen.size).toBeGreaterThan(0);
+    expect(chosen.size).toBeLessThan(roots(mv).length);
+    expect(kept.map((t) => t.id).sort()).toEqual(mv.all.filter((t) => chosen.has(t.family_id!)).map((t) => t.id).sort());
+    expectNoOrphans(kept);
+  });
+
+  it('sub-agent sessions whose parent is not in the input are dropped, and said so', async () => {
+    const subs = join(tempDir(), 'subs.jsonl');
+    await runCli(['filter', mv.dir, '--keep', 'agent == browsing', '--families', 'none', '--out', subs]);
+    const again = await filter(subs, '--keep', 'status == ok');
+    expect(again.kept).toEqual([]);
+    expect(again.stderr).toContain(`${children(mv).length} sub-agent sessions without their parent in the input dropped`);
+  });
+});
