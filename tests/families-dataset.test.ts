@@ -197,3 +197,67 @@ describe('filter on agents and families', () => {
     expect(again.stderr).toContain(`${children(mv).length} sub-agent sessions without their parent in the input dropped`);
   });
 });
+
+describe('validate checks families offline', () => {
+  type Line = { id: string; file: string; line: number; passed: boolean; issues: { rule: string; message: string }[] };
+  async function validate(file: string, ...args: string[]): Promise<{ code: number; lines: Line[]; text: string }> {
+    const r = await runCli(['validate', file, '--json', ...args]);
+    const text = await runCli(['validate', file, ...args]);
+    return { code: r.code, lines: r.stdout.trim().split('\n').filter(Boolean).map((l) => JSON.parse(l) as Line), text: text.stdout };
+  }
+  function write(rows: readonly Traj[]): string {
+    const file = join(tempDir(), 'rows.jsonl');
+    writeFileSync(file, rows.map((t) => JSON.stringify(t)).join('\n') + '\n');
+    return file;
+  }
+
+  it('passes the accepted sessions of real runs, a failed sub-agent (in failures.jsonl) shown as its caller’s tool error included', async () => {
+    // The scripted model of the depth-2 run answers no gold.
+    const rules = join(tempDir(), 'rules.json');
+    writeFileSync(rules, JSON.stringify({ gold: { mode: 'off' } }));
+    for (const r of [mv, d2]) {
+      const v = await validate(join(r.dir, 'trajectories.jsonl'), '--rules', rules);
+      expect(v.code, v.text).toBe(0);
+      expect(v.lines.map((l) => l.id).sort()).toEqual(r.ok.map((t) => t.id).sort());
+    }
+    expect(d2.failed.some((t) => t.agent === 'lookup' && t.reason !== 'parent_failed')).toBe(true);
+  });
+
+  it('a child whose parent is not there, a call whose session is not there, a report that differs, a session twice: each an error naming the row', async () => {
+    const rows = mv.ok.map((t) => structuredClone(t));
+    const fams = [...new Set(rows.filter((t) => t.parent_id === undefined && t.tool_calls.length >= 2).map((t) => t.id))];
+    expect(fams.length).toBeGreaterThanOrEqual(3);
+    const [a, b, c] = fams as [string, string, string];
+    // a: its root is gone; b: its first child is gone; c: its first child's report was edited.
+    const cut = rows.filter((t) => t.id !== a && t.id !== `${b}/browsing#0`);
+    cut.find((t) => t.id === `${c}/browsing#0`)!.final_answer += ' (edited)';
+    const dup = cut.find((t) => t.family_id === fams[3] && t.parent_id !== undefined) ?? cut.find((t) => t.parent_id !== undefined && ![a, b, c].includes(t.family_id!))!;
+    cut.push(structuredClone(dup));
+    const file = write(cut);
+    const v = await validate(file);
+    expect(v.code).toBe(1);
+    const byId = (id: string): Line[] => v.lines.filter((l) => l.id === id);
+    const rules = (l: Line): string[] => l.issues.map((i) => i.rule);
+    for (const orphan of cut.filter((t) => t.parent_id === a)) {
+      const [l] = byId(orphan.id);
+      expect(rules(l!)).toContain('family.link');
+      expect(l!.issues.find((i) => i.rule === 'family.link')!.message).toContain(`no call of ${a} started this session`);
+      expect(l!.line).toBe(cut.indexOf(orphan) + 1);
+    }
+    const [bRoot] = byId(b);
+    expect(bRoot!.issues.find((i) => i.rule === 'family.link')!.message).toMatch(new RegExp(`^call 0 \\(search_and_browse\\) started session ${b.replace(/[/#]/g, '\\$&')}/browsing#0, which is not in the family`));
+    const [cRoot] = byId(c);
+    expect(rules(cRoot!)).toEqual(['family.report_mismatch']);
+    expect(cRoot!.issues[0]!.message).toContain(`${c}/browsing#0's report`);
+    const twice = byId(dup.id);
+    expect(twice).toHaveLength(2);
+    expect(twice.map((l) => l.passed)).toEqual([true, false]);
+    expect(twice[1]!.line).toBe(cut.length);
+    expect(rules(twice[1]!)).toEqual(['family.duplicate']);
+    // Every row is reported once, and the families untouched pass.
+    expect(v.lines).toHaveLength(cut.length);
+    const clean = cut.filter((t) => ![a, b, c].includes(t.family_id!) && t.family_id !== dup.family_id);
+    for (const t of clean) expect(byId(t.id)[0]!.passed, t.id).toBe(true);
+    expect(v.text).toContain(`FAIL ${c}  (${file}:${cut.findIndex((t) => t.id === c) + 1})`);
+  });
+});
