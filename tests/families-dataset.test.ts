@@ -4,14 +4,14 @@
  * sub-agent traces by the readers. Over real runs with agents (tests/families-runs.ts) and the
  * MiroVerse fixture row.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Trajectory as Traj } from '../schemas/index.js';
 import { readDataset } from '../pipeline/dataset/readers.js';
 import { loadPrompt } from '../pipeline/prompts.js';
-import { depth2Run, miroverseRun, type Run } from './families-runs.js';
+import { depth2Run, miroverseRun, readRun, type Run } from './families-runs.js';
 import { FIXTURES, readJsonl, runCli, tempDir } from './helpers.js';
 
 const MIROVERSE = join(FIXTURES, 'miroverse-chat-row.jsonl');
@@ -322,5 +322,137 @@ describe('export: every session a training row, its links in metadata', () => {
     const { rows } = await exported(join(FIXTURES, 'drtulu-generator-rows.jsonl'), '--format', 'messages', '--all');
     expect(rows.length).toBe(4);
     for (const r of rows) expect(r).not.toHaveProperty('metadata');
+  });
+});
+
+/** Writes rows as a run directory beside a copy of `from`'s manifest (merge reads manifests). */
+function runDir(from: string, ok: readonly Traj[], failed: readonly Traj[]): string {
+  const dir = join(tempDir('tf-fam-run-'), 'run');
+  mkdirSync(dir);
+  copyFileSync(join(from, 'manifest.json'), join(dir, 'manifest.json'));
+  writeFileSync(join(dir, 'trajectories.jsonl'), ok.map((t) => JSON.stringify(t) + '\n').join(''));
+  writeFileSync(join(dir, 'failures.jsonl'), failed.map((t) => JSON.stringify(t) + '\n').join(''));
+  return dir;
+}
+
+/** A family of `rows` under a new root id, every link renamed. */
+function renamed(rows: readonly Traj[], root: string, to: string): Traj[] {
+  const swap = (id: string): string => (id === root || id.startsWith(`${root}/`) ? to + id.slice(root.length) : id);
+  return rows
+    .filter((t) => t.family_id === root)
+    .map((t) => {
+      const c = structuredClone(t);
+      c.id = swap(c.id);
+      c.question_id = swap(c.question_id);
+      c.family_id = to;
+      if (c.parent_id !== undefined) c.parent_id = swap(c.parent_id);
+      for (const call of c.tool_calls) if (call.child_id !== undefined) call.child_id = swap(call.child_id);
+      return c;
+    });
+}
+
+describe('merge keeps families whole', () => {
+  it('two runs of the same questions (other seeds, other families under the same ids): each family from one run, never twice; counts of samples and sub-agent sessions apart', async () => {
+    const other = await miroverseRun(12, 9);
+    const out = join(tempDir(), 'merged');
+    const r = await runCli(['merge', mv.dir, other.dir, '--out', out]);
+    expect(r.code, r.stderr).toBe(0);
+    const merged = readRun(out);
+    // Each id once; every session of a family from the run its root came from.
+    expect(new Set(merged.all.map((t) => t.id)).size).toBe(merged.all.length);
+    for (const t of merged.all) {
+      const root = merged.all.find((x) => x.id === t.family_id)!;
+      const from = [mv, other].find((run) => run.all.some((x) => x.id === root.id && x.run_id === root.run_id))!;
+      expect(from.all.some((x) => x.id === t.id && x.run_id === t.run_id), `${t.id} from its root's run`).toBe(true);
+    }
+    // The two runs' families differ in size somewhere, so a per-id merge would have mixed them.
+    const sizes = (run: Run): string[] => roots(run).map((t) => `${t.id}:${run.all.filter((x) => x.family_id === t.id).length}`);
+    expect(sizes(mv)).not.toEqual(sizes(other));
+    const v = await runCli(['validate', out]);
+    expect(v.code, v.stdout).toBe(0);
+    const manifest = JSON.parse(readFileSync(join(out, 'manifest.json'), 'utf8'));
+    expect(manifest.counts.accepted + manifest.counts.failed).toBe(12);
+    expect(manifest.counts.sub_agents.accepted + manifest.counts.sub_agents.failed).toBe(children(merged).length);
+  }, 120_000);
+
+  it('a family split across runs is put back together; sub-agent sessions whose root is in no run are left out and said', async () => {
+    const strayRoot = roots(mv).find((t) => t.status === 'ok')!.id;
+    const a = runDir(mv.dir, mv.ok.filter((t) => t.parent_id === undefined), mv.failed.filter((t) => t.parent_id === undefined));
+    const b = runDir(mv.dir, [...mv.ok.filter((t) => t.parent_id !== undefined), ...renamed(mv.ok, strayRoot, 'stray').filter((t) => t.parent_id !== undefined)], mv.failed.filter((t) => t.parent_id !== undefined));
+    const out = join(tempDir(), 'merged');
+    const r = await runCli(['merge', a, b, '--out', out, '--allow-mismatch']);
+    expect(r.code, r.stderr).toBe(0);
+    const strays = mv.all.filter((t) => t.family_id === strayRoot && t.parent_id !== undefined).length;
+    expect(r.stderr).toContain(`${strays} sub-agent sessions left out: their family's root session is in none of the runs`);
+    const merged = readRun(out);
+    expect(merged.all.map((t) => t.id).sort()).toEqual(mv.all.map((t) => t.id).sort());
+    const v = await runCli(['validate', out]);
+    expect(v.code, v.stdout).toBe(0);
+  });
+});
+
+describe('dedup and decontaminate treat a family as one', () => {
+  async function dedup(rows: readonly Traj[]): Promise<{ kept: Traj[]; stderr: string; file: string }> {
+    const dir = tempDir();
+    const file = join(dir, 'in.jsonl');
+    writeFileSync(file, rows.map((t) => JSON.stringify(t)).join('\n') + '\n');
+    const out = join(dir, 'out.jsonl');
+    const r = await runCli(['dedup', file, '--out', out]);
+    expect(r.code, r.stderr).toBe(0);
+    return { kept: readJsonl(out) as Traj[], stderr: r.stderr, file: out };
+  }
+
+  it('sub-agent sessions are never compared: two families whose subtasks are the same keep all their sessions', async () => {
+    const root = roots(mv).find((t) => t.status === 'ok' && t.tool_calls.length >= 2)!.id;
+    const copy = renamed(mv.ok, root, 'copy');
+    copy.find((t) => t.id === 'copy')!.question = 'An unrelated question about the migration routes of arctic terns over the southern ocean';
+    const { kept, file } = await dedup([...mv.ok, ...copy]);
+    expect(kept).toHaveLength(mv.ok.length + copy.length);
+    const v = await runCli(['validate', file]);
+    expect(v.code, v.stdout).toBe(0);
+  });
+
+  it('a dropped root drops its sub-agent sessions, and each copy of a family written twice keeps its own', async () => {
+    const root = roots(mv).find((t) => t.status === 'ok' && t.tool_calls.length >= 2)!.id;
+    // The same question under another id; its sessions' subtasks made unlike anything else.
+    const copy = renamed(mv.ok, root, 'copy');
+    for (const t of copy) if (t.parent_id !== undefined) t.question = `Subtask ${t.id}: the tide tables of a harbour that does not exist`;
+    const { kept, stderr } = await dedup([...mv.ok, ...copy]);
+    expect(kept.map((t) => t.id).sort()).toEqual(mv.ok.map((t) => t.id).sort());
+    expect(stderr).toContain(`${copy.length - 1} dropped with it`);
+    // A dataset holding every family twice: once each.
+    const twice = await dedup([...mv.ok, ...mv.ok]);
+    expect(twice.kept.map((t) => t.id).sort()).toEqual(mv.ok.map((t) => t.id).sort());
+    const v = await runCli(['validate', twice.file]);
+    expect(v.code, v.stdout).toBe(0);
+  });
+
+  it("an eval item in a sub-agent's search results, not in its report, flags its family; --drop takes the family whole", async () => {
+    // A browsing session's first tool output: search results its report need not repeat.
+    const child = mv.ok.find((t) => {
+      if (t.parent_id === undefined || t.tool_calls.length === 0) return false;
+      const span = t.tool_calls[0]!.output_text.split(/\s+/).slice(40, 70).join(' ');
+      return span.split(' ').length === 30 && !mv.ok.some((o) => o.family_id === t.family_id && o.id !== t.id && JSON.stringify(o).includes(span.slice(0, 80)));
+    })!;
+    expect(child, 'a sub-agent session whose search results its family does not repeat').toBeDefined();
+    const item = child.tool_calls[0]!.output_text.split(/\s+/).slice(40, 70).join(' ');
+    const dir = tempDir();
+    const evalFile = join(dir, 'eval.txt');
+    writeFileSync(evalFile, `${item}\n`);
+    const out = join(dir, 'clean.jsonl');
+    const rejects = join(dir, 'rejects.jsonl');
+    const r = await runCli(['decontaminate', join(mv.dir, 'trajectories.jsonl'), '--against', evalFile, '--drop', '--out', out, '--rejects', rejects]);
+    expect(r.code, r.stderr).toBe(0);
+    const family = mv.ok.filter((t) => t.family_id === child.family_id);
+    const rejected = readJsonl(rejects) as (Traj & { decontamination: { matches: unknown[]; family_flagged: boolean } })[];
+    expect(rejected.map((t) => t.id).sort()).toEqual(family.map((t) => t.id).sort());
+    for (const t of rejected) {
+      expect(t.decontamination.family_flagged).toBe(true);
+      expect(t.decontamination.matches.length > 0).toBe(t.id === child.id);
+    }
+    const clean = readJsonl(out) as (Traj & { decontamination: { family_flagged: boolean } })[];
+    expect(clean).toHaveLength(mv.ok.length - family.length);
+    for (const t of clean) expect(t.decontamination.family_flagged).toBe(false);
+    expect(r.stderr).toContain(`families: 1 with a flagged session, ${family.length} rows in them`);
   });
 });
