@@ -222,6 +222,11 @@ export const Decontamination = z.object({
   against: z.array(z.string()),
   /** Empty: clean. Otherwise one entry per (eval item, field, call) that overlaps. */
   matches: z.array(ContaminationMatch),
+  /**
+   * Runs with agents: whether any session of this row's family (its root and every sub-agent
+   * session) overlaps an eval item. A family is decontaminated as one: with `--drop` it goes whole.
+   */
+  family_flagged: z.boolean().optional(),
 });
 export type Decontamination = z.infer<typeof Decontamination>;
 

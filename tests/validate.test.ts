@@ -302,6 +302,7 @@ describe('gold matching', () => {
       'agent.report_mismatch',
       'family.report_mismatch',
       'family.link',
+      'family.duplicate',
     ]);
     expect(RULES['calls.repeated'].severity).toBe('warn');
   });

@@ -24,7 +24,8 @@ Several inputs are one dataset, read in order. Files are written whole or not at
                     (question field: ${D.eval_fields.question.join(', ')}), or plain text, one item a
                     line (.txt)
   --out F           the rows, each with its decontamination field ('-' for stdout)
-  --drop            write only clean rows to --out; flagged rows go to --rejects
+  --drop            write only clean rows to --out; flagged rows go to --rejects (runs with
+                    agents: a family with a flagged session goes whole)
   --rejects F       with --drop: the flagged rows
   --report F        one JSON line per flagged row: which eval items it overlaps, where, how much
   --n N             n-gram length in words (default ${D.n})
@@ -52,6 +53,7 @@ export function formatDecontaminateSummary(s: DecontaminateSummary): string {
   const fields = Object.entries(s.by_field).map(([f, n]) => `${f} ${n}`).join(', ');
   const lines = [`decontaminate: ${s.rows} rows in, ${s.flagged} flagged${pct}${fields ? ` (${fields})` : ''}, ${s.clean} clean`];
   if (s.bad) lines[0] += `; ${s.bad} bad rows skipped`;
+  if (s.families_flagged) lines.push(`  families: ${s.families_flagged} with a flagged session, ${s.rows_in_flagged_families} rows in them (family_flagged)`);
   const e = s.eval;
   lines.push(`  eval: ${e.items} items from ${e.files.length} file${e.files.length === 1 ? '' : 's'}, ${e.checked} checked (${e.ngrams} n-grams)`);
   if (e.too_short) {

@@ -58,6 +58,9 @@ export function formatDedupSummary(s: DedupSummary): string {
   const parts = [`dedup: ${s.rows} rows in, ${s.kept} kept, ${s.dropped} dropped in ${s.clusters} clusters (largest ${s.largest_cluster})`];
   if (s.bad) parts.push(`${s.bad} bad rows skipped`);
   if (s.empty) parts.push(`${s.empty} rows with no text to compare kept as they are`);
+  if (s.sub_agent_sessions) {
+    parts.push(`${s.sub_agent_sessions} sub-agent sessions followed their root (${s.dropped_with_root} dropped with it${s.without_root ? `, ${s.without_root} without their root in the input kept` : ''})`);
+  }
   if (s.window_overflows) parts.push(`${s.window_overflows} bucket entries beyond --bucket-window were not compared`);
   return `${parts.join('; ')}\n`;
 }

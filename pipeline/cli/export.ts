@@ -46,6 +46,9 @@ other systems (DR Tulu, chat) are validated first: one that breaks a rule is a f
   --keep EXPR         export only rows matching EXPR (repeatable), as trajforge filter reads it:
                       'rubric_score >= 0.7', 'judgement == correct', 'tool_calls >= 2'
   --drop EXPR         leave out rows matching EXPR (repeatable)
+  --agent NAME        runs with agents (and MiroVerse rows): export only this agent's sessions,
+                      main or a sub-agent's name (repeatable). Every session is a row of its own,
+                      its links in metadata (agent, parent_id, parent_call, depth, family_id, child_ids)
   --max-pairs N       dpo: pairs per question at most (default 1; all: every combination)
   --all               include failed trajectories too (a run directory: the latest attempt of each id)
   --format-in F       input row format: auto (default), trajforge, drtulu, chat
@@ -83,6 +86,7 @@ export async function run(argv: string[]): Promise<number> {
       'format-in': { type: 'string' },
       keep: { type: 'string', multiple: true },
       drop: { type: 'string', multiple: true },
+      agent: { type: 'string', multiple: true },
       'max-pairs': { type: 'string' },
   }, HELP);
   if (!args) return 0;
@@ -103,7 +107,16 @@ export async function run(argv: string[]): Promise<number> {
       throw err;
     }
   }
-  if (format === 'dpo') return runDpo(input, out, values, selected);
+  if (values.agent?.length) {
+    const agents = new Set(values.agent);
+    const byExpr = selected;
+    const byAgent = (row: DatasetRow): boolean => typeof row.trajectory.agent === 'string' && agents.has(row.trajectory.agent);
+    selected = byExpr ? (row) => byAgent(row) && byExpr(row) : byAgent;
+  }
+  if (format === 'dpo') {
+    if (values.agent?.length) throw new TrajforgeError('BAD_USAGE', '--agent is not for --format dpo (pairs are of main sessions; use --keep)', { field: 'agent' });
+    return runDpo(input, out, values, selected);
+  }
   if (values['max-pairs'] !== undefined) throw new TrajforgeError('BAD_USAGE', '--max-pairs is for --format dpo', { field: 'max-pairs' });
   // Checked (and loaded) before anything is read or written.
   const counter = datasetTokenCounter(input, values.tokenizer);
@@ -145,9 +158,7 @@ export async function run(argv: string[]): Promise<number> {
   let writer: JsonlWriter | undefined;
   try {
     writer = new JsonlWriter(out);
-    const latestOnly = latest ? latestFilter(latest) : undefined;
-    const keep = latestOnly && selected ? (row: DatasetRow) => latestOnly(row) && selected(row) : (latestOnly ?? selected);
-    const counts = await exportRows(rows, writer, opts, keep, exporter);
+    const counts = await exportRows(rows, writer, opts, latest ? latestFilter(latest) : undefined, exporter, selected);
     if (counts.outputClosed) {
       writer.abort();
       return 0;

@@ -2,7 +2,7 @@
 import { resolve } from 'node:path';
 import { TrajforgeError } from '../errors.js';
 import { checkOutputFile } from '../files.js';
-import { compileFilter, FIELDS, FilterSpecError, filterRows } from '../dataset/filter.js';
+import { compileFilter, FAMILY_MODES, FIELDS, FilterSpecError, filterRows, type FamilyMode } from '../dataset/filter.js';
 import { abortAllWriters, JsonlWriter } from '../jsonl.js';
 import { readDataset } from '../dataset/readers.js';
 import { datasetTokenCounter, parseDatasetArgs, readOptions } from './common.js';
@@ -18,6 +18,9 @@ given). '-' reads stdin / writes stdout. Files are written whole or not at all (
   --out F           kept rows, JSONL ('-' for stdout; required)
   --rejects F       the other rows, JSONL
   --valid           keep only rows that pass validation (as well as every --keep)
+  --families M      runs with agents: parent (default: a sub-agent session is kept only when
+                    its parent is kept too, so a dropped root drops its family), root (the
+                    root's match keeps or drops its whole family), none (each row on its own)
   --format F        row format: auto (default), trajforge, drtulu, chat
   --on-bad-row M    error (default) or skip
   --tokenizer T     what counts the tokens of rows from other systems (the tokens field):
@@ -49,6 +52,7 @@ export async function run(argv: string[]): Promise<number> {
       format: { type: 'string' },
       valid: { type: 'boolean' },
       tokenizer: { type: 'string' },
+      families: { type: 'string' },
   }, HELP);
   if (!args) return 0;
   const { values, input } = args;
@@ -58,6 +62,8 @@ export async function run(argv: string[]): Promise<number> {
   if (rejectsPath !== undefined && (rejectsPath === out ? true : out !== '-' && rejectsPath !== '-' && resolve(out) === resolve(rejectsPath))) {
     throw new TrajforgeError('BAD_USAGE', `filter: --out and --rejects name the same place (${out})`);
   }
+  const families = (values.families ?? 'parent') as FamilyMode;
+  if (!FAMILY_MODES.includes(families)) throw new TrajforgeError('BAD_USAGE', `filter: --families: expected ${FAMILY_MODES.join(', ')}; got ${JSON.stringify(values.families)}`, { field: 'families' });
   checkOutputFile('filter', 'out', out);
   if (rejectsPath !== undefined) checkOutputFile('filter', 'rejects', rejectsPath);
   let keep;
@@ -88,7 +94,7 @@ export async function run(argv: string[]): Promise<number> {
     const rejectsWriter = rejectsPath === undefined ? undefined : new JsonlWriter(rejectsPath);
     if (rejectsWriter) writers.push(rejectsWriter);
 
-    const counts = await filterRows(rows, keep, outWriter, rejectsWriter);
+    const counts = await filterRows(rows, keep, outWriter, rejectsWriter, families);
     if (counts.outputClosed) {
       // The reader of stdout went away (`| head`): what it read is what it wanted. A file
       // written alongside would be partial, so it is dropped.
@@ -97,7 +103,12 @@ export async function run(argv: string[]): Promise<number> {
     }
     for (const w of writers) await w.commit();
     const bad = report.bad.length ? `, ${report.bad.length} bad rows skipped` : '';
-    process.stderr.write(`filter: ${counts.in} rows in, ${counts.kept} kept, ${counts.rejected} rejected${bad}\n`);
+    const fam = [
+      counts.dropped_with_parent ? `${counts.dropped_with_parent} matched but dropped with their parent` : '',
+      counts.orphans ? `${counts.orphans} sub-agent sessions without their parent in the input dropped` : '',
+    ].filter(Boolean);
+    const famNote = fam.length ? ` (${fam.join('; ')}; --families none keeps them)` : '';
+    process.stderr.write(`filter: ${counts.in} rows in, ${counts.kept} kept, ${counts.rejected} rejected${bad}${famNote}\n`);
     return 0;
   } catch (err) {
     for (const w of writers) w.abort();

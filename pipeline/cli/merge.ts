@@ -27,7 +27,9 @@ export async function run(argv: string[]): Promise<number> {
   for (const l of r.live) process.stderr.write(`note: ${l.dir} is still being written (pid ${l.pid}): merged the records it held when merge started\n`);
   if (r.unrecorded.length) process.stderr.write(`note: some runs do not record ${r.unrecorded.join(', ')} (an earlier trajforge wrote them), so those could not be compared\n`);
   for (const c of r.cut) process.stderr.write(`note: ${c.file}: left out its last ${c.bytes} bytes, a line that is not whole (a write under way, or cut by a crash)\n`);
-  process.stdout.write(`merged ${positionals.length} runs into ${r.out}: ${r.accepted} accepted, ${r.failed} failed, ${r.superseded} superseded records left out\n`);
+  const subs = r.sub_agents ? ` (and ${r.sub_agents.accepted} accepted, ${r.sub_agents.failed} failed sub-agent sessions)` : '';
+  process.stdout.write(`merged ${positionals.length} runs into ${r.out}: ${r.accepted} accepted, ${r.failed} failed${subs}, ${r.superseded} superseded records left out\n`);
+  if (r.orphans) process.stderr.write(`${r.orphans} sub-agent sessions left out: their family's root session is in none of the runs\n`);
   if (r.conflicts.length) {
     process.stderr.write(`${r.conflicts.length} ids were accepted in more than one run (the later run kept):\n`);
     for (const c of r.conflicts.slice(0, 20)) process.stderr.write(`  ${c.id}: ${c.runs.join(', ')} → kept ${c.kept}\n`);

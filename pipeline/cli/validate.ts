@@ -19,6 +19,7 @@ import { JsonlWriter, OutputClosedError } from '../jsonl.js';
 import { readDataset, type DatasetRow, type ReadOptions } from '../dataset/readers.js';
 import { TRAJECTORIES } from '../generate/store.js';
 import { TOKEN_ENCODING } from '../tokens.js';
+import { FamilyCheck } from '../dataset/family-check.js';
 import { answerInText, DEFAULT_F1_THRESHOLD, isRuleId, RULES, validateTrajectory, type ValidateOptions } from '../dataset/validator.js';
 
 const HELP = `Usage: trajforge validate <file|run|-> [--rules F] [--json] [--format F] [--on-bad-row skip] [--judge --config F]
@@ -39,6 +40,11 @@ means its accepted rows (${TRAJECTORIES}); name failures.jsonl to check those.
                     Face tokenizer (folder or tokenizer.json)
 
 Token counts (limits.tokens) are only computed when a token limit is set.
+
+Runs with agents: a family's sessions are also checked together (family.link,
+family.report_mismatch: every child's parent is in the data, each call to a sub-agent shows
+that session's report) and a session held twice is an error (family.duplicate). A family's
+rows are reported once the family is whole.
 
 Exit codes: 0 no row has an error, 1 some row has, 2 bad input or usage.
 `;
@@ -268,14 +274,15 @@ export async function run(argv: string[]): Promise<number> {
   const dialects = new Map<string, Dialect>();
   const badShape: { file: string; line: number; message: string }[] = [];
 
-  const dialectOf = (t: Trajectory): Dialect => {
-    let d = dialects.get(t.dialect);
+  const dialectNamed = (name: Trajectory['dialect']): Dialect => {
+    let d = dialects.get(name);
     if (!d) {
-      d = getDialect(t.dialect);
-      dialects.set(t.dialect, d);
+      d = getDialect(name);
+      dialects.set(name, d);
     }
     return d;
   };
+  const dialectOf = (t: Trajectory): Dialect => dialectNamed(t.dialect);
 
   /** Deterministic rules, synchronously; or undefined for a row that is not a trajectory (skipped, or thrown). */
   const check = (row: DatasetRow): { t: Trajectory; dialect: Dialect; validation: Validation } | undefined => {
@@ -327,29 +334,36 @@ export async function run(argv: string[]): Promise<number> {
     if (p) await p;
   };
 
+  // Sessions of a family are emitted when their family is whole and checked as one (family-check.ts).
+  const families = new FamilyCheck<RowResult>({ dialectOf: dialectNamed, severities: rules.severities });
+  const settle = async (t: Trajectory, r: RowResult): Promise<void> => {
+    for (const ready of families.push(t, r)) await emit(ready);
+  };
+
   const idOf = (row: DatasetRow): string => (typeof row.trajectory?.id === 'string' ? row.trajectory.id : `${row.file}:${row.line}`);
 
   try {
     if (!judge) {
       for await (const row of rows) {
         const c = check(row);
-        if (c) await emit({ id: idOf(row), file: row.file, line: row.line, validation: c.validation });
+        if (c) await settle(c.t, { id: idOf(row), file: row.file, line: row.line, validation: c.validation });
       }
     } else {
       // Gradings overlap; rows are still written in input order, with a bounded window in memory.
-      const window: Promise<RowResult>[] = [];
+      const window: Promise<[Trajectory, RowResult]>[] = [];
       const limit = rules.judge.concurrency * 2;
       for await (const row of rows) {
         const c = check(row);
         if (!c) continue;
-        const pending = grade(c.t, c.dialect, c.validation).then((g) => ({ id: idOf(row), file: row.file, line: row.line, ...g }));
+        const pending = grade(c.t, c.dialect, c.validation).then((g): [Trajectory, RowResult] => [c.t, { id: idOf(row), file: row.file, line: row.line, ...g }]);
         // Awaited in order below; a rejection before its turn must not count as unhandled.
         pending.catch(() => {});
         window.push(pending);
-        if (window.length >= limit) await emit(await window.shift()!);
+        if (window.length >= limit) await settle(...(await window.shift()!));
       }
-      while (window.length) await emit(await window.shift()!);
+      while (window.length) await settle(...(await window.shift()!));
     }
+    for (const r of families.finish()) await emit(r);
     summary.bad_rows = report.bad.length + badShape.length;
     const bad = [...report.bad, ...badShape];
     for (const b of bad.slice(0, 20)) process.stderr.write(`validate: skipped ${b.message}\n`);

@@ -23,6 +23,13 @@
  * or `eval_format: lines`). The n-grams are kept as 64-bit hashes in an open-addressing table
  * (12 bytes a slot, at most half full) with 12 bytes per (item, position): a 10,000-item eval set
  * of 30-word questions is ~200,000 n-grams, under 10 MB. Rows stream through in one pass.
+ *
+ * Runs with agents: a family is one unit. A sub-agent's search results reach its caller only
+ * through its report, so an eval item can leak into a child and not its root; and dropping one
+ * session of a family leaves its caller pointing at nothing (or a child without its parent).
+ * A family's rows are held until it is whole (families.ts `FamilyGroups`: one family at a time
+ * in a run's order); each gets its own `matches` and `family_flagged`, and with `drop` the
+ * family goes to the rejects whole when any of its sessions is flagged.
  */
 import { extname } from 'node:path';
 import { createReadStream } from 'node:fs';
@@ -32,6 +39,7 @@ import { sampleQuestions } from '../generate/sampler.js';
 import { OutputClosedError, type JsonlWriter } from '../jsonl.js';
 import { readDataset, readLines, type DatasetRow, type ReadOptions } from './readers.js';
 import { forEachNgram, hashWord, STOPWORDS, words } from './shingles.js';
+import { familyOf, FamilyGroups } from './families.js';
 
 /** Characters of an eval item's text kept for the report. */
 const REPORT_TEXT_CHARS = 300;
@@ -333,6 +341,9 @@ export interface DecontaminateSummary {
   by_field: Record<string, number>;
   /** Rows with a match from that eval file. */
   by_eval_file: Record<string, number>;
+  /** Runs with agents: families with a flagged session, and the rows of those families (flagged or not). */
+  families_flagged: number;
+  rows_in_flagged_families: number;
   eval: EvalSummary;
 }
 
@@ -346,11 +357,48 @@ export interface DecontaminateWriters {
   readonly drop: boolean;
 }
 
+interface Scanned {
+  readonly row: DatasetRow;
+  readonly found: ScanMatch[];
+}
+
 /** One pass over `inputs`. Returns undefined when a stdout reader went away before the end. */
 export async function decontaminate(inputs: readonly string[], read: ReadOptions, index: EvalIndex, writers: DecontaminateWriters): Promise<DecontaminateSummary | undefined> {
-  const summary: DecontaminateSummary = { rows: 0, bad: 0, flagged: 0, clean: 0, by_field: {}, by_eval_file: {}, eval: index.summary };
+  const summary: DecontaminateSummary = { rows: 0, bad: 0, flagged: 0, clean: 0, by_field: {}, by_eval_file: {}, families_flagged: 0, rows_in_flagged_families: 0, eval: index.summary };
   const against = index.summary.files;
   const n = index.options.n;
+  const families = new FamilyGroups<Scanned>();
+
+  const write = async ({ row, found }: Scanned, family: boolean | undefined): Promise<void> => {
+    const t = row.trajectory as Partial<Trajectory>;
+    const matches = found.map((f) => f.match);
+    const flagged = matches.length > 0;
+    const target = (family ?? flagged) && writers.drop ? writers.rejects : writers.out;
+    if (target) {
+      const p = target.writeLine(withField(row, { n, against, matches, ...(family === undefined ? {} : { family_flagged: family }) }));
+      if (p) await p;
+    }
+    if (flagged && writers.report) {
+      const flag: ContaminationFlag = {
+        schema_version: SCHEMA_VERSION,
+        input: row.file === '-' ? '<stdin>' : row.file,
+        line: row.line,
+        id: typeof t.id === 'string' ? t.id : '',
+        matches: found.map((f) => ({ ...f.match, eval_text: index.items[f.item]!.text })),
+      };
+      const p = writers.report.write(flag);
+      if (p) await p;
+    }
+  };
+  const writeFamily = async (rows: readonly Scanned[]): Promise<void> => {
+    const flagged = rows.some((s) => s.found.length > 0);
+    if (flagged) {
+      summary.families_flagged++;
+      summary.rows_in_flagged_families += rows.length;
+    }
+    for (const s of rows) await write(s, flagged);
+  };
+
   try {
     for (const input of inputs) {
       const { rows, report } = readDataset(input, read);
@@ -359,31 +407,22 @@ export async function decontaminate(inputs: readonly string[], read: ReadOptions
         const t = row.trajectory as Partial<Trajectory>;
         const found = scanRow(t, index);
         const matches = found.map((f) => f.match);
-        const flagged = matches.length > 0;
-        if (flagged) {
+        if (matches.length > 0) {
           summary.flagged++;
           for (const f of new Set(matches.map((m) => m.field))) summary.by_field[f] = (summary.by_field[f] ?? 0) + 1;
           for (const f of new Set(matches.map((m) => m.eval_file))) summary.by_eval_file[f] = (summary.by_eval_file[f] ?? 0) + 1;
         } else summary.clean++;
-        const target = flagged && writers.drop ? writers.rejects : writers.out;
-        if (target) {
-          const p = target.writeLine(withField(row, { n, against, matches }));
-          if (p) await p;
+        // A row of a family already written (a scattered dataset) can only be judged alone.
+        if (familyOf(t) === undefined || families.isClosed(t)) {
+          await write({ row, found }, familyOf(t) === undefined ? undefined : found.length > 0);
+          continue;
         }
-        if (flagged && writers.report) {
-          const flag: ContaminationFlag = {
-            schema_version: SCHEMA_VERSION,
-            input: row.file === '-' ? '<stdin>' : row.file,
-            line: row.line,
-            id: typeof t.id === 'string' ? t.id : '',
-            matches: found.map((f) => ({ ...f.match, eval_text: index.items[f.item]!.text })),
-          };
-          const p = writers.report.write(flag);
-          if (p) await p;
-        }
+        const whole = families.push(t, { row, found });
+        if (whole !== undefined) await writeFamily(whole);
       }
       summary.bad += report.bad.length;
     }
+    for (const rest of families.finish()) await writeFamily(rest);
   } catch (err) {
     if (err instanceof OutputClosedError) return undefined;
     throw err;

@@ -24,6 +24,15 @@
  *
  * Stable: the same inputs and options give the same clusters, kept rows and report, byte for
  * byte: the hashes are seeded constants, and every tie goes to the earlier row.
+ *
+ * Runs with agents: a family is one unit. Its root is compared like any row; its sub-agent
+ * sessions are not compared (their question is a subtask, which siblings of other families
+ * share; dropping one would leave its caller's call pointing at nothing) and follow their
+ * root: kept with it, dropped with it. A sub-agent session whose root is not in the input is
+ * kept as it is (filter and validate say what it lacks). A session belongs to the next root
+ * of its family in the input (a run writes a family's sessions, then its root), else the last
+ * before it, so each copy of a family written twice keeps its own. Pass 1 holds, per family
+ * key, the sessions waiting for their root (one family's in a run's order) and the last root.
  */
 import { statSync } from 'node:fs';
 import { SCHEMA_VERSION, type DedupCluster, type DedupOptions, type Trajectory } from '../../schemas/index.js';
@@ -32,6 +41,7 @@ import { OutputClosedError, type JsonlWriter } from '../jsonl.js';
 import { banding as bandingFor, jaccard, minimumHashes, MinHasher, type Banding } from './minhash.js';
 import { inputFiles, readDataset, type DatasetRow, type ReadOptions } from './readers.js';
 import { textShingles, type ShingleSet } from './shingles.js';
+import { familyOf, isChild } from './families.js';
 
 /** Int32 slots per arena chunk (16 MB); a row's sets never straddle two. */
 const CHUNK_BITS = 22;
@@ -185,6 +195,10 @@ export interface DedupSummary {
   largest_cluster: number;
   /** Rows whose compared text has no words: never clustered. */
   empty: number;
+  /** Runs with agents: sub-agent sessions, which follow their root; those dropped with it; those whose root is not in the input (kept). */
+  sub_agent_sessions: number;
+  dropped_with_root: number;
+  without_root: number;
   /** The LSH banding the threshold gave. */
   bands: number;
   rows_per_band: number;
@@ -205,6 +219,8 @@ export interface DedupIndex {
   /** Per cluster root: the kept row, and the cluster's size. */
   readonly best: Int32Array;
   readonly size: Int32Array;
+  /** Per row: the row of its family's root for a sub-agent session, -2 for one whose root is not in the input, -1 for any other row. */
+  readonly follows: Int32Array;
   /** The files read, with their size and mtime when pass 1 started. */
   readonly files: readonly { file: string; size: number; mtimeMs: number }[];
   readonly summary: DedupSummary;
@@ -254,12 +270,41 @@ export async function indexNearDuplicates(inputs: readonly string[], read: ReadO
   let ranks = new Float64Array(options.keep === 'first' ? 0 : 1024);
   let empty = 0;
   const bad = { count: 0 };
+  // A sub-agent session belongs to the next root of its family in the input (a run writes a
+  // family's sessions before its root), else the last one before it: so each copy of a family
+  // written twice keeps its own sessions. Sessions waiting for a root, and the last root, by family key.
+  const waiting = new Map<string, number[]>();
+  const lastRoot = new Map<string, number>();
+  let subAgentSessions = 0;
+  const nothing = textShingles('', k, cap, false);
+  // Per row: the row of its family's root for a sub-agent session; -1 for any other row, and -2 (below) for a session whose root is not in the input.
+  let follows = new Int32Array(1024);
   for await (const row of rowsOf(inputs, read, bad)) {
     const t = row.trajectory as Partial<Trajectory>;
+    const family = familyOf(t);
+    if (family !== undefined && isChild(t)) {
+      // Never compared: an empty set joins no cluster.
+      const i = sets.add(nothing.plain, undefined, undefined, nothing.content);
+      if (options.keep !== 'first') ranks = grown(ranks, sets.n);
+      follows = grown(follows, sets.n);
+      follows[i] = -1;
+      subAgentSessions++;
+      const list = waiting.get(family);
+      if (list === undefined) waiting.set(family, [i]);
+      else list.push(i);
+      continue;
+    }
     const main = textShingles(comparedText(t, by), k, cap, by !== 'answer');
     const answer = by === 'both' ? textShingles(str(t.final_answer), k, cap, false) : undefined;
     if (main.words === 0) empty++;
     const i = sets.add(main.plain, main.clauses, answer?.plain, main.content);
+    follows = grown(follows, sets.n);
+    follows[i] = -1;
+    if (family !== undefined) {
+      lastRoot.set(family, i);
+      for (const c of waiting.get(family) ?? []) follows[c] = i;
+      waiting.delete(family);
+    }
     if (options.keep !== 'first') {
       ranks = grown(ranks, i + 1);
       ranks[i] = rankOf(t, options.keep);
@@ -286,8 +331,22 @@ export async function indexNearDuplicates(inputs: readonly string[], read: ReadO
       if (size[i]! > largest) largest = size[i]!;
     }
   }
+  let withoutRoot = 0;
+  for (const [family, rows] of waiting) {
+    const root = lastRoot.get(family);
+    for (const c of rows) follows[c] = root ?? -2;
+    if (root === undefined) withoutRoot += rows.length;
+  }
+  follows = follows.subarray(0, n);
   let kept = 0;
-  for (let i = 0; i < n; i++) if (size[i]! > 0) kept++;
+  let droppedWithRoot = 0;
+  for (let i = 0; i < n; i++) {
+    const f = follows[i]!;
+    if (f === -1) {
+      if (size[i]! > 0) kept++;
+    } else if (f === -2 || best[clusters.find(f)] === f) kept++;
+    else droppedWithRoot++;
+  }
   return {
     inputs,
     read,
@@ -297,6 +356,7 @@ export async function indexNearDuplicates(inputs: readonly string[], read: ReadO
     clusters,
     best,
     size,
+    follows,
     files,
     summary: {
       rows: n,
@@ -306,6 +366,9 @@ export async function indexNearDuplicates(inputs: readonly string[], read: ReadO
       clusters: groups,
       largest_cluster: largest,
       empty,
+      sub_agent_sessions: subAgentSessions,
+      dropped_with_root: droppedWithRoot,
+      without_root: withoutRoot,
       bands: banding.bands,
       rows_per_band: banding.rows,
       ...stats,
@@ -434,7 +497,8 @@ export async function writeDeduplicated(index: DedupIndex, writers: DedupWriters
         continue;
       }
       const r = clusters.find(i);
-      const kept = best[r] === i;
+      const f = index.follows[i]!;
+      const kept = f === -1 ? best[r] === i : f === -2 || best[clusters.find(f)] === f;
       const w = kept ? writers.out : writers.rejects;
       if (w) {
         const p = row.raw === undefined ? w.write(row.trajectory) : w.writeLine(row.raw);

@@ -9,6 +9,11 @@
  *
  * Rows trajforge did not write (DR Tulu, chat) are validated first (foreign.ts), so a row
  * that breaks the rules is a failed row here too: left out unless `--all`.
+ *
+ * Runs with agents: every session is a row of its own (MiroVerse holds its main-agent and
+ * browsing sub-agent traces side by side), and a row of a session that names its agent or
+ * its family carries `metadata` with its links (`familyMetadata`), in every format, so a
+ * trainer can weigh or regroup them.
  */
 import { basename } from 'node:path';
 import { statSync } from 'node:fs';
@@ -26,11 +31,38 @@ import { TokenRows, type MaskStrategy, type TokensRow } from './token-rows.js';
 import { trainingView, UnexportableRow, type ToolRole, type ViewMode } from './training-view.js';
 import { ForeignCheck } from './foreign.js';
 import { anyRemoved, cleanJson, noneRemoved } from '../text.js';
+import { childIdsOf, inFamily } from './families.js';
 
 export type ExportFormat = 'messages' | 'sharegpt' | 'text' | 'tokens';
 export const EXPORT_FORMATS: readonly ExportFormat[] = ['messages', 'sharegpt', 'text', 'tokens'];
 
-export type ExportRow = MessagesRow | ShareGptRow | TextRow | TokensRow;
+export type ExportRow = (MessagesRow | ShareGptRow | TextRow | TokensRow) & { metadata?: FamilyMetadata };
+
+/** A session's place in its family, as an exported row carries it. */
+export interface FamilyMetadata {
+  agent?: string;
+  /** The session that called this one, and the index of its call this one answers. */
+  parent_id?: string;
+  parent_call?: number;
+  depth?: number;
+  family_id?: string;
+  /** The sessions this one's calls started, in call order (their rows are in the export when they were accepted). */
+  child_ids?: string[];
+}
+
+/** The links of a record, or undefined for one that names no agent and no family (a run without agents). */
+export function familyMetadata(t: Trajectory): FamilyMetadata | undefined {
+  if (typeof t.agent !== 'string' && !inFamily(t)) return undefined;
+  const m: FamilyMetadata = {};
+  if (typeof t.agent === 'string') m.agent = t.agent;
+  if (typeof t.parent_id === 'string') m.parent_id = t.parent_id;
+  if (typeof t.parent_call === 'number') m.parent_call = t.parent_call;
+  if (typeof t.depth === 'number') m.depth = t.depth;
+  if (typeof t.family_id === 'string') m.family_id = t.family_id;
+  const children = childIdsOf(t);
+  if (children.length > 0 || inFamily(t)) m.child_ids = children;
+  return m;
+}
 
 // ---------------------------------------------------------------------------------------
 // Latest state per id of a run directory (what `stats` counts)
@@ -96,6 +128,8 @@ export interface ExportCounts {
   skippedFailed: number;
   /** Earlier attempts of a run directory's ids, left out (with `--all`). */
   superseded: number;
+  /** Rows left out by `--keep`, `--drop` or `--agent`. */
+  unselected: number;
   /** Rows the format could not express (skipped with `--on-bad-row skip`). */
   unexportable: number;
   /**
@@ -123,6 +157,13 @@ export class Exporter {
   }
 
   rows(t: Trajectory): ExportRow[] {
+    const rows = this.#build(t);
+    const metadata = familyMetadata(t);
+    if (metadata !== undefined) for (const r of rows) r.metadata = metadata;
+    return rows;
+  }
+
+  #build(t: Trajectory): ExportRow[] {
     const choice = { view: this.#opts.view, toolRole: this.#opts.toolRole };
     switch (this.#opts.format) {
       case 'messages':
@@ -143,9 +184,16 @@ function rowTokens(row: ExportRow): number {
 }
 
 /** `exporter`: one built from `opts` already (the CLI builds it first, so a bad tokenizer fails before anything is read). */
-export async function exportRows(rows: AsyncIterable<DatasetRow>, out: JsonlWriter, opts: ExportOptions, keep?: (row: DatasetRow) => boolean, exporter = new Exporter(opts)): Promise<ExportCounts> {
+export async function exportRows(
+  rows: AsyncIterable<DatasetRow>,
+  out: JsonlWriter,
+  opts: ExportOptions,
+  keep?: (row: DatasetRow) => boolean,
+  exporter = new Exporter(opts),
+  select?: (row: DatasetRow) => boolean,
+): Promise<ExportCounts> {
   const foreign = new ForeignCheck({ counter: opts.counter });
-  const counts: ExportCounts = { in: 0, written: 0, droppedOverMax: 0, skippedFailed: 0, superseded: 0, unexportable: 0, cleaned: 0, outputClosed: false };
+  const counts: ExportCounts = { in: 0, written: 0, droppedOverMax: 0, skippedFailed: 0, superseded: 0, unselected: 0, unexportable: 0, cleaned: 0, outputClosed: false };
   try {
     for await (const row of rows) {
       counts.in++;
@@ -155,6 +203,11 @@ export async function exportRows(rows: AsyncIterable<DatasetRow>, out: JsonlWrit
         continue;
       }
       foreign.check(row);
+      // After the foreign check: an expression may test the verdict it makes.
+      if (select && !select(row)) {
+        counts.unselected++;
+        continue;
+      }
       if (!opts.all && t.status !== 'ok') {
         counts.skippedFailed++;
         continue;
@@ -197,6 +250,7 @@ export function formatExportCounts(c: ExportCounts, report: ReadReport, opts: Ex
   parts.push(opts.maxTokens === undefined ? `0 dropped over max tokens` : `${c.droppedOverMax} dropped over ${opts.maxTokens} tokens (${tok})`);
   parts.push(opts.all ? '0 failed skipped (--all)' : `${c.skippedFailed} failed skipped`);
   if (c.superseded) parts.push(`${c.superseded} earlier attempts superseded`);
+  if (c.unselected) parts.push(`${c.unselected} not selected`);
   if (c.unexportable) parts.push(`${c.unexportable} not exportable as ${opts.format}`);
   if (c.cleaned) parts.push(`${c.cleaned} with control characters or lone surrogates removed`);
   if (report.bad.length) parts.push(`${report.bad.length} bad rows skipped`);

@@ -23,10 +23,17 @@
  * A test on a list field (tools, rule, repair, rollback) holds when any element matches;
  * `!=` and `not in` are the negation of `==` and `in`. A test on a value the row lacks
  * (no usage, no reason) is false, and its `!=` true.
+ *
+ * Families (records of a run with agents): by default a sub-agent session is kept only when it
+ * matches and the session that called it is kept, so a filtered set never holds a child without
+ * its parent (`FamilyMode`). Children come before their root in a run's files, so a child
+ * waits for its parent's decision: held in memory until it comes (one family at a time in a
+ * run's own order), written right after it.
  */
 import { DialectName, FailureReason, JudgeStep, JudgeVerdict, RepairKind, RollbackCondition, Status, type Trajectory } from '../../schemas/index.js';
 import { ROW_FORMATS, type DatasetRow } from './readers.js';
 import { OutputClosedError, type JsonlWriter } from '../jsonl.js';
+import { childIdsOf, familyOf, parentKeyOf, sessionKeyOf } from './families.js';
 
 // ---------------------------------------------------------------------------------------
 // Fields
@@ -122,6 +129,12 @@ export const FIELDS: Readonly<Record<string, Field>> = {
     values: [...JudgeVerdict.options, 'none'],
     get: (t) => strOr(t.judgement?.verdict) ?? 'none',
   },
+  agent: { kind: 'word', doc: '`main` or a sub-agent\'s name (runs with agents; MiroVerse rows: main | browsing); `none` without one', get: (t) => strOr(t.agent) ?? 'none' },
+  depth: { kind: 'number', doc: 'how deep a session is in its family: 0 = main', get: (t) => numberOr(t.depth) },
+  parent_id: { kind: 'word', doc: 'the id of the session that called this one; `none` for a root', get: (t) => strOr(t.parent_id) ?? 'none' },
+  parent_call: { kind: 'number', doc: "the index of the parent's call this session answers", get: (t) => numberOr(t.parent_call) },
+  family_id: { kind: 'word', doc: 'the id of the root session of its family', get: (t) => strOr(t.family_id) },
+  sub_agent_calls: { kind: 'number', doc: 'calls to sub-agents (calls with a child_id)', get: (t) => (Array.isArray(t.tool_calls) ? childIdsOf(t).length : undefined) },
   judge_step: { kind: 'word', doc: `the cascade step that decided: ${JudgeStep.options.join(' | ')}`, values: JudgeStep.options, get: (t) => strOr(t.judgement?.step) },
   rubric_score: { kind: 'number', doc: 'the weighted rubric score, 0..1 (judgement.rubric_score)', get: (t) => numberOr(t.judgement?.rubric_score) },
 };
@@ -551,32 +564,83 @@ export function compileFilter(spec: FilterSpec): RowPredicate {
 // ---------------------------------------------------------------------------------------
 // Running
 
+/**
+ * How a filter treats families. `parent` (the default): a sub-agent session is kept when it
+ * matches and its parent is kept, so a dropped root drops its family. `root`: the root's
+ * match decides for its whole family, whatever the others'. `none`: every row on its own
+ * (a child can be kept without its parent).
+ */
+export type FamilyMode = 'parent' | 'root' | 'none';
+export const FAMILY_MODES: readonly FamilyMode[] = ['parent', 'root', 'none'];
+
 export interface FilterCounts {
   in: number;
   kept: number;
   rejected: number;
+  /** Rows that matched but were dropped because the session that called them was (`parent` mode). */
+  dropped_with_parent: number;
+  /** Sub-agent sessions whose parent is not in the input: dropped, except with `none`. */
+  orphans: number;
   /** true when the reader of a stdout output went away (EPIPE) and the filter stopped early. */
   outputClosed: boolean;
 }
 
 /**
- * Writes each row's trajectory to `out` when `keep` holds, else to `rejects` (when given).
- * Waits on each writer's backpressure. Stops early, without throwing, when a stdout reader
- * goes away; the caller decides what that means for the files.
+ * Writes each row's trajectory to `out` when `keep` holds, else to `rejects` (when given);
+ * a family's sessions as `families` says. Waits on each writer's backpressure. Stops early,
+ * without throwing, when a stdout reader goes away; the caller decides what that means for
+ * the files.
  */
-export async function filterRows(rows: AsyncIterable<DatasetRow>, keep: RowPredicate, out: JsonlWriter, rejects?: JsonlWriter): Promise<FilterCounts> {
-  const counts: FilterCounts = { in: 0, kept: 0, rejected: 0, outputClosed: false };
+export async function filterRows(rows: AsyncIterable<DatasetRow>, keep: RowPredicate, out: JsonlWriter, rejects?: JsonlWriter, families: FamilyMode = 'parent'): Promise<FilterCounts> {
+  const counts: FilterCounts = { in: 0, kept: 0, rejected: 0, dropped_with_parent: 0, orphans: 0, outputClosed: false };
+  const write = async (row: DatasetRow, kept: boolean): Promise<void> => {
+    const w = kept ? out : rejects;
+    if (kept) counts.kept++;
+    else counts.rejected++;
+    const p = row.raw === undefined ? w?.write(row.trajectory) : w?.writeLine(row.raw);
+    if (p) await p;
+  };
+  // Session key → kept, for every family session decided; children waiting for their parent's decision, by its key.
+  const decided = new Map<string, boolean>();
+  const waiting = new Map<string, DatasetRow[]>();
+  const decide = async (row: DatasetRow, parentKept: boolean | undefined): Promise<void> => {
+    const matches = keep(row);
+    let kept = matches;
+    if (parentKept !== undefined) {
+      kept = families === 'root' ? parentKept : matches && parentKept;
+      if (matches && !parentKept && families === 'parent') counts.dropped_with_parent++;
+    }
+    const self = sessionKeyOf(row.trajectory);
+    if (self !== undefined) decided.set(self, kept);
+    await write(row, kept);
+    const children = self === undefined ? undefined : waiting.get(self);
+    if (children !== undefined) {
+      waiting.delete(self!);
+      for (const c of children) await decide(c, kept);
+    }
+  };
   try {
     for await (const row of rows) {
       counts.in++;
-      if (keep(row)) {
-        counts.kept++;
-        const p = row.raw === undefined ? out.write(row.trajectory) : out.writeLine(row.raw);
-        if (p) await p;
-      } else {
-        counts.rejected++;
-        const p = row.raw === undefined ? rejects?.write(row.trajectory) : rejects?.writeLine(row.raw);
-        if (p) await p;
+      const t = row.trajectory;
+      if (families === 'none' || familyOf(t) === undefined) {
+        await write(row, keep(row));
+        continue;
+      }
+      const parent = parentKeyOf(t);
+      if (parent === undefined) await decide(row, undefined);
+      else if (decided.has(parent)) await decide(row, decided.get(parent));
+      else {
+        const list = waiting.get(parent);
+        if (list === undefined) waiting.set(parent, [row]);
+        else list.push(row);
+      }
+    }
+    // Never came: their parent is not in the input.
+    for (const held of waiting.values()) {
+      for (const row of held) {
+        counts.orphans++;
+        await write(row, false);
       }
     }
   } catch (err) {

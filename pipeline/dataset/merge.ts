@@ -2,6 +2,14 @@
  * `merge`: shard runs → one run, one record per id. An accepted record beats a failed one,
  * a later attempt beats an earlier one; an id accepted in two runs is a conflict, reported
  * (the later run on the command line wins). Two passes over the files, ids in memory only.
+ *
+ * Runs with agents: a family (a root and its sub-agent sessions, one attempt) is the unit. The
+ * root is picked as any record is; its sessions follow it: the same attempt, from the root's
+ * run when that run holds them, else (a family split across runs) from the first run that
+ * does; never from two runs (a child accepted in one and failed in the other would not match
+ * its caller's call), never twice. A sub-agent session whose root is in no run is left out
+ * and counted. The manifest
+ * counts roots as samples and the sub-agent sessions apart, as a run does.
  */
 import { closeSync, createReadStream, openSync, readdirSync, readFileSync, renameSync } from 'node:fs';
 import { mkdir, open, rm, type FileHandle } from 'node:fs/promises';
@@ -16,6 +24,7 @@ import { PACKAGE_VERSION } from '../paths.js';
 import { lockHolder } from '../generate/lock.js';
 import { parseRunLine, tailOf } from '../generate/run-lines.js';
 import { FAILURES, MANIFEST, TRAJECTORIES } from '../generate/store.js';
+import { attemptOf, familyRootOf, isChild, sessionKey } from './families.js';
 
 export interface MergeOptions {
   readonly runs: readonly string[];
@@ -35,8 +44,12 @@ export interface MergeReport {
   readonly out: string;
   readonly accepted: number;
   readonly failed: number;
-  /** Records read that the merge left out (earlier attempts, losing duplicates). */
+  /** Records read that the merge left out (earlier attempts, losing duplicates, the sessions of a family that lost). */
   readonly superseded: number;
+  /** Runs with agents: sub-agent sessions written (not in `accepted`/`failed`, which count samples). */
+  readonly sub_agents?: { readonly accepted: number; readonly failed: number } | undefined;
+  /** Sub-agent sessions left out because their family's root is in none of the runs. */
+  readonly orphans: number;
   readonly conflicts: readonly MergeConflict[];
   /** Runs that a live process was writing: merged as they were when merge started. */
   readonly live: readonly { readonly dir: string; readonly pid: number }[];
@@ -180,6 +193,8 @@ export async function merge(opts: MergeOptions): Promise<MergeReport> {
 
   // Pass 1: which record each id keeps.
   const picks = new Map<string, Pick>();
+  // Family (root id and attempt) → the runs that hold sub-agent sessions of it.
+  const childRuns = new Map<string, number[]>();
   let read = 0;
   for (let run = 0; run < runs.length; run++) {
     for (let file = 0; file < FILES.length; file++) {
@@ -187,6 +202,14 @@ export async function merge(opts: MergeOptions): Promise<MergeReport> {
       for await (const { line, text } of lines(snap)) {
         const rec = parseRunLine(text, snap.path, line);
         read++;
+        // A sub-agent session follows its root's pick (pass 2); here only which runs hold the family.
+        if (isChild(rec)) {
+          const fam = sessionKey(familyRootOf(rec)!, attemptOf(rec));
+          const holders = childRuns.get(fam);
+          if (holders === undefined) childRuns.set(fam, [run]);
+          else if (!holders.includes(run)) holders.push(run);
+          continue;
+        }
         const cand: Pick = { run, file, line, ok: rec.status === 'ok', attempt: typeof rec.attempt === 'number' ? rec.attempt : 0 };
         const prev = picks.get(rec.id);
         if (!prev) {
@@ -209,6 +232,12 @@ export async function merge(opts: MergeOptions): Promise<MergeReport> {
   // onto it at the end, so --out holds a whole run or nothing (a full disk included).
   let accepted = 0;
   let failed = 0;
+  let subAccepted = 0;
+  let subFailed = 0;
+  let orphans = 0;
+  // Ids and attempts of the sub-agent sessions written, so a run that holds one twice writes it once.
+  const childrenWritten = new Set<string>();
+  const subReasons: Record<string, number> = {};
   const byReason: Record<string, number> = {};
   const handles: FileHandle[] = [];
   let writing = temp.path;
@@ -224,6 +253,29 @@ export async function merge(opts: MergeOptions): Promise<MergeReport> {
         const snap = snaps[run]![file]!;
         for await (const { line, text } of lines(snap)) {
           const rec = parseRunLine(text, snap.path, line);
+          if (isChild(rec)) {
+            const root = picks.get(familyRootOf(rec)!);
+            if (root === undefined) {
+              orphans++;
+              continue;
+            }
+            // From the run of its root, or (a family split across runs) the first run that holds its sessions.
+            const holders = childRuns.get(sessionKey(familyRootOf(rec)!, attemptOf(rec))) ?? [];
+            const from = holders.includes(root.run) ? root.run : holders[0];
+            const key = sessionKey(rec.id, attemptOf(rec));
+            if (from !== run || root.attempt !== attemptOf(rec) || childrenWritten.has(key)) continue;
+            childrenWritten.add(key);
+            const ok = rec.status === 'ok';
+            writing = join(temp.path, FILES[ok ? 0 : 1]);
+            await handles[ok ? 0 : 1]!.appendFile(`${text}\n`);
+            if (ok) subAccepted++;
+            else {
+              subFailed++;
+              const reason = typeof rec.reason === 'string' ? rec.reason : 'unknown';
+              subReasons[reason] = (subReasons[reason] ?? 0) + 1;
+            }
+            continue;
+          }
           const pick = picks.get(rec.id);
           if (!pick) throw new TrajforgeError('BAD_INPUT', `${snap.path}:${line}: changed while merge read it (a run's files only grow)`, { file: snap.path, line });
           if (pick.run !== run || pick.file !== file || pick.line !== line) continue;
@@ -255,7 +307,7 @@ export async function merge(opts: MergeOptions): Promise<MergeReport> {
       fingerprint_fields: fields,
       config_fingerprint: fingerprint(fields),
       questions: { path: first.questions.path, total: null },
-      counts: { accepted, failed, by_reason: byReason },
+      counts: { accepted, failed, by_reason: byReason, ...(subAccepted + subFailed > 0 ? { sub_agents: { accepted: subAccepted, failed: subFailed, by_reason: subReasons } } : {}) },
       sessions: [],
       merged_from: runs.map((dir, i) => ({ dir, run_id: manifests[i]!.run_id, counts: manifests[i]!.counts })),
     };
@@ -273,5 +325,6 @@ export async function merge(opts: MergeOptions): Promise<MergeReport> {
     if (err instanceof TrajforgeError) throw err;
     throw fsError(writing, err, 'merge: cannot write');
   }
-  return { out, accepted, failed, superseded: read - accepted - failed, conflicts, live, cut, unrecorded: [...unrecorded].sort() };
+  const subAgents = subAccepted + subFailed > 0 ? { accepted: subAccepted, failed: subFailed } : undefined;
+  return { out, accepted, failed, superseded: read - accepted - failed - subAccepted - subFailed - orphans, sub_agents: subAgents, orphans, conflicts, live, cut, unrecorded: [...unrecorded].sort() };
 }

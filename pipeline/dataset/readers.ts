@@ -41,6 +41,18 @@
  *   answer; it enters the interleaved text wrapped in `<answer>…</answer>` (mcp-xml's
  *   parser takes that as the answer) and `final_answer` is the report as written. Boxes are
  *   never invented. `meta.answer_source` says which rule applied.
+ * - Which agent wrote a MiroVerse trace: MiroVerse holds main-agent traces and browsing
+ *   sub-agent traces side by side, unlinked. MiroThinker gives each its own objective at the
+ *   end of the system prompt (the fixture row: "You are a task-solving agent…"; its browsing
+ *   agent: "You are an agent that performs the task of searching and browsing…"), sends a
+ *   sub-agent its subtask ending "Please provide the answer and detailed supporting
+ *   information of the subtask given to you." and ends it with "This is a direct instruction
+ *   to you…", while the main agent ends with "Summarize the above conversation…" and is
+ *   offered `browsing-agent`. The sub-agent's signs are looked for first (its copy of the
+ *   general prompt can mention tools a main agent has); a row that shows none of either is
+ *   left without `agent`. The row gets `agent` (`main` or `browsing`, the names a run with
+ *   data/configs/miroverse.yaml writes) and `meta.agent_from` (the sign); never `parent_id`:
+ *   MiroVerse does not say which main trace called which sub-agent.
  */
 import { createReadStream, existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -515,6 +527,29 @@ function renderedOutput(dialect: Dialect, content: string): string | undefined {
   return only !== undefined && only.kind === 'output' && only.closed ? t : undefined;
 }
 
+const BROWSING_OBJECTIVE = 'You are an agent that performs the task of searching and browsing';
+const MAIN_OBJECTIVE = 'You are a task-solving agent that uses tools step-by-step';
+const SUBTASK_LINE = 'Please provide the answer and detailed supporting information of the subtask given to you.';
+const BROWSING_SUMMARY = 'This is a direct instruction to you';
+const MAIN_SUMMARY = 'Summarize the above conversation';
+
+/** Which of MiroThinker's agents wrote a chat transcript, and by which sign (see the header); undefined when none shows. */
+export function chatAgent(messages: readonly ChatMessage[], questionIndex: number): { agent: 'main' | 'browsing'; from: string } | undefined {
+  let system = '';
+  for (const m of messages) if (m.role === 'system') system += m.content;
+  const users = messages.filter((m, i) => m.role === 'user' && i > questionIndex);
+  const question = messages[questionIndex]?.content.trimEnd() ?? '';
+  if (system.includes(BROWSING_OBJECTIVE)) return { agent: 'browsing', from: 'system_prompt' };
+  if (question.endsWith(SUBTASK_LINE)) return { agent: 'browsing', from: 'subtask_prompt' };
+  if (users.some((m) => m.content.trimStart().startsWith(BROWSING_SUMMARY))) return { agent: 'browsing', from: 'summary_prompt' };
+  if (system.includes(MAIN_OBJECTIVE)) return { agent: 'main', from: 'system_prompt' };
+  if (users.some((m) => m.content.trimStart().startsWith(MAIN_SUMMARY))) return { agent: 'main', from: 'summary_prompt' };
+  if (system.includes('## Server name: browsing-agent') || messages.some((m) => m.role === 'assistant' && m.content.includes('<server_name>browsing-agent</server_name>'))) {
+    return { agent: 'main', from: 'tools' };
+  }
+  return undefined;
+}
+
 function innerOutput(text: string): string {
   const open = text.indexOf('>');
   const close = text.toLowerCase().lastIndexOf('</tool_output');
@@ -621,9 +656,10 @@ function fromChat(row: Obj, ctx: ReadContext): Trajectory {
     answerSource = answer.text.startsWith('<') ? 'answer_tag' : 'boxed';
   }
   const cited = answer !== undefined ? dialect.citedIds(answer.text) : [];
+  const role = dialect === mcpXml ? chatAgent(messages, qIdx) : undefined;
   const meta = metaFrom(
     Object.entries(row).filter(([k]) => k !== 'messages' && k !== 'id'),
-    { source_format: 'chat', source_id: sourceId, answer_source: answerSource },
+    { source_format: 'chat', source_id: sourceId, answer_source: answerSource, ...(role ? { agent_from: role.from } : {}) },
   );
   const gold = str(row.gold_answer) ?? str(row.answer);
   return {
@@ -633,6 +669,7 @@ function fromChat(row: Obj, ctx: ReadContext): Trajectory {
     question,
     ...(gold !== undefined ? { gold_answer: gold } : {}),
     meta,
+    ...(role ? { agent: role.agent } : {}),
     dialect: dialect.name,
     model: str(row.model) ?? 'unknown',
     status: 'ok',

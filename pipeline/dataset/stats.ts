@@ -11,6 +11,11 @@
  * to know, when a failed attempt is read, whether it is the last one: a first pass over
  * failures.jsonl keeps id → (attempt, line) of the winner, ids only, and the second pass
  * counts the rows that won.
+ *
+ * Records of a run with agents (README "Agents") are also counted by agent and by family.
+ * The family figures need to know, per family, how many sessions it has and whether its root
+ * was seen: a map of family keys to two small numbers, the one figure that grows with the
+ * dataset (as the latest-state index does), and only for records that carry family fields.
  */
 import { basename } from 'node:path';
 import type { Trajectory } from '../../schemas/index.js';
@@ -20,6 +25,7 @@ import { ForeignCheck, validatedRows } from './foreign.js';
 import type { TokenCounter } from '../tokens.js';
 import { FAILURES } from '../generate/store.js';
 import { PassCounter, type PassAtK } from './pass-at-k.js';
+import { familyOf, isChild } from './families.js';
 
 // ---------------------------------------------------------------------------------------
 // Quantile sketch
@@ -209,8 +215,41 @@ export interface Stats {
   judgement: { judged: number; verdicts: Record<string, number>; steps: Record<string, number>; rubric: { scored: number; mean: number | null } } | null;
   /** pass@1 and pass@k per run and per split (pass-at-k.ts); null when no row carries a judgement. */
   pass_at_k: PassAtK | null;
+  /** The main figures per agent (the records' `agent`), and how many rows name none; null when no row names an agent. */
+  by_agent: { agents: Record<string, AgentFigures>; without_agent: number } | null;
+  /** Families of a run with agents; null when no row carries family fields. */
+  families: FamilyFigures | null;
   /** For the terminal only; `statsToJson` leaves them out. */
   histograms: { tool_calls: HistogramBin[]; turns: HistogramBin[]; tokens: HistogramBin[] };
+}
+
+export interface AgentFigures {
+  /** Sessions of this agent counted. */
+  counted: number;
+  status: Record<string, number>;
+  acceptance_rate: number | null;
+  reasons: Record<string, number>;
+  validation: { passed: number; failed: number };
+  per_trajectory: { tool_calls: Distribution; turns: Distribution; tokens: Distribution };
+  /** Calls per tool name. */
+  tool_calls: Record<string, number>;
+}
+
+export interface FamilyFigures {
+  /** Families (a root and its sessions, one attempt) with at least one session counted. */
+  families: number;
+  /** Families whose root session is not among the counted rows (a cut or filtered dataset). */
+  without_root: number;
+  /** Sessions per family, the root included. */
+  sessions_per_family: Distribution;
+  /** Calls to sub-agents per main (root) session. */
+  sub_agent_calls_per_main: Distribution;
+  /** Calls to a sub-agent (a call with `child_id`), at any depth. */
+  sub_agent_calls: number;
+  /** Of those, calls whose sub-agent failed on its own: the caller saw a tool error and went on. */
+  sub_agent_calls_failed: number;
+  /** Sessions by depth (0 = main). */
+  by_depth: Record<string, number>;
 }
 
 /**
@@ -383,6 +422,67 @@ class Accumulator {
   }
 }
 
+/** The family figures, fed every counted row that carries family fields. */
+class FamilyTracker {
+  /** Family key → sessions counted·2 + (1 when its root was counted). */
+  readonly #families = new Map<string, number>();
+  readonly #perMain = new Sketch();
+  readonly #depth: Counts = new Map();
+  #calls = 0;
+  #failed = 0;
+
+  add(t: Partial<Trajectory>): void {
+    const key = familyOf(t);
+    if (key === undefined) return;
+    const root = !isChild(t);
+    this.#families.set(key, (this.#families.get(key) ?? 0) + 2 + (root ? 1 : 0));
+    inc(this.#depth, typeof t.depth === 'number' ? String(t.depth) : root ? '0' : '(none)');
+    let calls = 0;
+    if (Array.isArray(t.tool_calls)) {
+      for (const c of t.tool_calls) {
+        if (typeof c?.child_id !== 'string') continue;
+        calls++;
+        if (typeof c.error === 'string') this.#failed++;
+      }
+    }
+    this.#calls += calls;
+    if (root) this.#perMain.add(calls);
+  }
+
+  result(): FamilyFigures | null {
+    if (this.#families.size === 0) return null;
+    const sessions = new Sketch();
+    let withoutRoot = 0;
+    for (const v of this.#families.values()) {
+      sessions.add(Math.floor(v / 2));
+      if (v % 2 === 0) withoutRoot++;
+    }
+    const depth = Object.fromEntries([...this.#depth].sort((a, b) => (a[0] < b[0] ? -1 : 1)));
+    return {
+      families: this.#families.size,
+      without_root: withoutRoot,
+      sessions_per_family: sessions.summary(),
+      sub_agent_calls_per_main: this.#perMain.summary(),
+      sub_agent_calls: this.#calls,
+      sub_agent_calls_failed: this.#failed,
+      by_depth: depth,
+    };
+  }
+}
+
+function agentFigures(acc: Accumulator): AgentFigures {
+  const ok = acc.status.get('ok') ?? 0;
+  return {
+    counted: acc.counted,
+    status: sorted(acc.status),
+    acceptance_rate: acc.counted ? ok / acc.counted : null,
+    reasons: sorted(acc.reasons),
+    validation: { passed: acc.passed, failed: acc.failedValidation },
+    per_trajectory: { tool_calls: acc.toolCalls.summary(), turns: acc.turns.summary(), tokens: acc.tokens.summary() },
+    tool_calls: sorted(acc.toolCallCounts),
+  };
+}
+
 /** Sorted by count, largest first, then by name: the order a table and a JSON object show. */
 function sorted(m: Counts): Record<string, number> {
   return Object.fromEntries([...m].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)));
@@ -398,6 +498,9 @@ function pairs(count: Counts, trajectories: Counts): Record<string, { count: num
  */
 export async function computeStats(rows: AsyncIterable<DatasetRow>, opts: StatsOptions = {}): Promise<Stats> {
   const acc = new Accumulator();
+  const families = new FamilyTracker();
+  const byAgent = new Map<string, Accumulator>();
+  let withoutAgent = 0;
   const latest = opts.latest;
   // Accepted ids seen, so failures of an accepted id (and a duplicate acceptance) are left out.
   const accepted = latest ? new Set<string>() : undefined;
@@ -420,6 +523,12 @@ export async function computeStats(rows: AsyncIterable<DatasetRow>, opts: StatsO
       }
     }
     acc.add(t);
+    families.add(t);
+    if (typeof t.agent === 'string' && t.agent !== '') {
+      let a = byAgent.get(t.agent);
+      if (a === undefined) byAgent.set(t.agent, (a = new Accumulator()));
+      a.add(t);
+    } else withoutAgent++;
   }
   const toolNames = new Set([...acc.toolTrajectories.keys(), ...acc.toolCallCounts.keys()]);
   const tools = [...toolNames]
@@ -444,6 +553,11 @@ export async function computeStats(rows: AsyncIterable<DatasetRow>, opts: StatsO
     decontamination: { checked: acc.decontaminationChecked, flagged: acc.decontaminationFlagged, by_field: sorted(acc.contaminatedFields), by_eval_file: sorted(acc.contaminatedBy) },
     judgement: acc.judged === 0 ? null : { judged: acc.judged, verdicts: sorted(acc.verdicts), steps: sorted(acc.steps), rubric: { scored: acc.rubricScored, mean: acc.rubricScored ? acc.rubricSum / acc.rubricScored : null } },
     pass_at_k: acc.pass.result(),
+    by_agent:
+      byAgent.size === 0
+        ? null
+        : { agents: Object.fromEntries([...byAgent].sort((a, b) => b[1].counted - a[1].counted || (a[0] < b[0] ? -1 : 1)).map(([k, a]) => [k, agentFigures(a)])), without_agent: withoutAgent },
+    families: families.result(),
     histograms: { tool_calls: acc.toolCalls.histogram(), turns: acc.turns.histogram(), tokens: acc.tokens.histogram() },
   };
 }
@@ -566,6 +680,32 @@ export function formatStats(stats: Stats, source?: string): string {
       ...Object.entries(p.by_split).map(([name, f]) => row(`  split ${name}`, f)),
     ]);
     if (p.unjudged_questions) out.push(`${p.unjudged_questions} questions left out: a sample of theirs is unjudged (trajforge rerun RUN --reason unjudged)`);
+  }
+
+  const ba = stats.by_agent;
+  if (ba !== null) {
+    const top = (m: Record<string, number>): string => Object.entries(m).slice(0, 2).map(([k, n]) => `${k} ${n}`).join(', ') || '-';
+    section(['agent', 'sessions', 'accepted', 'share', 'tool calls', 'turns', 'tokens', 'reasons'], [
+      ...Object.entries(ba.agents).map(([name, a]): (string | number)[] => {
+        const ok = a.status.ok ?? 0;
+        const p = a.per_trajectory;
+        return [name, a.counted, ok, pct(ok, a.counted), num(p.tool_calls.mean, 2), num(p.turns.mean, 2), num(p.tokens.mean, 1), top(a.reasons)];
+      }),
+      ...(ba.without_agent ? [['(no agent)', ba.without_agent, '', '', '', '', '', '']] : []),
+    ]);
+    out.push('(tool calls, turns, tokens: the mean per session)');
+  }
+  const f = stats.families;
+  if (f !== null) {
+    const distRow = (name: string, x: Distribution): (string | number)[] => [name, x.count, num(x.mean, 2), num(x.p50), num(x.p90), num(x.max)];
+    section(['families', 'n', 'mean', 'p50', 'p90', 'max'], [distRow('sessions per family', f.sessions_per_family), distRow('sub-agent calls per main', f.sub_agent_calls_per_main)]);
+    out.push(
+      ...table([
+        ['families', `${f.families}${f.without_root ? ` (${f.without_root} without their root session in this data)` : ''}`],
+        ['sub-agent calls', `${f.sub_agent_calls}, ${f.sub_agent_calls_failed} of them failed (a tool error for the caller)`],
+        ['sessions by depth', Object.entries(f.by_depth).map(([d, n]) => `${d}: ${n}`).join(', ')],
+      ], '', true),
+    );
   }
 
   const h = stats.histograms;

@@ -38,6 +38,7 @@ export const RULES = {
   'agent.report_mismatch': { severity: 'error', description: "a sub-agent's answer in interleaved_text is not its final_answer, the report its caller was given" },
   'family.report_mismatch': { severity: 'error', description: "a call to a sub-agent whose tool output is not the dialect's rendering of that sub-agent's report (or, when it failed, not an error)" },
   'family.link': { severity: 'error', description: 'a call to a sub-agent whose session is not in the family or does not point back to the call; or a sub-agent session that no call of its parent started' },
+  'family.duplicate': { severity: 'error', description: 'a session (id and attempt) that a dataset holds twice' },
 } as const satisfies Record<string, RuleInfo>;
 
 export type RuleId = keyof typeof RULES;
@@ -291,6 +292,13 @@ export interface FamilyOptions {
   /** The dialect a record is written in. */
   readonly dialectOf: (name: Trajectory['dialect']) => Dialect;
   readonly severities?: Readonly<Record<string, RuleSeverity>> | undefined;
+  /**
+   * Offline, over a dataset that may hold only accepted sessions: a sub-agent session that
+   * failed on its own is in failures.jsonl while its accepted caller is not, and the call shows
+   * the error the caller saw. With this set, such a call (one with `error`) whose session is
+   * absent is no issue. Inline the family is whole, and it is.
+   */
+  readonly failedChildrenElsewhere?: boolean | undefined;
 }
 
 /**
@@ -314,6 +322,7 @@ export function validateFamily(records: readonly Trajectory[], opts: FamilyOptio
       if (call.child_id === undefined) return;
       const where = { call_index: i, turn: call.turn };
       const child = byId.get(call.child_id);
+      if (child === undefined && call.error !== undefined && opts.failedChildrenElsewhere) return;
       if (child === undefined) return report(parent.id, 'family.link', `call ${i} (${call.tool_name}) started session ${call.child_id}, which is not in the family`, where);
       if (child.parent_id !== parent.id || child.parent_call !== i) {
         return report(parent.id, 'family.link', `call ${i} (${call.tool_name}) started session ${child.id}, which points at ${child.parent_id ?? 'no parent'} call ${child.parent_call ?? '?'}`, where);

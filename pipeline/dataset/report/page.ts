@@ -81,6 +81,10 @@ ul.issues li.warn{color:#8a5a00}
 .seg.o{background:var(--output);border-color:var(--output-b)}
 .seg.a{background:var(--answer);border-color:var(--answer-b)}
 .seg .cut{font-size:11px;color:#8a5a00;margin-top:2px}
+.seg.hl{outline:2px solid #d08b00;outline-offset:1px}
+.fam{margin:4px 0;font-size:12px}
+a.to-child,a.to-parent{color:#1a56c4;cursor:pointer;text-decoration:underline}
+.seg a.to-child{display:inline-block;margin-top:3px;font-size:12px}
 i.k{background:var(--think-b)}i.c{background:var(--call-b)}i.o{background:var(--output-b)}i.a{background:var(--answer-b)}i.t{background:var(--text-b)}
 @media (max-width:900px){.split{grid-template-columns:1fr}}
 `;
@@ -196,6 +200,7 @@ const APP = String.raw`
     l1.appendChild(el('span', 'badge ' + s[1], s[1]));
     l1.appendChild(el('span', 'id', s[0]));
     if (s[2]) l1.appendChild(el('span', 'tag', s[2]));
+    if (s[10] && s[10] !== 'main') l1.appendChild(el('span', 'tag', s[10]));
     l1.appendChild(el('span', 'n', num(s[5]) + ' calls · ' + num(s[6]) + ' turns'));
     row.appendChild(l1);
     row.appendChild(el('div', 'q', s[4]));
@@ -220,6 +225,16 @@ const APP = String.raw`
     if (d.ci) f.push(['cited', d.ci[0] + ' (' + d.ci[1] + ' unresolved)']);
     for (var k = 0; k < f.length; k++) facts.appendChild(el('span', null, f[k][0] + ': ' + (f[k][1] === null || f[k][1] === '' ? '-' : f[k][1])));
     viewer.appendChild(facts);
+    if (d.fam) {
+      // Runs with agents: where this session sits in its family, and the way back to the call that started it.
+      var fam = el('div', 'fam');
+      fam.appendChild(el('span', null, 'agent: ' + (d.fam.ag || '-') + ' · depth ' + (d.fam.dp === null ? '-' : d.fam.dp) + ' · family ' + (d.fam.f || '-')));
+      if (d.fam.p !== null) {
+        fam.appendChild(document.createTextNode(' · '));
+        fam.appendChild(sessionLink('to-parent', d.fam.p, d.fam.pc, '\u2190 called by ' + d.fam.p + ', call ' + d.fam.pc));
+      }
+      viewer.appendChild(fam);
+    }
     section(viewer, 'question');
     viewer.appendChild(el('pre', 'box', s[4]));
     if (d.g !== undefined) { section(viewer, 'gold answer'); viewer.appendChild(el('pre', 'box', d.g)); }
@@ -238,12 +253,19 @@ const APP = String.raw`
     for (var g = 0; g < order.length; g++) { var it = el('span'); it.appendChild(el('i', order[g])); it.appendChild(document.createTextNode(KINDS[order[g]])); legend.appendChild(it); }
     viewer.appendChild(legend);
     if (!d.seg.length) viewer.appendChild(el('p', 'hint', '(empty: the model wrote nothing that entered the training view)'));
+    var callNo = 0;
     for (var n = 0; n < d.seg.length; n++) {
       var sg = d.seg[n];
       var box = el('div', 'seg ' + sg[0]);
       box.setAttribute('data-kind', KINDS[sg[0]]);
       box.appendChild(el('div', 'lab', KINDS[sg[0]]));
       box.appendChild(el('pre', null, sg[1]));
+      if (sg[0] === 'c') {
+        box.setAttribute('data-call', String(callNo));
+        var child = d.ch ? d.ch[callNo] : null;
+        if (child) box.appendChild(sessionLink('to-child', child, null, '\u2192 sub-agent session ' + child));
+        callNo++;
+      }
       if (sg[2]) box.appendChild(el('div', 'cut', '… ' + num(sg[2]) + ' more characters not shown in this report (the dataset has them all)'));
       viewer.appendChild(box);
     }
@@ -257,6 +279,25 @@ const APP = String.raw`
     }
     render();
     if (history.replaceState) history.replaceState(null, '', '#id=' + encodeURIComponent(s[0]));
+  }
+
+  // A link to another session of the family: opens it (at the parent's call, going back up). A
+  // session this report does not hold (filtered out, or failed elsewhere) is named, not linked.
+  function sessionLink(cls, id, call, text) {
+    if (indexIds().get(id) === undefined) return el('span', 'hint', text + ' (not in this report)');
+    var a = el('a', cls, text);
+    a.href = '#id=' + encodeURIComponent(id);
+    a.setAttribute('data-target', id);
+    a.addEventListener('click', function (e) {
+      e.preventDefault();
+      openId(id);
+      if (call === null || call === undefined) return;
+      var at = viewer.querySelector('.seg[data-call="' + call + '"]');
+      if (!at) return;
+      at.classList.add('hl');
+      viewer.scrollTop = at.offsetTop - viewer.offsetTop - 40;
+    });
+    return a;
   }
 
   spacer.addEventListener('click', function (e) {

@@ -4,12 +4,16 @@
  *
  * - SUMMARY is what the list, the search and the filters need, parsed for every row when
  *   the page opens: `[id, status, reason, rules, question, tool_calls, turns, tokens,
- *   repairs, rollbacks]` (an array: 10,000 rows of key names would be noise).
+ *   repairs, rollbacks, agent]` (an array: 10,000 rows of key names would be noise; `agent`
+ *   is '' for a record that names none).
  * - DETAIL is what the viewer needs, parsed only when a trajectory is opened: the segments
  *   of the interleaved text with their kinds, and the answer, issues, repairs and rollbacks.
  *   Tool outputs longer than `outputChars` (and any other segment longer than `textChars`)
  *   are cut, and the viewer says by how much: the outputs are most of a trajectory's bytes
- *   and the least of what a person reads, and the dataset keeps them whole.
+ *   and the least of what a person reads, and the dataset keeps them whole. A session of a
+ *   family (runs with agents) adds `fam` (its agent, parent, the parent's call, depth, family)
+ *   and `ch` (per call, in order, the id of the sub-agent session it started, or null), so the
+ *   viewer links a call to its session and the session back to the call.
  *
  * JSON never holds a raw tab or newline, so the tab and the line are unambiguous; every `<`
  * is written `\u003c` (still JSON) so no text can end the script element early, whether it
@@ -52,7 +56,7 @@ function rulesOf(t: Partial<Trajectory>): string[] {
 
 export function summaryOf(t: Partial<Trajectory>): unknown[] {
   const calls = num(t.total_tool_calls) ?? arr(t.tool_calls).length;
-  return [str(t.id), str(t.status) || 'unknown', str(t.reason), rulesOf(t), str(t.question), calls, num(t.turns), num(t.usage?.total_tokens), arr(t.repairs).length, arr(t.rollbacks).length];
+  return [str(t.id), str(t.status) || 'unknown', str(t.reason), rulesOf(t), str(t.question), calls, num(t.turns), num(t.usage?.total_tokens), arr(t.repairs).length, arr(t.rollbacks).length, str(t.agent)];
 }
 
 /** The segments to show: the dialect's parse, or the whole text as one when there is no parser. */
@@ -91,6 +95,11 @@ export function detailOf(t: Partial<Trajectory>, opts: RowOptions): Obj {
   if (typeof t.error === 'string' && t.error !== '') d.e = t.error;
   const cited = arr(t.cited_ids).length;
   if (cited) d.ci = [cited, arr(t.unresolved_cited_ids).length];
+  if (typeof t.agent === 'string' || typeof t.parent_id === 'string' || typeof t.family_id === 'string') {
+    d.fam = { ag: str(t.agent), p: typeof t.parent_id === 'string' ? t.parent_id : null, pc: num(t.parent_call), dp: num(t.depth), f: str(t.family_id) };
+  }
+  const calls = arr(t.tool_calls);
+  if (calls.some((c) => typeof (c as Obj | null)?.child_id === 'string')) d.ch = calls.map((c) => (typeof (c as Obj | null)?.child_id === 'string' ? (c as Obj).child_id : null));
   return d;
 }
 
