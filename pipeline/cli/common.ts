@@ -7,6 +7,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { TrajforgeError } from '../errors.js';
+import { abortAllWriters } from '../jsonl.js';
 import { statPath } from '../files.js';
 import type { ReadOptions } from '../dataset/readers.js';
 import { tokenCounter, type TokenCounter } from '../tokens.js';
@@ -81,4 +82,23 @@ export function datasetTokenCounter(input: string, flag: string | undefined): To
     }
   }
   return tokenCounter(undefined);
+}
+
+/**
+ * Until `off()`: Ctrl-C or SIGTERM aborts every output being written (each is a temporary file
+ * until its commit, so nothing half-written is left at the output) and exits 130.
+ */
+export function abortWritersOnInterrupt(): { off(): void } {
+  const onSignal = (): void => {
+    abortAllWriters();
+    process.exit(130);
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  return {
+    off() {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+    },
+  };
 }

@@ -4,8 +4,8 @@ import { resolve } from 'node:path';
 import { DECONTAMINATION_FIELDS, DecontaminateOptions } from '../../schemas/index.js';
 import { decontaminate, EvalIndex, type DecontaminateSummary, type EvalFormat } from '../dataset/decontaminate.js';
 import { TrajforgeError } from '../errors.js';
-import { abortAllWriters, JsonlWriter } from '../jsonl.js';
-import { parseDatasetInputs, readOptions } from './common.js';
+import { JsonlWriter } from '../jsonl.js';
+import { abortWritersOnInterrupt, parseDatasetInputs, readOptions } from './common.js';
 import { checkedOptions, numberFlag } from './flags.js';
 
 const D = DecontaminateOptions.parse({});
@@ -111,12 +111,7 @@ export async function run(argv: string[]): Promise<number> {
   const read = readOptions(values.format, values['on-bad-row']);
 
   const writers: JsonlWriter[] = [];
-  const onSignal = (): void => {
-    abortAllWriters();
-    process.exit(130);
-  };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  const interrupt = abortWritersOnInterrupt();
   try {
     const open = (path: string | undefined): JsonlWriter | undefined => {
       if (path === undefined) return undefined;
@@ -142,7 +137,6 @@ export async function run(argv: string[]): Promise<number> {
     if ((err as Error).name === 'OutputClosedError') return 0;
     throw err;
   } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+    interrupt.off();
   }
 }

@@ -5,8 +5,8 @@ import { DEDUP_KEEP_RULES, DedupOptions } from '../../schemas/index.js';
 import { indexNearDuplicates, writeDeduplicated, type DedupSummary } from '../dataset/dedup.js';
 import { banding, minimumHashes } from '../dataset/minhash.js';
 import { TrajforgeError } from '../errors.js';
-import { abortAllWriters, JsonlWriter } from '../jsonl.js';
-import { parseDatasetInputs, readOptions } from './common.js';
+import { JsonlWriter } from '../jsonl.js';
+import { abortWritersOnInterrupt, parseDatasetInputs, readOptions } from './common.js';
 import { checkedOptions, numberFlag } from './flags.js';
 
 const D = DedupOptions.parse({});
@@ -108,12 +108,7 @@ export async function run(argv: string[]): Promise<number> {
   const read = readOptions(values.format, values['on-bad-row']);
 
   const writers: JsonlWriter[] = [];
-  const onSignal = (): void => {
-    abortAllWriters();
-    process.exit(130);
-  };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  const interrupt = abortWritersOnInterrupt();
   try {
     // Opened first, so a bad path fails before the input is read.
     const out = new JsonlWriter(values.out);
@@ -138,7 +133,6 @@ export async function run(argv: string[]): Promise<number> {
     if ((err as Error).name === 'OutputClosedError') return 0;
     throw err;
   } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+    interrupt.off();
   }
 }

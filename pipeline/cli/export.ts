@@ -5,9 +5,9 @@ import { EXPORT_FORMATS, Exporter, exportRows, formatExportCounts, latestFilter,
 import { MASK_STRATEGIES } from '../dataset/token-rows.js';
 import { TOOL_ROLES, VIEW_MODES } from '../dataset/training-view.js';
 import { TOKEN_ENCODINGS } from '../tokens.js';
-import { abortAllWriters, JsonlWriter } from '../jsonl.js';
+import { JsonlWriter } from '../jsonl.js';
 import { readDataset } from '../dataset/readers.js';
-import { datasetTokenCounter, parseDatasetArgs, readOptions } from './common.js';
+import { abortWritersOnInterrupt, datasetTokenCounter, parseDatasetArgs, readOptions } from './common.js';
 import { compileFilter, FilterSpecError } from '../dataset/filter.js';
 import { exportDpo, formatDpoCounts } from '../dataset/export-dpo.js';
 import type { DatasetRow } from '../dataset/readers.js';
@@ -149,12 +149,7 @@ export async function run(argv: string[]): Promise<number> {
   const latest = opts.all ? await latestIndexFor(input, read) : undefined;
   const { rows, report } = readDataset(input, read);
 
-  const onSignal = (): void => {
-    abortAllWriters();
-    process.exit(130);
-  };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  const interrupt = abortWritersOnInterrupt();
   let writer: JsonlWriter | undefined;
   try {
     writer = new JsonlWriter(out);
@@ -171,8 +166,7 @@ export async function run(argv: string[]): Promise<number> {
     if ((err as Error).name === 'OutputClosedError') return 0;
     throw err;
   } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+    interrupt.off();
   }
 }
 
@@ -194,12 +188,7 @@ async function runDpo(input: string, out: string, values: Record<string, unknown
     onBadRow: values['on-bad-row'] === 'skip' ? ('skip' as const) : ('error' as const),
   };
   const { rows, report } = readDataset(input, read);
-  const onSignal = (): void => {
-    abortAllWriters();
-    process.exit(130);
-  };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  const interrupt = abortWritersOnInterrupt();
   let writer: JsonlWriter | undefined;
   try {
     writer = new JsonlWriter(out);
@@ -217,7 +206,6 @@ async function runDpo(input: string, out: string, values: Record<string, unknown
     if ((err as Error).name === 'OutputClosedError') return 0;
     throw err;
   } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+    interrupt.off();
   }
 }

@@ -3,9 +3,9 @@ import { resolve } from 'node:path';
 import { TrajforgeError } from '../errors.js';
 import { checkOutputFile } from '../files.js';
 import { compileFilter, FAMILY_MODES, FIELDS, FilterSpecError, filterRows, type FamilyMode } from '../dataset/filter.js';
-import { abortAllWriters, JsonlWriter } from '../jsonl.js';
+import { JsonlWriter } from '../jsonl.js';
 import { readDataset } from '../dataset/readers.js';
-import { datasetTokenCounter, parseDatasetArgs, readOptions } from './common.js';
+import { abortWritersOnInterrupt, datasetTokenCounter, parseDatasetArgs, readOptions } from './common.js';
 import { ForeignCheck, validatedRows } from '../dataset/foreign.js';
 
 const HELP = `Usage: trajforge filter <file|run|-> [--keep EXPR]… [--drop EXPR]… --out F [--rejects F]
@@ -82,12 +82,7 @@ export async function run(argv: string[]): Promise<number> {
   const rows = validatedRows(read_, new ForeignCheck({ counter, countTokens: true }));
 
   const writers: JsonlWriter[] = [];
-  const onSignal = (): void => {
-    abortAllWriters();
-    process.exit(130);
-  };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  const interrupt = abortWritersOnInterrupt();
   try {
     const outWriter = new JsonlWriter(out);
     writers.push(outWriter);
@@ -115,7 +110,6 @@ export async function run(argv: string[]): Promise<number> {
     if ((err as Error).name === 'OutputClosedError') return 0;
     throw err;
   } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+    interrupt.off();
   }
 }

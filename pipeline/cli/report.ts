@@ -2,11 +2,10 @@
 import { ReportServeOptions } from '../../schemas/index.js';
 import { TrajforgeError } from '../errors.js';
 import { checkOutputFile } from '../files.js';
-import { abortAllWriters } from '../jsonl.js';
 import { buildReport } from '../dataset/report/build.js';
 import { DEFAULT_ROW_OPTIONS } from '../dataset/report/rows.js';
 import { isLoopback, serveReport } from '../dataset/report/serve.js';
-import { datasetTokenCounter, parseDatasetArgs, readOptions } from './common.js';
+import { abortWritersOnInterrupt, datasetTokenCounter, parseDatasetArgs, readOptions } from './common.js';
 import { checkedOptions, numberFlag } from './flags.js';
 
 const S = ReportServeOptions.parse({});
@@ -103,12 +102,7 @@ export async function run(argv: string[]): Promise<number> {
   const outputChars = positiveInt('output-chars', values['output-chars']);
   const read = readOptions(values.format, values['on-bad-row']);
 
-  const onSignal = (): void => {
-    abortAllWriters();
-    process.exit(130);
-  };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  const interrupt = abortWritersOnInterrupt();
   try {
     const started = performance.now();
     const result = await buildReport(input, out, { read, counter: datasetTokenCounter(input, values.tokenizer), ...(values.title ? { title: values.title } : {}), ...(outputChars ? { outputChars } : {}) });
@@ -121,8 +115,7 @@ export async function run(argv: string[]): Promise<number> {
     );
     return 0;
   } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+    interrupt.off();
   }
 }
 
