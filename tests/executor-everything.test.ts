@@ -6,12 +6,12 @@
  * and one that requires MCP tasks.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RunConfig } from '../schemas/index.js';
 import { Executor } from '../pipeline/generate/executor.js';
 import { PACKAGE_ROOT } from '../pipeline/paths.js';
+import { freePort } from './helpers.js';
 
 const EVERYTHING = join(PACKAGE_ROOT, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js');
 
@@ -30,17 +30,6 @@ async function until(cond: () => boolean): Promise<void> {
     if (Date.now() > deadline) throw new Error('condition not met within 10 s');
     await new Promise((r) => setTimeout(r, 20));
   }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 interface HttpEverything {

@@ -5,9 +5,9 @@
  * operator restarting it would), pause it with SIGSTOP and resume it, or stop it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer, connect } from 'node:net';
+import { connect } from 'node:net';
 import { join } from 'node:path';
-import { tempDir } from './helpers.js';
+import { freePort, tempDir } from './helpers.js';
 
 export interface RedisHandle {
   readonly port: number;
@@ -21,18 +21,6 @@ export interface RedisHandle {
   pause(): void;
   resume(): void;
   stop(): Promise<void>;
-}
-
-/** A free loopback port: bind port 0, read the port, close. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 /** Resolves once the port accepts a connection and answers PING, or rejects after `ms`. */
