@@ -2,10 +2,15 @@
  * `merge`: shard runs → one run, one record per id. An accepted record beats a failed one,
  * a later attempt beats an earlier one; an id accepted in two runs is a conflict, reported
  * (the later run on the command line wins). Two passes over the files, ids in memory only.
+ *
+ * Queue mode (`merge --queue`): the runs are workers' directories, and Redis says which
+ * record of each sample was accepted (the worker and the sha256 of its line): exactly that
+ * line is kept, with the sub-agent sessions of its family (same worker, same attempt), and
+ * every other copy is left out. A planned sample without its accepted record is missing.
  */
 import { closeSync, createReadStream, openSync, readdirSync, readFileSync, renameSync } from 'node:fs';
 import { mkdir, open, rm, type FileHandle } from 'node:fs/promises';
-import { randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { basename, dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { RunManifest, SCHEMA_VERSION } from '../../schemas/index.js';
@@ -16,13 +21,21 @@ import { PACKAGE_VERSION } from '../paths.js';
 import { lockHolder } from '../generate/lock.js';
 import { parseRunLine, tailOf } from '../generate/run-lines.js';
 import { FAILURES, MANIFEST, TRAJECTORIES } from '../generate/store.js';
+import type { AcceptedMark } from '../generate/queue.js';
 
 export interface MergeOptions {
   readonly runs: readonly string[];
   readonly out: string;
   /** Merge runs whose configs differ (beyond the shard). Off by default: that is usually a mistake. */
   readonly allowMismatch?: boolean | undefined;
+  /** Queue mode: the run's planned ids and accepted marks, read from Redis by the caller. */
+  readonly queue?: { readonly run: string; readonly planned: ReadonlySet<string>; readonly accepted: ReadonlyMap<string, AcceptedMark> } | undefined;
+  /** Merge although planned samples have no record (queue mode). Off by default: the set would be short. */
+  readonly allowMissing?: boolean | undefined;
 }
+
+/** How many missing ids the report names. */
+const MISSING_SHOWN = 5;
 
 export interface MergeConflict {
   readonly id: string;
@@ -44,6 +57,8 @@ export interface MergeReport {
   readonly cut: readonly { readonly file: string; readonly bytes: number }[];
   /** Fingerprint fields that some runs do not record (written by an earlier trajforge), so could not be compared. */
   readonly unrecorded: readonly string[];
+  /** Queue mode: planned samples without their accepted record in the runs given (merged anyway with allowMissing). */
+  readonly missing: { readonly count: number; readonly first: readonly string[] };
 }
 
 interface Pick {
@@ -170,6 +185,7 @@ export async function merge(opts: MergeOptions): Promise<MergeReport> {
       });
     }
   }
+  const keep = queueFilter(opts, runs, manifests);
   const live = runs.flatMap((dir) => {
     const holder = lockHolder(dir);
     return holder ? [{ dir, pid: holder.pid }] : [];
@@ -187,6 +203,7 @@ export async function merge(opts: MergeOptions): Promise<MergeReport> {
       for await (const { line, text } of lines(snap)) {
         const rec = parseRunLine(text, snap.path, line);
         read++;
+        if (keep && !keep(run, rec, text)) continue;
         const cand: Pick = { run, file, line, ok: rec.status === 'ok', attempt: typeof rec.attempt === 'number' ? rec.attempt : 0 };
         const prev = picks.get(rec.id);
         if (!prev) {
@@ -199,6 +216,20 @@ export async function merge(opts: MergeOptions): Promise<MergeReport> {
         if (better) picks.set(rec.id, { ...cand, acceptedIn: cand.acceptedIn ?? prev.acceptedIn });
         else if (cand.acceptedIn) prev.acceptedIn = cand.acceptedIn;
       }
+    }
+  }
+
+  let missing: MergeReport['missing'] = { count: 0, first: [] };
+  if (opts.queue) {
+    const ids = [...opts.queue.planned].filter((id) => !picks.has(id));
+    missing = { count: ids.length, first: ids.slice(0, MISSING_SHOWN) };
+    if (ids.length > 0 && !opts.allowMissing) {
+      const accepted = ids.filter((id) => opts.queue!.accepted.has(id)).length;
+      throw new TrajforgeError(
+        'RUN_INCOMPLETE',
+        `merge: ${ids.length} of the ${opts.queue.planned.size} samples planned for run ${opts.queue.run} have no accepted record in the runs given (${missing.first.join(', ')}${ids.length > MISSING_SHOWN ? ', …' : ''}): ` +
+          `${accepted} were accepted by a worker whose directory is not among them, ${ids.length - accepted} are not accepted yet (trajforge status). Pass --allow-missing to merge what is there`,
+      );
     }
   }
 
@@ -224,6 +255,7 @@ export async function merge(opts: MergeOptions): Promise<MergeReport> {
         const snap = snaps[run]![file]!;
         for await (const { line, text } of lines(snap)) {
           const rec = parseRunLine(text, snap.path, line);
+          if (keep && !keep(run, rec, text)) continue;
           const pick = picks.get(rec.id);
           if (!pick) throw new TrajforgeError('BAD_INPUT', `${snap.path}:${line}: changed while merge read it (a run's files only grow)`, { file: snap.path, line });
           if (pick.run !== run || pick.file !== file || pick.line !== line) continue;
@@ -273,5 +305,29 @@ export async function merge(opts: MergeOptions): Promise<MergeReport> {
     if (err instanceof TrajforgeError) throw err;
     throw fsError(writing, err, 'merge: cannot write');
   }
-  return { out, accepted, failed, superseded: read - accepted - failed, conflicts, live, cut, unrecorded: [...unrecorded].sort() };
+  return { out, accepted, failed, superseded: read - accepted - failed, conflicts, live, cut, unrecorded: [...unrecorded].sort(), missing };
+}
+
+/**
+ * Queue mode: whether a line is the accepted copy. A root line is, when Redis accepted its
+ * sample from this run's worker with this line's sha256; a sub-agent session's line is, when
+ * its family's root was accepted from this worker at the same attempt.
+ */
+function queueFilter(opts: MergeOptions, runs: readonly string[], manifests: readonly RunManifest[]): ((run: number, rec: ReturnType<typeof parseRunLine>, text: string) => boolean) | undefined {
+  const q = opts.queue;
+  if (!q) return undefined;
+  const workers = manifests.map((m, i) => {
+    if (m.worker === undefined || m.worker.run !== q.run) {
+      throw new TrajforgeError('BAD_USAGE', `${runs[i]}: not a worker directory of run ${q.run}${m.worker ? ` (its worker ran run ${m.worker.run})` : ''}; merge --queue takes the directories \`trajforge worker --run ${q.run}\` wrote`, { file: runs[i] });
+    }
+    return m.worker.name;
+  });
+  return (run, rec, text) => {
+    if (typeof rec.parent_id === 'string') {
+      const mark = typeof rec.family_id === 'string' ? q.accepted.get(rec.family_id) : undefined;
+      return mark !== undefined && mark.w === workers[run] && mark.attempt === (typeof rec.attempt === 'number' ? rec.attempt : 0);
+    }
+    const mark = q.accepted.get(rec.id);
+    return mark !== undefined && mark.w === workers[run] && mark.sha === createHash('sha256').update(text, 'utf8').digest('hex');
+  };
 }
