@@ -10,6 +10,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startSim, type Sim } from '../sim/server.js';
 import { freePort, startRedis, type RedisHandle } from './redis-server.js';
 import { readJsonl, runCli, tempDir, writeConfig } from './helpers.js';
+import { sleep, spawnCli } from './faults/util.js';
+import { createClient } from 'redis';
 
 let sim: Sim;
 beforeAll(async () => {
@@ -144,5 +146,44 @@ describe('trajforge enqueue, worker, status, merge --queue', () => {
     const re = await runCli(['enqueue', '--config', changed, '--queue', r.url, '--run', 'q3', '--limit', '3']);
     expect(re.code).toBe(2);
     expect(re.stderr).toMatch(/on the queue with another config; these fields differ: budgets/);
+  });
+
+  it('a sample whose lease ran out more than queue.lease_retries times is recorded failed (lease_lost) with the reason, not rolled out again', async () => {
+    const r = await redis();
+    const dir = tempDir('tf-queue-');
+    // A slow model, so that the worker stopped below is surely holding samples.
+    const slow = await startSim({ port: 0, seed: 5, latencyMs: 150 });
+    const cfg = writeConfig(dir, slow.url, { queue: { visibility_timeout_ms: 300, lease_retries: 0, poll_ms: 20 } });
+    expect((await runCli(['enqueue', '--config', cfg, '--queue', r.url, '--run', 'q4', '--limit', '60'])).code).toBe(0);
+    const out = join(dir, 'workers');
+    let reported = 0;
+    const stalled = spawnCli(['worker', '--config', cfg, '--queue', r.url, '--run', 'q4', '--out', out]);
+    try {
+      // Once it holds samples, it stops (SIGSTOP): its leases run out with the samples still on it.
+      const c = createClient({ url: r.url });
+      await c.connect();
+      const deadline = Date.now() + 20_000;
+      while (Number(await c.hLen('trajforge:{q4}:accepted')) < 3 && Date.now() < deadline) await sleep(20);
+      await c.close();
+      stalled.child.kill('SIGSTOP');
+      const w = await runCli(['worker', '--config', cfg, '--queue', r.url, '--run', 'q4', '--out', out]);
+      expect(w.code, w.stderr).toBe(0);
+      reported = Number(/(\d+) recorded failed \(lease_lost\)/.exec(w.stdout)?.[1]);
+    } finally {
+      stalled.child.kill('SIGKILL');
+      await stalled.exited;
+      await slow.close();
+    }
+    const status = JSON.parse((await runCli(['status', '--queue', r.url, '--run', 'q4', '--json'])).stdout);
+    expect(status).toMatchObject({ planned: 60, accepted: 60 });
+    const merged = await runCli(['merge', ...workerDirs(out), '--out', join(dir, 'all'), '--queue', r.url, '--run', 'q4']);
+    expect(merged.code, merged.stderr).toBe(0);
+    const lost = readJsonl(join(dir, 'all', 'failures.jsonl')).filter((t) => t.reason === 'lease_lost');
+    expect(lost.length).toBeGreaterThan(0);
+    expect(lost.length).toBe(reported);
+    for (const t of lost) {
+      expect(t.error).toMatch(/^its lease ran out 1 times \(over queue.lease_retries 0\)/);
+      expect(t.turns).toBe(0);
+    }
   });
 });
