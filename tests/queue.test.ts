@@ -182,7 +182,8 @@ describe('trajforge enqueue, worker, status, merge --queue', () => {
     expect(lost.length).toBeGreaterThan(0);
     expect(lost.length).toBe(reported);
     for (const t of lost) {
-      expect(t.error).toMatch(/^its lease ran out 1 times \(over queue.lease_retries 0\)/);
+      // Once at least (the stopped worker's lease); more when a lease ran out again on its way.
+      expect(t.error).toMatch(/^its lease ran out [1-9]\d* times \(over queue.lease_retries 0\)/);
       expect(t.turns).toBe(0);
     }
   });

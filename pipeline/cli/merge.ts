@@ -5,13 +5,15 @@ import { merge } from '../dataset/merge.js';
 import { checkRunName, parseQueueUrl } from '../generate/queue.js';
 import { queueLedger } from '../generate/worker.js';
 
-const USAGE = `trajforge merge <run…> --out DIR [--allow-mismatch] [--queue URL --run NAME [--allow-missing]]
+const USAGE = `trajforge merge <run…> --out DIR [--allow-mismatch] [--allow-missing] [--queue URL --run NAME]
 
 Merges runs (the shards of one job) into a new run directory, one record per id: an
 accepted record beats a failed one, a later attempt beats an earlier one. An id accepted in
 two runs is a conflict: reported, and the later run on the command line wins. Runs made with
 different configs (beyond the shard) are refused unless --allow-mismatch. A run still being
 written is merged as it was when merge started. DIR is written whole or not at all.
+Runs that miss samples (fewer records than their manifest planned, or shards i/n not all
+given) are refused unless --allow-missing.
 
 Queue mode: with --queue URL --run NAME the runs are the workers' directories, and each
 sample's record is the one Redis accepted (other copies are left out); planned samples
@@ -41,10 +43,11 @@ export async function run(argv: string[]): Promise<number> {
     const address = parseQueueUrl(values.queue);
     const run = checkRunName(values.run, 'merge');
     queue = { run, ...(await queueLedger(address, run)) };
-  } else if (values.run !== undefined || values['allow-missing']) {
-    throw new TrajforgeError('BAD_USAGE', 'merge: --run and --allow-missing go with --queue URL');
+  } else if (values.run !== undefined) {
+    throw new TrajforgeError('BAD_USAGE', 'merge: --run goes with --queue URL');
   }
   const r = await merge({ runs: positionals, out: values.out, allowMismatch: values['allow-mismatch'], queue, allowMissing: values['allow-missing'] });
+  for (const i of r.incomplete) process.stderr.write(`note: ${i}; merged without them (--allow-missing)\n`);
   if (r.missing.count) process.stderr.write(`note: ${r.missing.count} planned samples have no accepted record here (${r.missing.first.join(', ')}${r.missing.count > r.missing.first.length ? ', …' : ''}); merged without them (--allow-missing)\n`);
   for (const l of r.live) process.stderr.write(`note: ${l.dir} is still being written (pid ${l.pid}): merged the records it held when merge started\n`);
   if (r.unrecorded.length) process.stderr.write(`note: some runs do not record ${r.unrecorded.join(', ')} (an earlier trajforge wrote them), so those could not be compared\n`);

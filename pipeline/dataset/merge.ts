@@ -17,6 +17,7 @@ import { RunManifest, SCHEMA_VERSION } from '../../schemas/index.js';
 import { compareFingerprints, fingerprint } from '../config.js';
 import { TrajforgeError } from '../errors.js';
 import { fsError, removeDeadTemps, statPath } from '../files.js';
+import { IdSet } from '../id-set.js';
 import { PACKAGE_VERSION } from '../paths.js';
 import { lockHolder } from '../generate/lock.js';
 import { parseRunLine, tailOf } from '../generate/run-lines.js';
@@ -30,7 +31,11 @@ export interface MergeOptions {
   readonly allowMismatch?: boolean | undefined;
   /** Queue mode: the run's planned ids and accepted marks, read from Redis by the caller. */
   readonly queue?: { readonly run: string; readonly planned: ReadonlySet<string>; readonly accepted: ReadonlyMap<string, AcceptedMark> } | undefined;
-  /** Merge although planned samples have no record (queue mode). Off by default: the set would be short. */
+  /**
+   * Merge although planned samples have no record. Off by default: the set would be short.
+   * With a queue, Redis says what was planned; without one, each run's manifest (the samples
+   * in its question set) and the shards given (every `i` of `n`).
+   */
   readonly allowMissing?: boolean | undefined;
 }
 
@@ -57,8 +62,10 @@ export interface MergeReport {
   readonly cut: readonly { readonly file: string; readonly bytes: number }[];
   /** Fingerprint fields that some runs do not record (written by an earlier trajforge), so could not be compared. */
   readonly unrecorded: readonly string[];
-  /** Queue mode: planned samples without their accepted record in the runs given (merged anyway with allowMissing). */
+  /** Planned samples without a record in the runs given (merged anyway with allowMissing): queue mode names the first ids. */
   readonly missing: { readonly count: number; readonly first: readonly string[] };
+  /** Without a queue: what each run or the shards lack, one line each (merged anyway with allowMissing). */
+  readonly incomplete: readonly string[];
 }
 
 interface Pick {
@@ -197,6 +204,8 @@ export async function merge(opts: MergeOptions): Promise<MergeReport> {
   // Pass 1: which record each id keeps.
   const picks = new Map<string, Pick>();
   let read = 0;
+  /** Without a queue: the samples (roots) each run holds, to compare with the samples its manifest planned. */
+  const held = opts.queue ? undefined : runs.map(() => new IdSet());
   for (let run = 0; run < runs.length; run++) {
     for (let file = 0; file < FILES.length; file++) {
       const snap = snaps[run]![file]!;
@@ -204,6 +213,7 @@ export async function merge(opts: MergeOptions): Promise<MergeReport> {
         const rec = parseRunLine(text, snap.path, line);
         read++;
         if (keep && !keep(run, rec, text)) continue;
+        if (held && typeof rec.parent_id !== 'string') held[run]!.add(rec.id);
         const cand: Pick = { run, file, line, ok: rec.status === 'ok', attempt: typeof rec.attempt === 'number' ? rec.attempt : 0 };
         const prev = picks.get(rec.id);
         if (!prev) {
@@ -231,6 +241,11 @@ export async function merge(opts: MergeOptions): Promise<MergeReport> {
           `${accepted} were accepted by a worker whose directory is not among them, ${ids.length - accepted} are not accepted yet (trajforge status). Pass --allow-missing to merge what is there`,
       );
     }
+  }
+
+  const incomplete = held ? shortRuns(runs, manifests, held, new Set(live.map((l) => l.dir))) : [];
+  if (incomplete.length > 0 && !opts.allowMissing) {
+    throw new TrajforgeError('RUN_INCOMPLETE', `merge: the runs given miss samples: ${incomplete.join('; ')}. Finish them (the same generate command resumes a run), or pass --allow-missing to merge what is there`);
   }
 
   const conflicts: MergeConflict[] = [];
@@ -305,7 +320,35 @@ export async function merge(opts: MergeOptions): Promise<MergeReport> {
     if (err instanceof TrajforgeError) throw err;
     throw fsError(writing, err, 'merge: cannot write');
   }
-  return { out, accepted, failed, superseded: read - accepted - failed, conflicts, live, cut, unrecorded: [...unrecorded].sort(), missing };
+  return { out, accepted, failed, superseded: read - accepted - failed, conflicts, live, cut, unrecorded: [...unrecorded].sort(), missing, incomplete };
+}
+
+/**
+ * Without a queue, what is missing: shards of an `n`-way split that were not given, and runs
+ * holding fewer samples than their manifest planned (`questions.total`). Not checked: a run
+ * still being written (merged as it was, and said), one read from stdin (no total), and one
+ * with `--until-correct` (samples not needed are not records).
+ */
+function shortRuns(runs: readonly string[], manifests: readonly RunManifest[], held: readonly IdSet[], live: ReadonlySet<string>): string[] {
+  const out: string[] = [];
+  const shards = new Map<number, Set<number>>();
+  manifests.forEach((m, r) => {
+    const sel = m.fingerprint_fields['questions.selection'] as { shard?: unknown; until_correct?: unknown } | undefined;
+    const shard = typeof sel?.shard === 'string' ? /^\s*(\d+)\s*\/\s*(\d+)\s*$/.exec(sel.shard) : null;
+    if (shard) {
+      const n = Number(shard[2]);
+      shards.set(n, (shards.get(n) ?? new Set()).add(Number(shard[1])));
+    }
+    const total = m.questions.total;
+    if (total === null || live.has(runs[r]!) || sel?.until_correct === true || m.merged_from !== undefined) return;
+    const have = held[r]!.size;
+    if (have < total) out.push(`${runs[r]} holds ${have} of the ${total} samples it planned (status ${m.status})`);
+  });
+  for (const [n, got] of shards) {
+    const absent = Array.from({ length: n }, (_, i) => i).filter((i) => !got.has(i));
+    if (absent.length > 0) out.push(`shards ${absent.map((i) => `${i}/${n}`).join(', ')} are not among them`);
+  }
+  return out;
 }
 
 /**

@@ -174,13 +174,15 @@ return lost`;
 
 /**
  * KEYS accepted, stream, stats; ARGV group, entry id, sample id, worker, mark JSON, status.
- * The first mark of a sample wins; the delivery is acknowledged either way. Returns nil when
+ * The first mark of a sample wins; the delivery is acknowledged either way, and the entry
+ * deleted (the planned set keeps the id; the stream need not keep the question). Returns nil when
  * this mark was taken, or the mark that was there before (the same one when a retry of this
  * very accept follows a reply lost on the way).
  */
 const ACCEPT = `
 local prev = redis.call('HGET', KEYS[1], ARGV[3])
 redis.call('XACK', KEYS[2], ARGV[1], ARGV[2])
+redis.call('XDEL', KEYS[2], ARGV[2])
 if prev then return prev end
 redis.call('HSET', KEYS[1], ARGV[3], ARGV[5])
 redis.call('HINCRBY', KEYS[3], ARGV[6], 1)

@@ -257,17 +257,22 @@ describe('queue mode under faults: 3 workers, 500 samples', () => {
     await accountedFor(run, 'restart');
   });
 
-  it('Redis stopped (SIGSTOP) for twice the lease: leases run out, samples are rolled out again, the first accept wins; no worker crashes', async () => {
+  it('Redis stopped (SIGSTOP) for twice the lease, and a worker longer: leases run out, samples are rolled out again, the first accept wins; no worker crashes', async () => {
     const run = await enqueued('pause');
     const live = [run.worker(), run.worker(), run.worker()];
     await acceptedAtLeast(run, 'pause', 150);
     redis!.pause();
+    // One worker stays stopped a while longer, its rollouts in flight: the others take its samples
+    // once Redis is back, and when it goes on, it finishes them too and finds them accepted.
+    live[0]!.child.kill('SIGSTOP');
     await sleep(QUEUE.visibility_timeout_ms * 2);
     redis!.resume();
+    await sleep(QUEUE.visibility_timeout_ms * 2);
+    live[0]!.child.kill('SIGCONT');
     const ends = await Promise.all(live.map((w) => w.exited));
     for (const [i, e] of ends.entries()) expect(e.code, live[i]!.stderr()).toBe(0);
     const written = await accountedFor(run, 'pause');
-    // The leases in flight ran out while Redis slept: some samples were rolled out twice, and merge kept one of each.
+    // The stopped worker's leases ran out: its samples were rolled out twice, and merge kept one of each.
     expect(written).toBeGreaterThan(SAMPLES);
   });
 
