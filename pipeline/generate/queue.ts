@@ -118,10 +118,10 @@ end
 return added`;
 
 /**
- * KEYS stream, accepted; ARGV group, consumer, min idle ms, count. Entries idle past the
- * visibility timeout first (XAUTOCLAIM: Redis's clock, not the worker's), then new ones.
- * Returns a flat list: entry id, sample id, sample JSON, deliveries. An entry whose sample is
- * already accepted (a lease that ran out after the accept) is acknowledged and left out.
+ * KEYS stream, accepted; ARGV group, consumer, min idle ms, count, XAUTOCLAIM cursor. Entries
+ * idle past the visibility timeout first (XAUTOCLAIM: Redis's clock, not the worker's), then
+ * new ones. Returns the next cursor, then a flat list: entry id, sample id, sample JSON,
+ * deliveries. An entry whose sample is already accepted is acknowledged and left out.
  */
 const CLAIM = `
 local out = {}
@@ -141,7 +141,7 @@ local function take(id, fields)
   table.insert(out, id); table.insert(out, sid); table.insert(out, json); table.insert(out, n)
 end
 local want = tonumber(ARGV[4])
-local r = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], '0-0', 'COUNT', want)
+local r = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[5], 'COUNT', want)
 for _, e in ipairs(r[2]) do take(e[1], e[2]) end
 if #out < want * 4 then
   local fresh = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', want - #out / 4, 'STREAMS', KEYS[1], '>')
@@ -149,6 +149,7 @@ if #out < want * 4 then
     for _, e in ipairs(fresh[1][2]) do take(e[1], e[2]) end
   end
 end
+table.insert(out, 1, r[1])
 return out`;
 
 /**
@@ -216,7 +217,6 @@ export interface QueueOpenOptions {
   readonly run: string;
   /** Timeouts and retry limits; the run's stored ones replace these once read (`useRunOptions`). */
   readonly options?: QueueConfig | undefined;
-  readonly signal?: AbortSignal | undefined;
 }
 
 export class Queue {
@@ -224,7 +224,6 @@ export class Queue {
   readonly address: QueueAddress;
   #client: RedisClientType;
   #options: QueueConfig;
-  readonly #signal: AbortSignal | undefined;
   readonly #keys: Record<'meta' | 'planned' | 'stream' | 'accepted' | 'stats' | 'workers', string>;
   #lastError = '';
   #closed = false;
@@ -234,7 +233,6 @@ export class Queue {
     this.run = opts.run;
     this.address = opts.address;
     this.#options = options;
-    this.#signal = opts.signal;
     const k = (s: string): string => `trajforge:{${opts.run}}:${s}`;
     this.#keys = { meta: k('meta'), planned: k('planned'), stream: k('stream'), accepted: k('accepted'), stats: k('stats'), workers: k('workers') };
   }
@@ -363,11 +361,19 @@ export class Queue {
     return Number(await this.#script('enqueueing samples', ENQUEUE, [this.#keys.planned, this.#keys.stream], args));
   }
 
+  /**
+   * Where the next claim goes on looking for expired leases: XAUTOCLAIM looks at a bounded
+   * number of pending entries per call, so starting from the first each time could leave
+   * expired ones behind a run of live, long-running ones forever.
+   */
+  #cursor = '0-0';
+
   /** Up to `count` samples for `worker`: expired leases first, then new entries. */
   async claim(worker: string, count: number): Promise<Claimed[]> {
-    const flat = (await this.#script('claiming samples', CLAIM, [this.#keys.stream, this.#keys.accepted], [GROUP, worker, String(this.#options.visibility_timeout_ms), String(count)])) as unknown[];
+    const flat = (await this.#script('claiming samples', CLAIM, [this.#keys.stream, this.#keys.accepted], [GROUP, worker, String(this.#options.visibility_timeout_ms), String(count), this.#cursor])) as unknown[];
+    this.#cursor = String(flat[0] ?? '0-0');
     const out: Claimed[] = [];
-    for (let i = 0; i + 3 < flat.length; i += 4) {
+    for (let i = 1; i + 3 < flat.length; i += 4) {
       out.push({ entry: String(flat[i]), sample: JSON.parse(String(flat[i + 2])) as Sample, deliveries: Number(flat[i + 3]) });
     }
     return out;
@@ -459,10 +465,6 @@ export class Queue {
       for (const { field, value } of entries) accepted.set(field, JSON.parse(value) as AcceptedMark);
     }
     return { planned, accepted };
-  }
-
-  get aborted(): boolean {
-    return this.#signal?.aborted ?? false;
   }
 }
 

@@ -114,6 +114,12 @@ export interface SessionPlan extends GenerateOptions {
    * Redis here. A throw stops the session as a failed write does.
    */
   settled?(records: readonly Trajectory[], written: boolean): Promise<void>;
+  /**
+   * Samples taken from `samples` ahead of a free slot. Default: as many as are in flight (the
+   * sampler reads a file; reading ahead costs nothing). A queue worker takes 1: a sample it
+   * holds waiting is a lease another worker could be using.
+   */
+  readonly readAhead?: number | undefined;
 }
 
 /**
@@ -508,7 +514,7 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
     for await (const unit of units(samples, untilCorrect)) {
       if (abort.signal.aborted) break;
       // Backpressure: the sampler streams, and the queue holds a bounded number of units.
-      await queue.onSizeLessThan(inFlight);
+      await queue.onSizeLessThan(plan.readAhead ?? inFlight);
       if (abort.signal.aborted) break;
       session.planned += unit.length;
       for (const s of unit) outstanding.add(s.sample_id);

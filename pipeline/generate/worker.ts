@@ -163,7 +163,7 @@ function leaseLostRecord(c: Claimed, config: RunConfig, runId: string, retries: 
 /** Pulls samples from the queue and rolls them out until every planned sample is accepted (or the worker is stopped). */
 export async function runWorker(opts: WorkerOptions): Promise<WorkerSummary> {
   const env = opts.env ?? process.env;
-  const queue = await Queue.open({ address: opts.address, run: opts.run, options: opts.config.queue, signal: opts.signal });
+  const queue = await Queue.open({ address: opts.address, run: opts.run, options: opts.config.queue });
   const held = new Map<string, Claimed>();
   let heartbeat: NodeJS.Timeout | undefined;
   let stopped = false;
@@ -191,9 +191,8 @@ export async function runWorker(opts: WorkerOptions): Promise<WorkerSummary> {
     const renew = async (): Promise<void> => {
       if (stopped) return;
       try {
-        const lost = await queue.renew(name, info, [...held.values()].map((c) => c.entry));
-        // Lost to another worker (this one stalled past its lease): the first accept will win; go on.
-        void lost;
+        // Leases lost to another worker (this one stalled past them) are not given up: the first accept wins.
+        await queue.renew(name, info, [...held.values()].map((c) => c.entry));
       } catch {
         // Redis away for longer than queue.unreachable_for_ms: the accept that needs it will say so.
       }
@@ -220,7 +219,8 @@ export async function runWorker(opts: WorkerOptions): Promise<WorkerSummary> {
     };
 
     async function* pull(): AsyncGenerator<Sample> {
-      const batch = Math.max(1, Math.min(16, Math.floor((config.samples_in_flight ?? config.concurrency) / 4)));
+      // A few per round trip, not more: what a worker claims and has not started is held from the others.
+      const batch = 4;
       while (!opts.signal?.aborted) {
         const claimed = await queue.claim(name, batch);
         if (claimed.length === 0) {
@@ -265,6 +265,7 @@ export async function runWorker(opts: WorkerOptions): Promise<WorkerSummary> {
         return store;
       },
       samples: () => ({ samples: pull(), skipped: () => 0 }),
+      readAhead: 1,
       settled: async (records, written) => {
         const root = records.at(-1)!;
         const c = held.get(root.id);
