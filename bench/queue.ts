@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { CLI, procCpuSeconds, startSimProcess, stopChild, writeQuestions, writeRunConfig } from './harness.js';
 
 const CONCURRENCY = 32;
-const LATENCY_MS = Number(process.env.TRAJFORGE_BENCH_QUEUE_LATENCY_MS ?? '1000');
+const LATENCY_MS = Number(process.env.TRAJFORGE_BENCH_QUEUE_LATENCY_MS ?? '2000');
 /** Samples per worker: ten full waves of C. */
 const PER_WORKER = Number(process.env.TRAJFORGE_BENCH_QUEUE_SAMPLES ?? String(CONCURRENCY * 10));
 const WORKERS = [1, 2, 4] as const;
