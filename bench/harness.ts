@@ -108,6 +108,8 @@ export interface RunConfigSpec {
   readonly endpoint?: Record<string, unknown> | undefined;
   /** Merged over the executor section (`{ cache: false }`). */
   readonly executor?: Record<string, unknown> | undefined;
+  /** More top-level sections (`{ shared_limits: … }`). */
+  readonly extra?: Record<string, unknown> | undefined;
 }
 
 /** The benchmark's run config: the sim, the corpus server, no gold check. Returns the file's path. */
@@ -124,6 +126,7 @@ export function writeRunConfig(file: string, spec: RunConfigSpec): string {
       // A cache of its own per run: results cached by an earlier run would make this one faster than it is.
       executor: { cache_dir: spec.cacheDir, ...spec.executor },
       output: { dir: spec.out },
+      ...spec.extra,
     }),
   );
   return file;

@@ -19,6 +19,7 @@ import { benchCurate } from './curate.js';
 import { benchLifecycle } from './lifecycle.js';
 import { benchMemory } from './memory.js';
 import { benchRepairer, benchSink } from './repairer.js';
+import { benchQueue } from './queue.js';
 import { benchShards } from './shards.js';
 import { benchCpu, benchThroughput } from './throughput.js';
 
@@ -29,6 +30,7 @@ const benches: ReadonlyArray<readonly [string, () => Promise<string>]> = [
   ['throughput', benchThroughput],
   ['cpu', benchCpu],
   ['shards', benchShards],
+  ['queue', benchQueue],
   ['memory', benchMemory],
   ['curate', benchCurate],
   ['agents', benchAgents],

@@ -14,6 +14,10 @@ export type ErrorCode =
   | 'TOOL_SERVER_FAILED'
   | 'RUN_MISMATCH'
   | 'RUN_LOCKED'
+  /** Queue mode: Redis did not answer (at the first connection, or for longer than queue.unreachable_for_ms). */
+  | 'QUEUE_UNREACHABLE'
+  /** `merge`: planned samples have no record in the runs given (pass --allow-missing to merge what is there). */
+  | 'RUN_INCOMPLETE'
   | 'WRITE_FAILED';
 
 export class TrajforgeError extends Error {

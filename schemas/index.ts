@@ -138,6 +138,7 @@ export const FailureReason = z.enum([
   'response_too_large', // the endpoint's answer passed endpoint.max_response_bytes
   'unjudged', // the judge could not be reached; `rerun --reason unjudged` finishes the job
   'parent_failed', // a sub-agent session that was fine, failed with its family because a session above it failed
+  'lease_lost', // queue mode: the sample's lease ran out more than queue.lease_retries times (its workers died or stalled on it)
 ]);
 export type FailureReason = z.infer<typeof FailureReason>;
 
@@ -691,6 +692,31 @@ export const SharedLimitsConfig = z.strictObject({
 });
 export type SharedLimitsConfig = z.infer<typeof SharedLimitsConfig>;
 
+/**
+ * Queue mode (`trajforge enqueue` / `worker`, docs/scale-out.md): the run's samples on Redis,
+ * pulled by workers on any number of machines. Read from the config that `enqueue` is given
+ * and stored with the run in Redis, so every worker of a run uses the same values.
+ */
+export const QueueConfig = z.strictObject({
+  /**
+   * A claimed sample whose worker has not renewed its lease for this long goes back to the
+   * queue (Redis's own idle time, so a worker's clock does not matter). Workers renew every
+   * third of it while they work on a sample.
+   */
+  visibility_timeout_ms: z.number().int().positive().default(60_000),
+  /** Times a sample's lease may run out and the sample be rolled out again; past it, the sample is recorded failed (`lease_lost`). */
+  lease_retries: z.number().int().nonnegative().default(3),
+  /** How long a worker waits for one Redis command before it counts as failed (and is retried). */
+  command_timeout_ms: z.number().int().positive().default(5_000),
+  /** How long a command (an accept above all) is retried while Redis is unreachable before the worker stops. */
+  unreachable_for_ms: z.number().int().positive().default(600_000),
+  /** A worker's first connection: how long to try before `unreachable` is reported (exit 1). */
+  connect_timeout_ms: z.number().int().positive().default(10_000),
+  /** How often an idle worker asks for work when the queue is empty. */
+  poll_ms: z.number().int().positive().default(250),
+});
+export type QueueConfig = z.infer<typeof QueueConfig>;
+
 export const RunConfig = z.strictObject({
   endpoint: EndpointConfig,
   dialect: DialectName.default('tulu'),
@@ -705,6 +731,7 @@ export const RunConfig = z.strictObject({
   retry: RetryConfig.prefault({}),
   executor: ExecutorConfig.prefault({}),
   validation: ValidationConfig.prefault({}),
+  queue: QueueConfig.prefault({}),
   concurrency: z.number().int().positive().default(32),
   /** Queue mode only: the limits shared by every worker through Redis. */
   shared_limits: SharedLimitsConfig.prefault({}),
@@ -796,6 +823,8 @@ export const RunManifest = z.object({
       fingerprint_fields_added: z.array(z.string()).optional(),
     }),
   ),
+  /** Set on a worker's run directory (queue mode): the queue's run name and this worker's name, which Redis records with each sample it accepted. */
+  worker: z.object({ run: z.string(), name: z.string() }).optional(),
   /** Set on a run made by `merge`: the runs it came from. */
   merged_from: z.array(z.object({ dir: z.string(), run_id: z.string(), counts: RunCounts })).optional(),
 });

@@ -118,7 +118,8 @@ describe('merge', () => {
     const copy = join(dir, 'copy');
     cpSync(a, copy, { recursive: true });
     const out = join(dir, 'merged');
-    const report = await merge({ runs: [a, copy], out });
+    // Shard 0/2 twice and no 1/2: a short set, merged on purpose.
+    const report = await merge({ runs: [a, copy], out, allowMissing: true });
     const accepted = readJsonl(join(a, 'trajectories.jsonl')).length;
     expect(report.conflicts.length).toBe(accepted);
     expect(report.conflicts[0]?.kept).toBe(copy);
@@ -137,7 +138,7 @@ describe('merge', () => {
     writeFileSync(join(b, 'trajectories.jsonl'), ok.slice(1).map((r) => JSON.stringify(r)).join('\n') + '\n');
     writeFileSync(join(b, 'failures.jsonl'), JSON.stringify(flipped) + '\n');
     const out = join(dir, 'merged');
-    await merge({ runs: [a, b], out });
+    await merge({ runs: [a, b], out, allowMissing: true });
     const kept = rows(out).find((r) => r.id === ok[0].id);
     expect(kept?.status).toBe('ok');
   });
@@ -149,5 +150,27 @@ describe('merge', () => {
     const res = await runCli(['merge', a, b, '--out', join(dir, 'merged')]);
     expect(res.code).toBe(2);
     expect(res.stderr).toContain('endpoint.model');
+  });
+
+  it('refuses a set that misses samples (a shard not given, a run short of its plan) unless --allow-missing, naming what is missing', async () => {
+    const dir = tempDir('tf-merge-');
+    const a = await shard(dir, '0/2');
+    const b = await shard(dir, '1/2');
+    const alone = await runCli(['merge', a, '--out', join(dir, 'm1')]);
+    expect(alone.code).toBe(1);
+    expect(alone.stderr).toMatch(/^error: merge: the runs given miss samples: shards 1\/2 are not among them\. .*--allow-missing/);
+    // A shard whose process died before its last samples: fewer records than its manifest planned.
+    const ok = readJsonl(join(b, 'trajectories.jsonl'));
+    const failed = readJsonl(join(b, 'failures.jsonl'));
+    const total = JSON.parse(readFileSync(join(b, 'manifest.json'), 'utf8')).questions.total as number;
+    expect(ok.length + failed.length).toBe(total);
+    const { writeFileSync } = await import('node:fs');
+    writeFileSync(join(b, 'trajectories.jsonl'), ok.slice(2).map((r) => JSON.stringify(r)).join('\n') + '\n');
+    const short = await runCli(['merge', a, b, '--out', join(dir, 'm2')]);
+    expect(short.code).toBe(1);
+    expect(short.stderr).toContain(`${b} holds ${total - 2} of the ${total} samples it planned`);
+    const anyway = await runCli(['merge', a, b, '--out', join(dir, 'm3'), '--allow-missing']);
+    expect(anyway.code, anyway.stderr).toBe(0);
+    expect(anyway.stderr).toContain(`note: ${b} holds ${total - 2} of the ${total} samples it planned`);
   });
 });

@@ -19,6 +19,9 @@ Usage:
   trajforge stats <file|run|-> [--json]                  the shape of a dataset
   trajforge rerun <run> [--reason R…] [--max-attempts N]  re-run failed samples only
   trajforge merge <run…> --out DIR                       merge shard runs into one
+  trajforge enqueue --config F --queue redis://H:P/DB --run NAME   queue mode: the run's samples onto Redis, once
+  trajforge worker --config F --queue URL --run NAME     queue mode: pull samples, roll out, accept (any number, anywhere)
+  trajforge status --queue URL --run NAME                queue mode: planned, in flight, accepted, per worker
   trajforge export <file|run|-> --format messages|sharegpt|text --out F   training rows with loss masks
   trajforge report <file|run|-> --out report.html        one self-contained HTML report and trajectory viewer
   trajforge report --serve RUN [--port N]                the same report on 127.0.0.1, updated while the run writes
@@ -86,7 +89,10 @@ export async function main(argv: string[]): Promise<number> {
       case 'export':
       case 'report':
       case 'dedup':
-      case 'decontaminate': {
+      case 'decontaminate':
+      case 'enqueue':
+      case 'worker':
+      case 'status': {
         const mod = (await import(`./${cmd}.js`)) as { run(argv: string[]): Promise<number> };
         return await mod.run(rest);
       }
@@ -106,7 +112,7 @@ export async function main(argv: string[]): Promise<number> {
   } catch (err) {
     if (err instanceof TrajforgeError) {
       process.stderr.write(`error: ${err.message}\n`);
-      return err.code === 'WRITE_FAILED' || err.code === 'ENDPOINT_FATAL' || err.code === 'ENDPOINT_UNREACHABLE' ? 1 : 2;
+      return err.code === 'WRITE_FAILED' || err.code === 'ENDPOINT_FATAL' || err.code === 'ENDPOINT_UNREACHABLE' || err.code === 'QUEUE_UNREACHABLE' || err.code === 'RUN_INCOMPLETE' ? 1 : 2;
     }
     // parseArgs reports unknown flags with a code of its own.
     if ((err as NodeJS.ErrnoException).code?.startsWith('ERR_PARSE_ARGS')) {

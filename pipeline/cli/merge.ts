@@ -2,28 +2,53 @@
 import { parseArgs } from 'node:util';
 import { TrajforgeError } from '../errors.js';
 import { merge } from '../dataset/merge.js';
+import { checkRunName, parseQueueUrl } from '../generate/queue.js';
+import { queueLedger } from '../generate/worker.js';
 
-const USAGE = `trajforge merge <run…> --out DIR [--allow-mismatch]
+const USAGE = `trajforge merge <run…> --out DIR [--allow-mismatch] [--allow-missing] [--queue URL --run NAME]
 
 Merges runs (the shards of one job) into a new run directory, one record per id: an
 accepted record beats a failed one, a later attempt beats an earlier one. An id accepted in
 two runs is a conflict: reported, and the later run on the command line wins. Runs made with
 different configs (beyond the shard) are refused unless --allow-mismatch. A run still being
 written is merged as it was when merge started. DIR is written whole or not at all.
+Runs that miss samples (fewer records than their manifest planned, or shards i/n not all
+given) are refused unless --allow-missing.
+
+Queue mode: with --queue URL --run NAME the runs are the workers' directories, and each
+sample's record is the one Redis accepted (other copies are left out); planned samples
+without an accepted record stop the merge unless --allow-missing.
 `;
 
 export async function run(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
-    options: { out: { type: 'string' }, 'allow-mismatch': { type: 'boolean' }, help: { type: 'boolean' } },
+    options: {
+      out: { type: 'string' },
+      'allow-mismatch': { type: 'boolean' },
+      queue: { type: 'string' },
+      run: { type: 'string' },
+      'allow-missing': { type: 'boolean' },
+      help: { type: 'boolean' },
+    },
   });
   if (values.help) {
     process.stdout.write(USAGE);
     return 0;
   }
   if (!values.out || positionals.length === 0) throw new TrajforgeError('BAD_USAGE', `merge: runs and --out DIR are required\n\n${USAGE}`);
-  const r = await merge({ runs: positionals, out: values.out, allowMismatch: values['allow-mismatch'] });
+  let queue: Parameters<typeof merge>[0]['queue'];
+  if (values.queue !== undefined) {
+    const address = parseQueueUrl(values.queue);
+    const run = checkRunName(values.run, 'merge');
+    queue = { run, ...(await queueLedger(address, run)) };
+  } else if (values.run !== undefined) {
+    throw new TrajforgeError('BAD_USAGE', 'merge: --run goes with --queue URL');
+  }
+  const r = await merge({ runs: positionals, out: values.out, allowMismatch: values['allow-mismatch'], queue, allowMissing: values['allow-missing'] });
+  for (const i of r.incomplete) process.stderr.write(`note: ${i}; merged without them (--allow-missing)\n`);
+  if (r.missing.count) process.stderr.write(`note: ${r.missing.count} planned samples have no accepted record here (${r.missing.first.join(', ')}${r.missing.count > r.missing.first.length ? ', …' : ''}); merged without them (--allow-missing)\n`);
   for (const l of r.live) process.stderr.write(`note: ${l.dir} is still being written (pid ${l.pid}): merged the records it held when merge started\n`);
   if (r.unrecorded.length) process.stderr.write(`note: some runs do not record ${r.unrecorded.join(', ')} (an earlier trajforge wrote them), so those could not be compared\n`);
   for (const c of r.cut) process.stderr.write(`note: ${c.file}: left out its last ${c.bytes} bytes, a line that is not whole (a write under way, or cut by a crash)\n`);

@@ -10,28 +10,46 @@
  * its caller's call), never twice. A sub-agent session whose root is in no run is left out
  * and counted. The manifest
  * counts roots as samples and the sub-agent sessions apart, as a run does.
+ *
+ * Queue mode (`merge --queue`): the runs are workers' directories, and Redis says which
+ * record of each sample was accepted (the worker and the sha256 of its line): exactly that
+ * line is kept, with the sub-agent sessions of its family (same worker, same attempt), and
+ * every other copy is left out. A planned sample without its accepted record is missing.
  */
 import { closeSync, createReadStream, openSync, readdirSync, readFileSync, renameSync } from 'node:fs';
 import { mkdir, open, rm, type FileHandle } from 'node:fs/promises';
-import { randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { basename, dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { RunManifest, SCHEMA_VERSION } from '../../schemas/index.js';
 import { compareFingerprints, fingerprint } from '../config.js';
 import { TrajforgeError } from '../errors.js';
 import { fsError, removeDeadTemps, statPath } from '../files.js';
+import { IdSet } from '../id-set.js';
 import { PACKAGE_VERSION } from '../paths.js';
 import { lockHolder } from '../generate/lock.js';
 import { parseRunLine, tailOf } from '../generate/run-lines.js';
 import { FAILURES, MANIFEST, TRAJECTORIES } from '../generate/store.js';
 import { attemptOf, familyRootOf, isChild, sessionKey } from './families.js';
+import type { AcceptedMark } from '../generate/queue.js';
 
 export interface MergeOptions {
   readonly runs: readonly string[];
   readonly out: string;
   /** Merge runs whose configs differ (beyond the shard). Off by default: that is usually a mistake. */
   readonly allowMismatch?: boolean | undefined;
+  /** Queue mode: the run's planned ids and accepted marks, read from Redis by the caller. */
+  readonly queue?: { readonly run: string; readonly planned: ReadonlySet<string>; readonly accepted: ReadonlyMap<string, AcceptedMark> } | undefined;
+  /**
+   * Merge although planned samples have no record. Off by default: the set would be short.
+   * With a queue, Redis says what was planned; without one, each run's manifest (the samples
+   * in its question set) and the shards given (every `i` of `n`).
+   */
+  readonly allowMissing?: boolean | undefined;
 }
+
+/** How many missing ids the report names. */
+const MISSING_SHOWN = 5;
 
 export interface MergeConflict {
   readonly id: string;
@@ -57,6 +75,10 @@ export interface MergeReport {
   readonly cut: readonly { readonly file: string; readonly bytes: number }[];
   /** Fingerprint fields that some runs do not record (written by an earlier trajforge), so could not be compared. */
   readonly unrecorded: readonly string[];
+  /** Planned samples without a record in the runs given (merged anyway with allowMissing): queue mode names the first ids. */
+  readonly missing: { readonly count: number; readonly first: readonly string[] };
+  /** Without a queue: what each run or the shards lack, one line each (merged anyway with allowMissing). */
+  readonly incomplete: readonly string[];
 }
 
 interface Pick {
@@ -183,6 +205,7 @@ export async function merge(opts: MergeOptions): Promise<MergeReport> {
       });
     }
   }
+  const keep = queueFilter(opts, runs, manifests);
   const live = runs.flatMap((dir) => {
     const holder = lockHolder(dir);
     return holder ? [{ dir, pid: holder.pid }] : [];
@@ -196,12 +219,16 @@ export async function merge(opts: MergeOptions): Promise<MergeReport> {
   // Family (root id and attempt) → the runs that hold sub-agent sessions of it.
   const childRuns = new Map<string, number[]>();
   let read = 0;
+  /** Without a queue: the samples (roots) each run holds, to compare with the samples its manifest planned. */
+  const held = opts.queue ? undefined : runs.map(() => new IdSet());
   for (let run = 0; run < runs.length; run++) {
     for (let file = 0; file < FILES.length; file++) {
       const snap = snaps[run]![file]!;
       for await (const { line, text } of lines(snap)) {
         const rec = parseRunLine(text, snap.path, line);
         read++;
+        if (keep && !keep(run, rec, text)) continue;
+        if (held && !isChild(rec)) held[run]!.add(rec.id);
         // A sub-agent session follows its root's pick (pass 2); here only which runs hold the family.
         if (isChild(rec)) {
           const fam = sessionKey(familyRootOf(rec)!, attemptOf(rec));
@@ -223,6 +250,25 @@ export async function merge(opts: MergeOptions): Promise<MergeReport> {
         else if (cand.acceptedIn) prev.acceptedIn = cand.acceptedIn;
       }
     }
+  }
+
+  let missing: MergeReport['missing'] = { count: 0, first: [] };
+  if (opts.queue) {
+    const ids = [...opts.queue.planned].filter((id) => !picks.has(id));
+    missing = { count: ids.length, first: ids.slice(0, MISSING_SHOWN) };
+    if (ids.length > 0 && !opts.allowMissing) {
+      const accepted = ids.filter((id) => opts.queue!.accepted.has(id)).length;
+      throw new TrajforgeError(
+        'RUN_INCOMPLETE',
+        `merge: ${ids.length} of the ${opts.queue.planned.size} samples planned for run ${opts.queue.run} have no accepted record in the runs given (${missing.first.join(', ')}${ids.length > MISSING_SHOWN ? ', …' : ''}): ` +
+          `${accepted} were accepted by a worker whose directory is not among them, ${ids.length - accepted} are not accepted yet (trajforge status). Pass --allow-missing to merge what is there`,
+      );
+    }
+  }
+
+  const incomplete = held ? shortRuns(runs, manifests, held, new Set(live.map((l) => l.dir))) : [];
+  if (incomplete.length > 0 && !opts.allowMissing) {
+    throw new TrajforgeError('RUN_INCOMPLETE', `merge: the runs given miss samples: ${incomplete.join('; ')}. Finish them (the same generate command resumes a run), or pass --allow-missing to merge what is there`);
   }
 
   const conflicts: MergeConflict[] = [];
@@ -253,6 +299,7 @@ export async function merge(opts: MergeOptions): Promise<MergeReport> {
         const snap = snaps[run]![file]!;
         for await (const { line, text } of lines(snap)) {
           const rec = parseRunLine(text, snap.path, line);
+          if (keep && !keep(run, rec, text)) continue;
           if (isChild(rec)) {
             const root = picks.get(familyRootOf(rec)!);
             if (root === undefined) {
@@ -326,5 +373,57 @@ export async function merge(opts: MergeOptions): Promise<MergeReport> {
     throw fsError(writing, err, 'merge: cannot write');
   }
   const subAgents = subAccepted + subFailed > 0 ? { accepted: subAccepted, failed: subFailed } : undefined;
-  return { out, accepted, failed, superseded: read - accepted - failed - subAccepted - subFailed - orphans, sub_agents: subAgents, orphans, conflicts, live, cut, unrecorded: [...unrecorded].sort() };
+  return { out, accepted, failed, superseded: read - accepted - failed - subAccepted - subFailed - orphans, sub_agents: subAgents, orphans, conflicts, live, cut, unrecorded: [...unrecorded].sort(), missing, incomplete };
+}
+
+/**
+ * Without a queue, what is missing: shards of an `n`-way split that were not given, and runs
+ * holding fewer samples than their manifest planned (`questions.total`). Not checked: a run
+ * still being written (merged as it was, and said), one read from stdin (no total), and one
+ * with `--until-correct` (samples not needed are not records).
+ */
+function shortRuns(runs: readonly string[], manifests: readonly RunManifest[], held: readonly IdSet[], live: ReadonlySet<string>): string[] {
+  const out: string[] = [];
+  const shards = new Map<number, Set<number>>();
+  manifests.forEach((m, r) => {
+    const sel = m.fingerprint_fields['questions.selection'] as { shard?: unknown; until_correct?: unknown } | undefined;
+    const shard = typeof sel?.shard === 'string' ? /^\s*(\d+)\s*\/\s*(\d+)\s*$/.exec(sel.shard) : null;
+    if (shard) {
+      const n = Number(shard[2]);
+      shards.set(n, (shards.get(n) ?? new Set()).add(Number(shard[1])));
+    }
+    const total = m.questions.total;
+    if (total === null || live.has(runs[r]!) || sel?.until_correct === true || m.merged_from !== undefined) return;
+    const have = held[r]!.size;
+    if (have < total) out.push(`${runs[r]} holds ${have} of the ${total} samples it planned (status ${m.status})`);
+  });
+  for (const [n, got] of shards) {
+    const absent = Array.from({ length: n }, (_, i) => i).filter((i) => !got.has(i));
+    if (absent.length > 0) out.push(`shards ${absent.map((i) => `${i}/${n}`).join(', ')} are not among them`);
+  }
+  return out;
+}
+
+/**
+ * Queue mode: whether a line is the accepted copy. A root line is, when Redis accepted its
+ * sample from this run's worker with this line's sha256; a sub-agent session's line is, when
+ * its family's root was accepted from this worker at the same attempt.
+ */
+function queueFilter(opts: MergeOptions, runs: readonly string[], manifests: readonly RunManifest[]): ((run: number, rec: ReturnType<typeof parseRunLine>, text: string) => boolean) | undefined {
+  const q = opts.queue;
+  if (!q) return undefined;
+  const workers = manifests.map((m, i) => {
+    if (m.worker === undefined || m.worker.run !== q.run) {
+      throw new TrajforgeError('BAD_USAGE', `${runs[i]}: not a worker directory of run ${q.run}${m.worker ? ` (its worker ran run ${m.worker.run})` : ''}; merge --queue takes the directories \`trajforge worker --run ${q.run}\` wrote`, { file: runs[i] });
+    }
+    return m.worker.name;
+  });
+  return (run, rec, text) => {
+    if (isChild(rec)) {
+      const mark = q.accepted.get(familyRootOf(rec)!);
+      return mark !== undefined && mark.w === workers[run] && mark.attempt === (typeof rec.attempt === 'number' ? rec.attempt : 0);
+    }
+    const mark = q.accepted.get(rec.id);
+    return mark !== undefined && mark.w === workers[run] && mark.sha === createHash('sha256').update(text, 'utf8').digest('hex');
+  };
 }

@@ -114,6 +114,18 @@ export interface SessionPlan extends GenerateOptions {
   openStore(scrubber: Scrubber): Promise<RunStore>;
   /** The samples to roll out; `skipped` counts those passed over because the run holds them. */
   samples(store: RunStore): { samples: AsyncIterable<PlannedSample>; skipped(): number; input?(): InputReport };
+  /**
+   * Called once a sample's final record is in the store (`written`: false when the store held
+   * the id already and wrote nothing), before the session goes on: queue mode accepts it in
+   * Redis here. A throw stops the session as a failed write does.
+   */
+  settled?(records: readonly Trajectory[], written: boolean): Promise<void>;
+  /**
+   * Samples taken from `samples` ahead of a free slot. Default: as many as are in flight (the
+   * sampler reads a file; reading ahead costs nothing). A queue worker takes 1: a sample it
+   * holds waiting is a lease another worker could be using.
+   */
+  readonly readAhead?: number | undefined;
 }
 
 /**
@@ -124,10 +136,15 @@ export type PlannedSample = Sample & { readonly failed?: Trajectory | undefined;
 
 /** With `--until-correct`, a question's samples run as one unit, in order; otherwise each sample is one. */
 async function* units(samples: AsyncIterable<PlannedSample>, byQuestion: boolean): AsyncGenerator<PlannedSample[]> {
+  if (!byQuestion) {
+    // At once, not when the next sample comes: a queue's last sample has no next one until the run is done.
+    for await (const s of samples) yield [s];
+    return;
+  }
   let unit: PlannedSample[] = [];
   for await (const s of samples) {
     // The sampler yields a question's samples one after another.
-    if (unit.length > 0 && (!byQuestion || unit[0]!.question.id !== s.question.id)) {
+    if (unit.length > 0 && unit[0]!.question.id !== s.question.id) {
       yield unit;
       unit = [];
     }
@@ -214,26 +231,7 @@ export async function generate(opts: GenerateOptions): Promise<GenerateSummary> 
         scrubber,
         allowConfigChange: opts.allowConfigChange,
         config: redactConfig(config, env),
-        fresh: (): RunManifest => {
-          const now = new Date().toISOString();
-          return {
-            schema_version: SCHEMA_VERSION,
-            run_id: randomUUID(),
-            created_at: now,
-            updated_at: now,
-            status: 'running',
-            trajforge_version: PACKAGE_VERSION,
-            node_version: process.version,
-            model: config.endpoint.model,
-            dialect: config.dialect,
-            config: redactConfig(config, env),
-            config_fingerprint: fingerprint(fields),
-            fingerprint_fields: fields,
-            questions: { path: questionsPath, total },
-            counts: { accepted: 0, failed: 0, by_reason: {} },
-            sessions: [],
-          };
-        },
+        fresh: () => newManifest(config, env, fields, { path: questionsPath, total }),
       }),
     samples: (store) => {
       const { samples, report } = sampleQuestions({ path: questionsPath, config: config.questions, isDone: (id) => store.isDone(id) });
@@ -244,6 +242,29 @@ export async function generate(opts: GenerateOptions): Promise<GenerateSummary> 
       };
     },
   });
+}
+
+/** The manifest of a run directory that holds no run yet. */
+export function newManifest(config: RunConfig, env: NodeJS.ProcessEnv, fields: Record<string, unknown>, questions: RunManifest['questions'], extra: Partial<RunManifest> = {}): RunManifest {
+  const now = new Date().toISOString();
+  return {
+    schema_version: SCHEMA_VERSION,
+    run_id: randomUUID(),
+    created_at: now,
+    updated_at: now,
+    status: 'running',
+    trajforge_version: PACKAGE_VERSION,
+    node_version: process.version,
+    model: config.endpoint.model,
+    dialect: config.dialect,
+    config: redactConfig(config, env),
+    config_fingerprint: fingerprint(fields),
+    fingerprint_fields: fields,
+    questions,
+    counts: { accepted: 0, failed: 0, by_reason: {} },
+    sessions: [],
+    ...extra,
+  };
 }
 
 /** Starts the tool servers, opens the run, rolls the samples out and closes everything. */
@@ -339,6 +360,7 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
     const records = rejected > 0 ? assemble(checked.map((c) => c.record)).records : checked.map((c) => c.record);
     const traj = records.at(-1)!;
     const written = await store.appendFamily(records);
+    if (last) await plan.settled?.(records, written);
     // An id the run had already accepted is accounted for by that record.
     if (last) outstanding.delete(traj.id);
     if (!written) return;
@@ -498,7 +520,7 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
     for await (const unit of units(samples, untilCorrect)) {
       if (abort.signal.aborted) break;
       // Backpressure: the sampler streams, and the queue holds a bounded number of units.
-      await queue.onSizeLessThan(inFlight);
+      await queue.onSizeLessThan(plan.readAhead ?? inFlight);
       if (abort.signal.aborted) break;
       session.planned += unit.length;
       for (const s of unit) outstanding.add(s.sample_id);

@@ -376,6 +376,16 @@ export class RunStore {
     }
   }
 
+  /**
+   * Waits for the appends in flight and flushes both files to the disk: queue mode calls it
+   * before a record is accepted in Redis, so an accepted record survives the machine too.
+   */
+  async sync(): Promise<void> {
+    await this.#chain;
+    if (this.#writeError) throw this.#writeError;
+    for (const fh of [this.#traj, this.#fail]) await fh?.datasync();
+  }
+
   /** Flushes and closes; the manifest records how the session ended. */
   async close(status: RunManifest['status'], exit: string): Promise<void> {
     await this.#chain;

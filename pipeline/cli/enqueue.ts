@@ -1,0 +1,47 @@
+/** `trajforge enqueue --config F --queue URL --run NAME`: the run's samples onto Redis, once. */
+import { parseArgs } from 'node:util';
+import { loadConfig } from '../config.js';
+import { TrajforgeError } from '../errors.js';
+import { checkRunName, parseQueueUrl } from '../generate/queue.js';
+import { enqueue } from '../generate/worker.js';
+import { int } from './generate.js';
+
+const USAGE = `trajforge enqueue --config F --queue redis://HOST:PORT/DB --run NAME [options]
+
+Puts the run's samples (after sampling, dedup, --limit and --samples) on the queue. A sample
+already on it is not added again, so enqueueing twice does not double the work; a run already
+on the queue with another config is refused. Then start workers (trajforge worker) anywhere.
+
+  --questions F   questions file (overrides questions.path)
+  --limit N       at most N questions
+  --samples K     rollouts per question
+  --seed S        shuffle and sampling seed
+`;
+
+export async function run(argv: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      config: { type: 'string' },
+      queue: { type: 'string' },
+      run: { type: 'string' },
+      questions: { type: 'string' },
+      limit: { type: 'string' },
+      samples: { type: 'string' },
+      seed: { type: 'string' },
+      help: { type: 'boolean' },
+    },
+    strict: true,
+  });
+  if (values.help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  if (!values.config || !values.queue) throw new TrajforgeError('BAD_USAGE', `enqueue: --config F and --queue URL are required\n\n${USAGE}`);
+  const address = parseQueueUrl(values.queue);
+  const runName = checkRunName(values.run, 'enqueue');
+  const config = loadConfig(values.config, { questions: values.questions, limit: int('limit', values.limit), samples: int('samples', values.samples), seed: int('seed', values.seed) });
+  const r = await enqueue({ config, address, run: runName });
+  process.stdout.write(`enqueued run ${runName} on ${address.shown}: ${r.selected} samples selected, ${r.added} new; ${r.planned} planned in all${r.existed ? ' (the run was already there: only new samples added)' : ''}\n`);
+  return 0;
+}

@@ -1,0 +1,43 @@
+/** `trajforge status --queue URL --run NAME`: a queued run's counts in Redis, in all and per worker. */
+import { parseArgs } from 'node:util';
+import { TrajforgeError } from '../errors.js';
+import { checkRunName, parseQueueUrl } from '../generate/queue.js';
+import { queueStatus } from '../generate/worker.js';
+
+const USAGE = `trajforge status --queue redis://HOST:PORT/DB --run NAME [--json]
+
+Shows a queued run: samples planned, waiting, in flight (claimed, not accepted), accepted
+(ok and failed), and per worker: in flight, accepted, when Redis last heard from it.
+`;
+
+export async function run(argv: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: { queue: { type: 'string' }, run: { type: 'string' }, json: { type: 'boolean' }, help: { type: 'boolean' } },
+    strict: true,
+  });
+  if (values.help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  if (!values.queue) throw new TrajforgeError('BAD_USAGE', `status: --queue URL is required\n\n${USAGE}`);
+  const address = parseQueueUrl(values.queue);
+  const runName = checkRunName(values.run, 'status');
+  const s = await queueStatus(address, runName);
+  if (values.json) {
+    const { meta: _meta, ...rest } = s;
+    process.stdout.write(`${JSON.stringify(rest, null, 2)}\n`);
+    return 0;
+  }
+  const out = (l: string): void => void process.stdout.write(`${l}\n`);
+  out(`run ${runName} on ${address.shown}${s.planned > 0 && s.accepted >= s.planned ? '  [done]' : ''}`);
+  out(`planned    ${s.planned}`);
+  out(`waiting    ${s.waiting}`);
+  out(`in flight  ${s.inFlight}`);
+  out(`accepted   ${s.accepted}: ${s.ok} ok, ${s.failed} failed`);
+  for (const w of s.workers) {
+    const seen = w.seenAgoMs === undefined ? '' : `, seen ${(w.seenAgoMs / 1000).toFixed(1)} s ago`;
+    out(`worker     ${w.name}: ${w.inFlight} in flight, ${w.ok} ok, ${w.failed} failed${w.host ? ` (${w.host} pid ${w.pid}${seen})` : ''}`);
+  }
+  return 0;
+}
