@@ -143,7 +143,7 @@ export function queueMarkdown(r: QueueBenchResult): string {
       return `| ${row.workers} | ${row.samples} | ${row.seconds.toFixed(1)} s | ${rate.toFixed(2)}/s | **${(rate / oneRate).toFixed(2)}×** | ${(0.9 * row.workers).toFixed(1)}× | ${ms(row.workerCpu, row.samples)} ms | ${ms(row.redisCpu, row.samples)} ms |`;
     }),
     '',
-    `The queue's added CPU per sample: a worker used ${ms(one.workerCpu, one.samples)} ms per sample, \`generate\` over the same ${r.generate.samples} samples ${(genCpu * 1000).toFixed(2)} ms (${r.generate.seconds.toFixed(1)} s wall): ${((workerCpu - genCpu) * 1000).toFixed(2)} ms per sample in the worker (claim, lease renewals, fdatasync and the accept), plus Redis's own in the last column. CPU is read from /proc every 100 ms, so the last 100 ms of a process may be missed.`,
+    `The queue's added CPU per sample: a worker used ${ms(one.workerCpu, one.samples)} ms per sample, \`generate\` over the same ${r.generate.samples} samples ${(genCpu * 1000).toFixed(2)} ms (${r.generate.seconds.toFixed(1)} s wall): ${((workerCpu - genCpu) * 1000).toFixed(2)} ms per sample in the worker (claim, lease renewals, fdatasync and the accept, and the shared limits: two Redis calls per model request for its slot), plus Redis's own in the last column. CPU is read from /proc every 100 ms, so the last 100 ms of a process may be missed.`,
     '',
   ].join('\n');
 }
