@@ -154,7 +154,8 @@ describe.runIf(HAVE_CHROMIUM)('report --serve in a browser, during a run', () =>
     serve = start(['report', '--serve', run, '--port', '0', '--poll-ms', '100', '--price-prompt', String(PRICE.prompt), '--price-completion', String(PRICE.completion)]);
     await expect.poll(() => /at (http:\/\/127\.0\.0\.1:\d+\/)/.exec(serve!.stdout)?.[1], { timeout: 30_000 }).toBeTruthy();
     const url = /at (http:\/\/127\.0\.0\.1:\d+\/)/.exec(serve.stdout)![1]!;
-    expect(serve.stdout).toContain('holds no run yet');
+    // Its own line, a write after the address: the pipe may hand the two over apart.
+    await expect.poll(() => serve!.stdout, { timeout: 30_000 }).toContain('holds no run yet');
 
     const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
     const errors: string[] = [];
