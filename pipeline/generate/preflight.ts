@@ -219,8 +219,8 @@ function exists(path: string): boolean {
  * Starts each server alone (a line each: its tools, or why it did not start), then all of them
  * with the config's aliases, limits and expose list as a run does (a line: the tools the model
  * is offered, or the clash or the dangling alias). Returns the main agent as a run builds it
- (its dialect, system prompt and tools: with agents, its sub-agents among them), for the turn;
- undefined when the tools could not be listed.
+ * (its dialect, system prompt and tools: with agents, its sub-agents among them), for the turn;
+ * undefined when the tools could not be listed.
  */
 async function checkServers(config: RunConfig, env: NodeJS.ProcessEnv, scrubber: Scrubber, say: Say): Promise<MainAgent | undefined> {
   const executor = { ...config.executor, cache: false };
@@ -262,8 +262,9 @@ async function checkServers(config: RunConfig, env: NodeJS.ProcessEnv, scrubber:
       await ex.close();
     }
     for (const [name, list] of offered) say('ok', `tools ${name}`, `${list.length} offered to agent ${name}: ${list.map((t) => t.name).join(', ') || 'none'}`);
-    const to = offered.length > 0 ? 'listed by the servers' : 'offered to the model';
     if (enabled.length === 0) return main; // configWarnings says no_tools
+    // With agents each agent is offered its own share (the lines above); these are every server's tools.
+    const to = offered.length > 0 ? 'listed by the servers' : 'offered to the model';
     if (tools.length === 0) say('warn', 'tools', noToolsListedWarning(enabled.map(([n]) => n)).message);
     else say('ok', 'tools', `${tools.length} ${to}, no name offered twice: ${tools.map((t) => t.name).join(', ')}`);
     return main;

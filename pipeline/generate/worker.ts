@@ -12,7 +12,8 @@
  *
  * The worker's own config supplies the keys (from its environment) and the tool servers; its
  * fingerprint must match the one `enqueue` stored (the questions file and selection excepted:
- * a worker never reads the questions).
+ * a worker never reads the questions). Its model requests and its tool servers' request rates go
+ * through the limits every worker of the run shares in Redis (shared-limits.ts).
  */
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
