@@ -149,25 +149,7 @@ export async function run(argv: string[]): Promise<number> {
   const latest = opts.all ? await latestIndexFor(input, read) : undefined;
   const { rows, report } = readDataset(input, read);
 
-  const interrupt = abortWritersOnInterrupt();
-  let writer: JsonlWriter | undefined;
-  try {
-    writer = new JsonlWriter(out);
-    const counts = await exportRows(rows, writer, opts, latest ? latestFilter(latest) : undefined, exporter, selected);
-    if (counts.outputClosed) {
-      writer.abort();
-      return 0;
-    }
-    await writer.commit();
-    process.stderr.write(formatExportCounts(counts, report, opts));
-    return 0;
-  } catch (err) {
-    writer?.abort();
-    if ((err as Error).name === 'OutputClosedError') return 0;
-    throw err;
-  } finally {
-    interrupt.off();
-  }
+  return writeRows(out, (writer) => exportRows(rows, writer, opts, latest ? latestFilter(latest) : undefined, exporter, selected), (counts) => formatExportCounts(counts, report, opts));
 }
 
 /**
@@ -188,18 +170,27 @@ async function runDpo(input: string, out: string, values: Record<string, unknown
     onBadRow: values['on-bad-row'] === 'skip' ? ('skip' as const) : ('error' as const),
   };
   const { rows, report } = readDataset(input, read);
+  // exportDpo keeps the latest state of each sample id itself (a run directory, or rows cut from one).
+  return writeRows(out, (writer) => exportDpo(rows, writer, opts, selected), (counts) => formatDpoCounts(counts, report.bad.length));
+}
+
+/**
+ * Writes `out` (a file, committed whole at the end, or `-`) with `write`, then prints its
+ * counts on stderr. Ctrl-C drops the file; a reader that closed stdout (`| head`) ends the
+ * command quietly, with nothing committed.
+ */
+async function writeRows<C extends { outputClosed?: boolean }>(out: string, write: (writer: JsonlWriter) => Promise<C>, describe: (counts: C) => string): Promise<number> {
   const interrupt = abortWritersOnInterrupt();
   let writer: JsonlWriter | undefined;
   try {
     writer = new JsonlWriter(out);
-    // exportDpo keeps the latest state of each sample id itself (a run directory, or rows cut from one).
-    const counts = await exportDpo(rows, writer, opts, selected);
+    const counts = await write(writer);
     if (counts.outputClosed) {
       writer.abort();
       return 0;
     }
     await writer.commit();
-    process.stderr.write(formatDpoCounts(counts, report.bad.length));
+    process.stderr.write(describe(counts));
     return 0;
   } catch (err) {
     writer?.abort();

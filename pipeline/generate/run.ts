@@ -165,6 +165,36 @@ function schemaProblem(issues: readonly { path: readonly PropertyKey[]; message:
 }
 
 /**
+ * A failure record with nothing rolled out (no turn, call, usage or time): what is left of a
+ * record that fails its schema, or a sample a queue gave up on. `fields` say which sample and why.
+ */
+export function noRolloutFailure(
+  fields: Pick<Trajectory, 'id' | 'question_id' | 'question' | 'gold_answer' | 'meta' | 'dialect' | 'model' | 'reason' | 'error' | 'attempt' | 'run_id'> & { validation?: Trajectory['validation'] },
+): Trajectory {
+  const now = new Date().toISOString();
+  const { validation = { passed: false, issues: [] }, ...which } = fields;
+  return {
+    schema_version: SCHEMA_VERSION,
+    ...which,
+    status: 'failed',
+    final_answer: '',
+    interleaved_text: '',
+    messages: [],
+    tool_calls: [],
+    total_tool_calls: 0,
+    tools_used: [],
+    cited_ids: [],
+    unresolved_cited_ids: [],
+    turns: 0,
+    repairs: [],
+    rollbacks: [],
+    validation,
+    usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, llm_calls: 0, estimated: true },
+    timing: { started_at: now, finished_at: now, duration_ms: 0, llm_ms: 0, tool_ms: 0 },
+  };
+}
+
+/**
  * The record as it may be written: one that passes its schema (Trajectory, and FailureRecord
  * for a failure) as it is; otherwise the sample becomes a failure with reason `invalid` and
  * the schema's message, and if even that does not pass, a failure that keeps only the fields
@@ -177,34 +207,18 @@ export function schemaChecked(traj: Trajectory): { record: Trajectory; rejected:
   const error = `the record failed the ${traj.status === 'ok' ? 'Trajectory' : 'FailureRecord'} schema: ${schemaProblem(first.error.issues)}`;
   const invalid: Trajectory = { ...traj, status: 'failed', reason: 'invalid', error: traj.error === undefined ? error : `${error}; before: ${traj.error}` };
   if (check(invalid).success) return { record: invalid, rejected: true };
-  const now = new Date().toISOString();
-  const bare: Trajectory = {
-    schema_version: SCHEMA_VERSION,
+  const bare = noRolloutFailure({
     id: String(traj.id),
     question_id: String(traj.question_id),
     question: String(traj.question),
     dialect: traj.dialect,
     model: String(traj.model),
-    status: 'failed',
     reason: 'invalid',
     error,
-    final_answer: '',
-    interleaved_text: '',
-    messages: [],
-    tool_calls: [],
-    total_tool_calls: 0,
-    tools_used: [],
-    cited_ids: [],
-    unresolved_cited_ids: [],
-    turns: 0,
-    repairs: [],
-    rollbacks: [],
     validation: { passed: false, issues: [{ rule: 'schema', severity: 'error', message: error }] },
-    usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, llm_calls: 0, estimated: true },
-    timing: { started_at: now, finished_at: now, duration_ms: 0, llm_ms: 0, tool_ms: 0 },
     attempt: Number.isSafeInteger(traj.attempt) && traj.attempt >= 0 ? traj.attempt : 0,
     run_id: String(traj.run_id),
-  };
+  });
   const last = check(bare);
   if (!last.success) throw new Error(`a failure record trajforge built fails its own schema: ${schemaProblem(last.error.issues)}`);
   return { record: bare, rejected: true };

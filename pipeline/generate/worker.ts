@@ -18,13 +18,13 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
-import { SCHEMA_VERSION, type RunConfig, type Sample, type Trajectory } from '../../schemas/index.js';
+import type { RunConfig, Sample, Trajectory } from '../../schemas/index.js';
 import { compareFingerprints, fingerprint, fingerprintFields, redactConfig } from '../config.js';
 import { TrajforgeError } from '../errors.js';
 import type { Scrubber } from '../secrets.js';
 import type { ProgressSink } from './progress.js';
 import { Queue, lineSha, type Claimed, type QueueAddress, type QueueStatus } from './queue.js';
-import { newManifest, runSession, schemaChecked, type GenerateSummary } from './run.js';
+import { newManifest, noRolloutFailure, runSession, schemaChecked, type GenerateSummary } from './run.js';
 import { sampleQuestions } from './sampler.js';
 import { openSharedLimits, type SharedLimits } from './shared-limits.js';
 import { RunStore } from './store.js';
@@ -127,11 +127,9 @@ function workerName(label: string | undefined): string {
 
 /** The failure record of a sample whose lease ran out too often: no rollout, a clear reason. */
 function leaseLostRecord(c: Claimed, config: RunConfig, runId: string, retries: number): Trajectory {
-  const now = new Date().toISOString();
   const error = `its lease ran out ${c.deliveries - 1} times (over queue.lease_retries ${retries}): the workers that had it died or stalled; not rolled out again`;
   const q = c.sample.question;
-  const record: Trajectory = {
-    schema_version: SCHEMA_VERSION,
+  const record = noRolloutFailure({
     id: c.sample.sample_id,
     question_id: q.id,
     question: q.question,
@@ -139,26 +137,11 @@ function leaseLostRecord(c: Claimed, config: RunConfig, runId: string, retries: 
     ...(q.meta !== undefined ? { meta: q.meta } : {}),
     dialect: config.dialect,
     model: config.endpoint.model,
-    status: 'failed',
     reason: 'lease_lost',
     error,
-    final_answer: '',
-    interleaved_text: '',
-    messages: [],
-    tool_calls: [],
-    total_tool_calls: 0,
-    tools_used: [],
-    cited_ids: [],
-    unresolved_cited_ids: [],
-    turns: 0,
-    repairs: [],
-    rollbacks: [],
-    validation: { passed: false, issues: [] },
-    usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, llm_calls: 0, estimated: true },
-    timing: { started_at: now, finished_at: now, duration_ms: 0, llm_ms: 0, tool_ms: 0 },
     attempt: 0,
     run_id: runId,
-  } as Trajectory;
+  });
   return schemaChecked(record).record;
 }
 
