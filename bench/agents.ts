@@ -17,7 +17,7 @@
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadConfig } from '../pipeline/config.js';
+import { loadConfig } from '../pipeline/core/config.js';
 import { generate } from '../pipeline/generate/run.js';
 import { PACKAGE_ROOT } from '../pipeline/paths.js';
 import { startSimProcess, writeQuestions } from './harness.js';

@@ -1,10 +1,10 @@
 /**
  * Ad-hoc: `node dist/bench/fetch-probe.js [N]` — CPU per chat request of the OpenAI SDK (with
- * Node's fetch) against trajforge's own wire (pipeline/generate/chat-http.ts), streamed and whole, 64 in
+ * Node's fetch) against trajforge's own wire (pipeline/core/llm/chat-http.ts), streamed and whole, 64 in
  * flight against one sim process.
  */
 import OpenAI from 'openai';
-import { chatWire, postJson, postStream } from '../pipeline/generate/chat-http.js';
+import { chatWire, postJson, postStream } from '../pipeline/core/llm/chat-http.js';
 import { startSimProcess } from './harness.js';
 
 const sim = await startSimProcess(20);

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { stringify } from 'yaml';
-import { loadConfig } from '../pipeline/config.js';
+import { loadConfig } from '../pipeline/core/config.js';
 import { generate } from '../pipeline/generate/run.js';
 import { PACKAGE_ROOT } from '../pipeline/paths.js';
 import { startSim } from '../sim/server.js';

@@ -6,7 +6,7 @@
 import { createReadStream, mkdirSync, readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { join } from 'node:path';
-import { loadConfig } from '../pipeline/config.js';
+import { loadConfig } from '../pipeline/core/config.js';
 import { generate } from '../pipeline/generate/run.js';
 import { procCpuSeconds, TURNS, writeQuestions, writeRunConfig, type SimProcess } from './harness.js';
 

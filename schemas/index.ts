@@ -231,7 +231,7 @@ export const Decontamination = z.object({
 });
 export type Decontamination = z.infer<typeof Decontamination>;
 
-/** How the judge's cascade decided (see pipeline/generate/judging.ts): the step that decided. */
+/** How the judge's cascade decided (see pipeline/core/judge/judging.ts): the step that decided. */
 export const JudgeStep = z.enum(['exact', 'normalised', 'f1', 'llm', 'rubric']);
 export type JudgeStep = z.infer<typeof JudgeStep>;
 export const JudgeVerdict = z.enum(['correct', 'incorrect', 'not_attempted', 'unjudged']);
@@ -743,7 +743,7 @@ export const RunConfig = z.strictObject({
   /** Extra text appended to the dialect's system prompt. */
   instructions: z.string().optional(),
   /** A main agent that delegates to sub-agents; unset: one agent, as configured above. */
-  /** Agent names are letters, digits, `_` and `-` (they go into session ids); checked with the references (pipeline/agent-config.ts). */
+  /** Agent names are letters, digits, `_` and `-` (they go into session ids); checked with the references (pipeline/core/agent-config.ts). */
   agents: z.record(z.string(), AgentConfig).optional(),
   /** How deep sub-agents may nest: 1 lets main call sub-agents that call none. */
   max_agent_depth: z.number().int().positive().default(1),

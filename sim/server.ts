@@ -15,7 +15,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 
 import { TrajforgeError } from '../pipeline/errors.js';
-import { estimateRequestTokens } from '../pipeline/tokens.js';
+import { estimateRequestTokens } from '../pipeline/core/tokens/count.js';
 import { detectDialect, messageText, SIM_DIALECTS, type SimDialect, type SimToolCall, type SimTurn } from './dialects.js';
 import {
   composeTurn,

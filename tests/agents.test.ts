@@ -9,9 +9,9 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FailureRecord, Trajectory, type Trajectory as Traj } from '../schemas/index.js';
-import { loadConfig } from '../pipeline/config.js';
+import { loadConfig } from '../pipeline/core/config.js';
 import { getDialect } from '../pipeline/dialects/index.js';
-import { reportView, validateFamily, validateTrajectory } from '../pipeline/dataset/validator.js';
+import { reportView, validateFamily, validateTrajectory } from '../pipeline/core/validator.js';
 import { generate } from '../pipeline/generate/run.js';
 import { rerun } from '../pipeline/dataset/rerun.js';
 import { agentsPatch, startAgentsModel, type AgentsModel } from './agents-model.js';
@@ -322,7 +322,7 @@ describe('the agents section of the config', () => {
   });
 
   it('dialect_options: an mcp-xml agent inherits the top-level ones, an agent of another dialect has none, its own win', async () => {
-    const { agentSettings } = await import('../pipeline/agent-config.js');
+    const { agentSettings } = await import('../pipeline/core/agent-config.js');
     const dir = tempDir('tf-agents-cfg-');
     const cfg = loadConfig(
       writeConfig(dir, 'http://127.0.0.1:9/v1', {
@@ -344,7 +344,7 @@ describe('the agents section of the config', () => {
   });
 
   it('gives a sub-agent MiroThinker\'s browsing-agent shape by default, and the overrides over the top-level settings', async () => {
-    const { agentSettings } = await import('../pipeline/agent-config.js');
+    const { agentSettings } = await import('../pipeline/core/agent-config.js');
     const dir = tempDir('tf-agents-cfg-');
     const cfg = loadConfig(writeConfig(dir, 'http://127.0.0.1:9/v1', { budgets: { max_turns: 9, max_tool_calls: 4 }, agents: { browsing: { budgets: { max_turns: 20 } } } }));
     const s = agentSettings(cfg)!;
@@ -359,7 +359,7 @@ describe('the agents section of the config', () => {
   });
 
   it('is in the fingerprint: a change to an agent is a change to the run', async () => {
-    const { fingerprintFields, compareFingerprints } = await import('../pipeline/config.js');
+    const { fingerprintFields, compareFingerprints } = await import('../pipeline/core/config.js');
     const dir = tempDir('tf-agents-cfg-');
     const a = loadConfig(writeConfig(dir, 'http://127.0.0.1:9/v1', { agents: { browsing: { budgets: { max_turns: 20 } } } }));
     const b = loadConfig(writeConfig(dir, 'http://127.0.0.1:9/v1', { agents: { browsing: { budgets: { max_turns: 21 } } } }));

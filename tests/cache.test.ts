@@ -5,14 +5,14 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cacheKey, defaultCacheDir, DirStore, serverIdentity, type CacheKey } from '../pipeline/generate/cache.js';
+import { cacheKey, defaultCacheDir, DirStore, serverIdentity, type CacheKey } from '../pipeline/core/cache.js';
 import { Executor } from '../pipeline/generate/executor.js';
 import { PACKAGE_ROOT } from '../pipeline/paths.js';
 import { RunConfig } from '../schemas/index.js';
 import { startSim } from '../sim/server.js';
 import { CORPUS_SERVER, readJsonl, runCli, runNode, tempDir, writeConfig } from './helpers.js';
 
-const CACHE_JS = join(PACKAGE_ROOT, 'dist/pipeline/generate/cache.js');
+const CACHE_JS = join(PACKAGE_ROOT, 'dist/pipeline/core/cache.js');
 const DAY = 24 * 3600;
 
 /** Every file under a cache directory's current layout. */

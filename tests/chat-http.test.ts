@@ -1,5 +1,5 @@
 /**
- * The chat-completions wire (pipeline/generate/chat-http.ts) against a loopback server that writes raw
+ * The chat-completions wire (pipeline/core/llm/chat-http.ts) against a loopback server that writes raw
  * bytes: SSE read exactly as the OpenAI SDK reads it (the SDK is the oracle), however the bytes
  * are cut into pieces; errors before and inside a stream; early stop; dropped connections.
  */
@@ -8,7 +8,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import OpenAI from 'openai';
 import { afterEach, describe, expect, it } from 'vitest';
-import { chatWire, ConnectionError, EndpointError, MalformedResponse, postJson, postStream, RequestAborted, ResponseTooLarge } from '../pipeline/generate/chat-http.js';
+import { chatWire, ConnectionError, EndpointError, MalformedResponse, postJson, postStream, RequestAborted, ResponseTooLarge } from '../pipeline/core/llm/chat-http.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 

@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { compareFingerprints, expandVars, fingerprint, fingerprintFields, loadConfig, redactConfig, resolveConfig } from '../pipeline/config.js';
+import { compareFingerprints, expandVars, fingerprint, fingerprintFields, loadConfig, redactConfig, resolveConfig } from '../pipeline/core/config.js';
 import { TrajforgeError } from '../pipeline/errors.js';
 import { PACKAGE_ROOT } from '../pipeline/paths.js';
 

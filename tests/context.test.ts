@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../schemas/index.js';
 import { ConversationContext } from '../pipeline/generate/context.js';
 import { loadPrompt, renderPrompt } from '../pipeline/prompts.js';
-import { estimateRequestTokens } from '../pipeline/tokens.js';
+import { estimateRequestTokens } from '../pipeline/core/tokens/count.js';
 
 const MAX_TOKENS = 500;
 const MARGIN = 64;

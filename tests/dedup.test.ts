@@ -13,7 +13,7 @@ import { DedupCluster, DedupOptions } from '../schemas/index.js';
 import { indexNearDuplicates, writeDeduplicated } from '../pipeline/dataset/dedup.js';
 import { banding, candidateProbability, jaccard, LSH_RECALL, MinHasher } from '../pipeline/dataset/minhash.js';
 import { clauseWords, normalise, textShingles } from '../pipeline/dataset/shingles.js';
-import { JsonlWriter } from '../pipeline/jsonl.js';
+import { JsonlWriter } from '../pipeline/core/jsonl.js';
 import { BCD_QUESTIONS, CORPUS, DRTULU_QUESTIONS, normalisedWords, trajRow, writeRows } from './curate-fixtures.js';
 import { FIXTURES, readJsonl, runCli, tempDir } from './helpers.js';
 

@@ -9,7 +9,7 @@ import { native } from '../pipeline/dialects/native.js';
 import { tulu } from '../pipeline/dialects/tulu.js';
 import type { Dialect, ToolSpec } from '../pipeline/dialects/types.js';
 import { deriveSummary, parseSummary, summariseFailure } from '../pipeline/generate/experience.js';
-import { LlmError, type Completion, type CompletionRequest } from '../pipeline/generate/llm.js';
+import { LlmError, type Completion, type CompletionRequest } from '../pipeline/core/llm/llm.js';
 import { loadPrompt, renderPrompt } from '../pipeline/prompts.js';
 
 function record(i: number, tool: string, query: string, more: Partial<ToolCallRecord> = {}): ToolCallRecord {

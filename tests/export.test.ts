@@ -9,14 +9,14 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Trajectory } from '../schemas/index.js';
-import { loadConfig } from '../pipeline/config.js';
+import { loadConfig } from '../pipeline/core/config.js';
 import { tulu } from '../pipeline/dialects/tulu.js';
 import { mcpXml } from '../pipeline/dialects/mcp-xml.js';
 import { Counter, toMessages, toShareGpt, toText } from '../pipeline/dataset/export-formats.js';
 import { stepsOf } from '../pipeline/dataset/training-view.js';
 import { generate } from '../pipeline/generate/run.js';
 import { readDataset } from '../pipeline/dataset/readers.js';
-import { countTokens, O200K, tokenCounter } from '../pipeline/tokens.js';
+import { countTokens, O200K, tokenCounter } from '../pipeline/core/tokens/count.js';
 import { startSim } from '../sim/server.js';
 import { FIXTURES, readJsonl, runCli, tempDir, writeConfig } from './helpers.js';
 

@@ -5,7 +5,7 @@
  */
 import { join } from 'node:path';
 import { FailureRecord, Trajectory, type Trajectory as Traj } from '../schemas/index.js';
-import { loadConfig } from '../pipeline/config.js';
+import { loadConfig } from '../pipeline/core/config.js';
 import { generate } from '../pipeline/generate/run.js';
 import { PACKAGE_ROOT } from '../pipeline/paths.js';
 import { startSim } from '../sim/server.js';

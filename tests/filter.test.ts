@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { SCHEMA_VERSION, Trajectory, type FailureReason, type RepairKind } from '../schemas/index.js';
 import { compileExpr, compileFilter, ExprError, filterRows, FilterSpecError, parseExpr } from '../pipeline/dataset/filter.js';
-import { JsonlWriter } from '../pipeline/jsonl.js';
+import { JsonlWriter } from '../pipeline/core/jsonl.js';
 import { readDataset, type DatasetRow } from '../pipeline/dataset/readers.js';
 import { CLI, runCli, tempDir } from './helpers.js';
 

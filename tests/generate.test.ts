@@ -8,10 +8,10 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Trajectory, FailureRecord, RunManifest } from '../schemas/index.js';
-import { loadConfig } from '../pipeline/config.js';
+import { loadConfig } from '../pipeline/core/config.js';
 import { tulu } from '../pipeline/dialects/tulu.js';
 import { generate } from '../pipeline/generate/run.js';
-import { LlmClient } from '../pipeline/generate/llm.js';
+import { LlmClient } from '../pipeline/core/llm/llm.js';
 import { startSim, type Sim } from '../sim/server.js';
 import { readJsonl, runCli, tempDir, writeConfig } from './helpers.js';
 

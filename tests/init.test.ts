@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { PACKAGE_ROOT } from '../pipeline/paths.js';
-import { PRESETS } from '../pipeline/presets.js';
+import { PRESETS } from '../pipeline/core/presets.js';
 import { startSim, type Sim } from '../sim/server.js';
 import { CLI, readJsonl, tempDir, type CliResult } from './helpers.js';
 

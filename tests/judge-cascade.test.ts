@@ -1,7 +1,7 @@
 /** The judge's cheap steps and rubric reading, on the inputs an outside party controls: answers, gold answers, rubrics, grader replies. */
 import { describe, expect, it } from 'vitest';
-import { cheapSteps, goldsOf, matchTokens } from '../pipeline/dataset/judge-cascade.js';
-import { criteriaForPrompt, parseRubricReply, readRubrics, weightedScore, type Criterion } from '../pipeline/dataset/judge-rubrics.js';
+import { cheapSteps, goldsOf, matchTokens } from '../pipeline/core/judge/cascade.js';
+import { criteriaForPrompt, parseRubricReply, readRubrics, weightedScore, type Criterion } from '../pipeline/core/judge/rubrics.js';
 
 describe('the cheap steps of the cascade', () => {
   it('exact, then normalised, then token F1 at the threshold, each gold alternative and the box tried', () => {

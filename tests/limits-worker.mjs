@@ -6,7 +6,7 @@
  *
  *   node tests/limits-worker.mjs REDIS_URL RUN BASE_URL REQUESTS LOCAL_MAX '{"endpoint_concurrency": 2, …}'
  */
-import { LlmClient } from '../dist/pipeline/generate/llm.js';
+import { LlmClient } from '../dist/pipeline/core/llm/llm.js';
 import { openSharedLimits } from '../dist/pipeline/generate/shared-limits.js';
 import { EndpointConfig } from '../dist/schemas/index.js';
 

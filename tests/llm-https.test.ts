@@ -45,7 +45,7 @@ const inChild = (script: string, trust = true) =>
 
 describe('llm over https', () => {
   it('gets streamed and whole completions through a TLS endpoint', async () => {
-    const llm = pathToFileURL(join(PACKAGE_ROOT, 'dist/pipeline/generate/llm.js')).href;
+    const llm = pathToFileURL(join(PACKAGE_ROOT, 'dist/pipeline/core/llm/llm.js')).href;
     const schemas = pathToFileURL(join(PACKAGE_ROOT, 'dist/schemas/index.js')).href;
     const script = `
       import { LlmClient } from ${JSON.stringify(llm)};
@@ -73,7 +73,7 @@ describe('llm over https', () => {
   });
 
   it('refuses a certificate it does not trust, as a connection error', async () => {
-    const llm = pathToFileURL(join(PACKAGE_ROOT, 'dist/pipeline/generate/llm.js')).href;
+    const llm = pathToFileURL(join(PACKAGE_ROOT, 'dist/pipeline/core/llm/llm.js')).href;
     const schemas = pathToFileURL(join(PACKAGE_ROOT, 'dist/schemas/index.js')).href;
     const script = `
       import { LlmClient } from ${JSON.stringify(llm)};

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { EndpointConfig } from '../schemas/index.js';
-import { LlmClient, LlmError, retryAfterMs } from '../pipeline/generate/llm.js';
+import { LlmClient, LlmError, retryAfterMs } from '../pipeline/core/llm/llm.js';
 import { startSim, type Sim } from '../sim/server.js';
 import { loopbackServer } from './faults/util.js';
 
@@ -322,7 +322,7 @@ describe('llm', () => {
 
 describe('AdaptiveGate', () => {
   it('hands a freed slot to the request that waited longest, never to one arriving meanwhile (first come, first served)', async () => {
-    const { AdaptiveGate } = await import('../pipeline/generate/llm.js');
+    const { AdaptiveGate } = await import('../pipeline/core/llm/llm.js');
     const gate = new AdaptiveGate(1);
     const order: string[] = [];
     await gate.acquire();
@@ -340,7 +340,7 @@ describe('AdaptiveGate', () => {
   });
 
   it('after a 429 halves the limit, hands slots over only below it, and again as successes raise it', async () => {
-    const { AdaptiveGate } = await import('../pipeline/generate/llm.js');
+    const { AdaptiveGate } = await import('../pipeline/core/llm/llm.js');
     const gate = new AdaptiveGate(4);
     for (let i = 0; i < 4; i++) await gate.acquire();
     gate.rateLimited();

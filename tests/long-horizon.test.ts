@@ -7,7 +7,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { FailureRecord, Trajectory } from '../schemas/index.js';
-import { loadConfig } from '../pipeline/config.js';
+import { loadConfig } from '../pipeline/core/config.js';
 import { generate } from '../pipeline/generate/run.js';
 import { startSim } from '../sim/server.js';
 import { readJsonl, tempDir, writeConfig } from './helpers.js';

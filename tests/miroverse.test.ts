@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FailureRecord, Trajectory, type Trajectory as Traj } from '../schemas/index.js';
 import { getDialect } from '../pipeline/dialects/index.js';
-import { reportView } from '../pipeline/dataset/validator.js';
+import { reportView } from '../pipeline/core/validator.js';
 import { PACKAGE_ROOT } from '../pipeline/paths.js';
 import { startSim, type Sim } from '../sim/server.js';
 import { FIXTURES, readJsonl, runCli, tempDir } from './helpers.js';

@@ -8,7 +8,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Trajectory } from '../schemas/index.js';
-import { loadConfig } from '../pipeline/config.js';
+import { loadConfig } from '../pipeline/core/config.js';
 import { tulu } from '../pipeline/dialects/tulu.js';
 import { generate } from '../pipeline/generate/run.js';
 import { buildReport } from '../pipeline/dataset/report/build.js';

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { FailureRecord, Trajectory } from '../schemas/index.js';
-import { loadConfig } from '../pipeline/config.js';
+import { loadConfig } from '../pipeline/core/config.js';
 import { tulu } from '../pipeline/dialects/tulu.js';
 import { generate } from '../pipeline/generate/run.js';
 import { loadPrompt } from '../pipeline/prompts.js';

@@ -7,10 +7,10 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SCHEMA_VERSION, type RunManifest } from '../schemas/index.js';
-import { expansionsOf, loadConfig, redactConfig, scrubberFor } from '../pipeline/config.js';
-import { serverIdentity } from '../pipeline/generate/cache.js';
+import { expansionsOf, loadConfig, redactConfig, scrubberFor } from '../pipeline/core/config.js';
+import { serverIdentity } from '../pipeline/core/cache.js';
 import { RunStore } from '../pipeline/generate/store.js';
-import { runSecrets, Scrubber } from '../pipeline/secrets.js';
+import { runSecrets, Scrubber } from '../pipeline/core/secrets.js';
 import { tempDir } from './helpers.js';
 
 const dir = tempDir('tf-secrets-unit-');

@@ -13,11 +13,11 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { createClient } from 'redis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TrajforgeError } from '../pipeline/errors.js';
-import { loadConfig } from '../pipeline/config.js';
+import { loadConfig } from '../pipeline/core/config.js';
 import { Executor } from '../pipeline/generate/executor.js';
 import { generate } from '../pipeline/generate/run.js';
 import { openSharedLimits } from '../pipeline/generate/shared-limits.js';
-import { LIMITS_ENV } from '../pipeline/limits-redis.js';
+import { LIMITS_ENV } from '../pipeline/core/limits-redis.js';
 import { PACKAGE_ROOT } from '../pipeline/paths.js';
 import { RunConfig, SharedLimitsConfig } from '../schemas/index.js';
 import { tempDir, writeConfig } from './helpers.js';

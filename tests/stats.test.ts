@@ -7,7 +7,7 @@ import { appendFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SCHEMA_VERSION, Trajectory, type FailureReason, type RepairKind, type RollbackCondition } from '../schemas/index.js';
-import { loadConfig } from '../pipeline/config.js';
+import { loadConfig } from '../pipeline/core/config.js';
 import { generate } from '../pipeline/generate/run.js';
 import { readDataset, type DatasetRow } from '../pipeline/dataset/readers.js';
 import { computeStats, formatStats, Sketch, statsForInput, statsToJson, type Stats } from '../pipeline/dataset/stats.js';

@@ -9,12 +9,12 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Trajectory, Validation } from '../schemas/index.js';
-import { loadConfig } from '../pipeline/config.js';
+import { loadConfig } from '../pipeline/core/config.js';
 import { getDialect } from '../pipeline/dialects/index.js';
 import { generate } from '../pipeline/generate/run.js';
-import { parseVerdict } from '../pipeline/dataset/judge.js';
+import { parseVerdict } from '../pipeline/core/judge/judge.js';
 import { readDataset, type DatasetRow } from '../pipeline/dataset/readers.js';
-import { countTokens, TOKEN_ENCODING } from '../pipeline/tokens.js';
+import { countTokens, TOKEN_ENCODING } from '../pipeline/core/tokens/count.js';
 import {
   compareGold,
   goldMatches,
@@ -23,7 +23,7 @@ import {
   tokenF1,
   validateTrajectory,
   type ValidateOptions,
-} from '../pipeline/dataset/validator.js';
+} from '../pipeline/core/validator.js';
 import { startSim } from '../sim/server.js';
 import { FIXTURES, readJsonl, runCli, tempDir, writeConfig } from './helpers.js';
 

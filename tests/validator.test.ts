@@ -6,10 +6,10 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { SCHEMA_VERSION, Trajectory } from '../schemas/index.js';
-import { loadConfig } from '../pipeline/config.js';
+import { loadConfig } from '../pipeline/core/config.js';
 import { tulu } from '../pipeline/dialects/tulu.js';
 import { generate } from '../pipeline/generate/run.js';
-import { goldMatches, normalizeAnswer, validateTrajectory, type ValidateOptions } from '../pipeline/dataset/validator.js';
+import { goldMatches, normalizeAnswer, validateTrajectory, type ValidateOptions } from '../pipeline/core/validator.js';
 import { startSim } from '../sim/server.js';
 import { FIXTURES, readJsonl, tempDir, writeConfig } from './helpers.js';
 

@@ -1,6 +1,6 @@
 /** `trajforge check --config F`: whether a run can start, one line per check (generate/preflight.ts). */
 import { parseArgs } from 'node:util';
-import { loadConfig } from '../config.js';
+import { loadConfig } from '../core/config.js';
 import { TrajforgeError } from '../errors.js';
 import { preflight, shellWord, type CheckLine } from '../generate/preflight.js';
 import { CLI_COMMAND } from '../paths.js';

@@ -7,10 +7,10 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { TrajforgeError } from '../errors.js';
-import { abortAllWriters } from '../jsonl.js';
+import { abortAllWriters } from '../core/jsonl.js';
 import { statPath } from '../files.js';
 import type { ReadOptions } from '../dataset/readers.js';
-import { tokenCounter, type TokenCounter } from '../tokens.js';
+import { tokenCounter, type TokenCounter } from '../core/tokens/count.js';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 

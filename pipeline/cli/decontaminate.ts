@@ -4,7 +4,7 @@ import { resolve } from 'node:path';
 import { DECONTAMINATION_FIELDS, DecontaminateOptions } from '../../schemas/index.js';
 import { decontaminate, EvalIndex, type DecontaminateSummary, type EvalFormat } from '../dataset/decontaminate.js';
 import { TrajforgeError } from '../errors.js';
-import { JsonlWriter } from '../jsonl.js';
+import { JsonlWriter } from '../core/jsonl.js';
 import { abortWritersOnInterrupt, parseDatasetInputs, readOptions } from './common.js';
 import { checkedOptions, numberFlag } from './flags.js';
 

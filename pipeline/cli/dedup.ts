@@ -5,7 +5,7 @@ import { DEDUP_KEEP_RULES, DedupOptions } from '../../schemas/index.js';
 import { indexNearDuplicates, writeDeduplicated, type DedupSummary } from '../dataset/dedup.js';
 import { banding, minimumHashes } from '../dataset/minhash.js';
 import { TrajforgeError } from '../errors.js';
-import { JsonlWriter } from '../jsonl.js';
+import { JsonlWriter } from '../core/jsonl.js';
 import { abortWritersOnInterrupt, parseDatasetInputs, readOptions } from './common.js';
 import { checkedOptions, numberFlag } from './flags.js';
 

@@ -1,6 +1,6 @@
 /** `trajforge enqueue --config F --queue URL --run NAME`: the run's samples onto Redis, once. */
 import { parseArgs } from 'node:util';
-import { loadConfig } from '../config.js';
+import { loadConfig } from '../core/config.js';
 import { TrajforgeError } from '../errors.js';
 import { checkRunName, parseQueueUrl } from '../generate/queue.js';
 import { enqueue } from '../generate/worker.js';

@@ -3,7 +3,7 @@ import { resolve } from 'node:path';
 import { TrajforgeError } from '../errors.js';
 import { checkOutputFile } from '../files.js';
 import { compileFilter, FAMILY_MODES, FIELDS, FilterSpecError, filterRows, type FamilyMode } from '../dataset/filter.js';
-import { JsonlWriter } from '../jsonl.js';
+import { JsonlWriter } from '../core/jsonl.js';
 import { readDataset } from '../dataset/readers.js';
 import { abortWritersOnInterrupt, datasetTokenCounter, parseDatasetArgs, readOptions } from './common.js';
 import { ForeignCheck, validatedRows } from '../dataset/foreign.js';

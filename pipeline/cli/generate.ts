@@ -1,7 +1,7 @@
 /** `trajforge generate`: flags over the config file, progress, summary, exit code. */
 import { parseArgs } from 'node:util';
-import { loadConfig, type ConfigOverrides } from '../config.js';
-import { tokenCounter } from '../tokens.js';
+import { loadConfig, type ConfigOverrides } from '../core/config.js';
+import { tokenCounter } from '../core/tokens/count.js';
 import { TrajforgeError } from '../errors.js';
 import { dryRun, dryRunText } from '../generate/dry-run.js';
 import { generate, type GenerateSummary } from '../generate/run.js';

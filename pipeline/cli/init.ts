@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 import { TrajforgeError } from '../errors.js';
 import { shellWord } from '../generate/preflight.js';
 import { CLI_COMMAND } from '../paths.js';
-import { presetNamed, PRESETS, writePreset } from '../presets.js';
+import { presetNamed, PRESETS, writePreset } from '../core/presets.js';
 
 const list = PRESETS.map((p) => `  ${p.name.padEnd(15)} ${p.summary}`).join('\n');
 

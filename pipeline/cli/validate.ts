@@ -11,16 +11,16 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { datasetTokenCounter, parseDatasetArgs, readOptions } from './common.js';
 import type { Trajectory, Validation, ValidationIssue } from '../../schemas/index.js';
-import { loadConfig, parseConfigText, zodProblem } from '../config.js';
+import { loadConfig, parseConfigText, zodProblem } from '../core/config.js';
 import { getDialect, type Dialect } from '../dialects/index.js';
 import { inputError, TrajforgeError } from '../errors.js';
-import type { Judge, JudgeResult } from '../dataset/judge.js';
-import { JsonlWriter, OutputClosedError } from '../jsonl.js';
+import type { Judge, JudgeResult } from '../core/judge/judge.js';
+import { JsonlWriter, OutputClosedError } from '../core/jsonl.js';
 import { readDataset, type DatasetRow, type ReadOptions } from '../dataset/readers.js';
 import { TRAJECTORIES } from '../generate/store.js';
-import { TOKEN_ENCODING } from '../tokens.js';
+import { TOKEN_ENCODING } from '../core/tokens/count.js';
 import { FamilyCheck } from '../dataset/family-check.js';
-import { answerInText, DEFAULT_F1_THRESHOLD, isRuleId, RULES, validateTrajectory, type ValidateOptions } from '../dataset/validator.js';
+import { answerInText, DEFAULT_F1_THRESHOLD, isRuleId, RULES, validateTrajectory, type ValidateOptions } from '../core/validator.js';
 
 const HELP = `Usage: trajforge validate <file|run|-> [--rules F] [--json] [--format F] [--on-bad-row skip] [--judge --config F]
 
@@ -249,9 +249,9 @@ export async function run(argv: string[]): Promise<number> {
 
   // The judge's modules (the model client, the run config) load only when it is asked for.
   let judge: Judge | undefined;
-  let withJudge: typeof import('../dataset/judge.js').withJudge | undefined;
+  let withJudge: typeof import('../core/judge/judge.js').withJudge | undefined;
   if (values.judge && rules.severities['gold.judge'] !== 'off') {
-    const [judgeMod, { resolveApiKey }, judging] = await Promise.all([import('../dataset/judge.js'), import('../config.js'), import('../generate/judging.js')]);
+    const [judgeMod, { resolveApiKey }, judging] = await Promise.all([import('../core/judge/judge.js'), import('../core/config.js'), import('../core/judge/judging.js')]);
     withJudge = judgeMod.withJudge;
     const { Judge } = judgeMod;
     const cfg = loadConfig(values.config!);

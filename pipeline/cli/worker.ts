@@ -1,6 +1,6 @@
 /** `trajforge worker --config F --queue URL --run NAME`: pulls samples from the queue and rolls them out, on any number of machines. */
 import { parseArgs } from 'node:util';
-import { loadConfig, type ConfigOverrides } from '../config.js';
+import { loadConfig, type ConfigOverrides } from '../core/config.js';
 import { TrajforgeError } from '../errors.js';
 import { stderrSink } from '../generate/progress.js';
 import { checkRunName, parseQueueUrl } from '../generate/queue.js';

@@ -36,7 +36,7 @@ import { createReadStream } from 'node:fs';
 import { QuestionsConfig, SCHEMA_VERSION, type ContaminationFlag, type ContaminationMatch, type DecontaminateOptions, type Decontamination, type Trajectory } from '../../schemas/index.js';
 import { inputError, TrajforgeError } from '../errors.js';
 import { sampleQuestions } from '../generate/sampler.js';
-import { OutputClosedError, type JsonlWriter } from '../jsonl.js';
+import { OutputClosedError, type JsonlWriter } from '../core/jsonl.js';
 import { readDataset, readLines, type DatasetRow, type ReadOptions } from './readers.js';
 import { forEachNgram, hashWord, STOPWORDS, words } from './shingles.js';
 import { familyOf, FamilyGroups } from './families.js';

@@ -37,7 +37,7 @@
 import { statSync } from 'node:fs';
 import { SCHEMA_VERSION, type DedupCluster, type DedupOptions, type Trajectory } from '../../schemas/index.js';
 import { TrajforgeError } from '../errors.js';
-import { OutputClosedError, type JsonlWriter } from '../jsonl.js';
+import { OutputClosedError, type JsonlWriter } from '../core/jsonl.js';
 import { banding as bandingFor, jaccard, minimumHashes, MinHasher, type Banding } from './minhash.js';
 import { inputFiles, readDataset, type DatasetRow, type ReadOptions } from './readers.js';
 import { textShingles, type ShingleSet } from './shingles.js';

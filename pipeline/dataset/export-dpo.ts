@@ -39,7 +39,7 @@ import { join } from 'node:path';
 import { createHash } from 'node:crypto';
 import type { Trajectory } from '../../schemas/index.js';
 import { TrajforgeError } from '../errors.js';
-import { OutputClosedError, type JsonlWriter } from '../jsonl.js';
+import { OutputClosedError, type JsonlWriter } from '../core/jsonl.js';
 import type { DatasetRow } from './readers.js';
 import { trainingView, UnexportableRow, type ToolRole, type ViewMessage, type ViewMode } from './training-view.js';
 import { ForeignCheck } from './foreign.js';

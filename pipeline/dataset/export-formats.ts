@@ -22,7 +22,7 @@
  */
 import type { Trajectory } from '../../schemas/index.js';
 import { getDialect } from '../dialects/index.js';
-import type { TokenCounter } from '../tokens.js';
+import type { TokenCounter } from '../core/tokens/count.js';
 import { textSteps, trainingView, UnexportableRow, type ToolRole, type TrainingView, type ViewMessage, type ViewMode } from './training-view.js';
 
 export interface MessagesRow {

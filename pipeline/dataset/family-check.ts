@@ -11,7 +11,7 @@
 import type { Trajectory, Validation, ValidationIssue } from '../../schemas/index.js';
 import type { Dialect } from '../dialects/types.js';
 import { FamilyGroups, familyOf, sessionKey, sessionKeyOf } from './families.js';
-import { ruleSeverity, validateFamily, type RuleSeverity } from './validator.js';
+import { ruleSeverity, validateFamily, type RuleSeverity } from '../core/validator.js';
 
 export interface FamilyCheckOptions {
   readonly dialectOf: (name: Trajectory['dialect']) => Dialect;

@@ -32,7 +32,7 @@
  */
 import { DialectName, FailureReason, JudgeStep, JudgeVerdict, RepairKind, RollbackCondition, Status, type Trajectory } from '../../schemas/index.js';
 import { ROW_FORMATS, type DatasetRow } from './readers.js';
-import { OutputClosedError, type JsonlWriter } from '../jsonl.js';
+import { OutputClosedError, type JsonlWriter } from '../core/jsonl.js';
 import { childIdsOf, familyOf, parentKeyOf, sessionKeyOf } from './families.js';
 
 // ---------------------------------------------------------------------------------------

@@ -10,9 +10,9 @@
 import type { Trajectory } from '../../schemas/index.js';
 import { getDialect } from '../dialects/index.js';
 import type { Dialect } from '../dialects/types.js';
-import { O200K, type TokenCounter } from '../tokens.js';
+import { O200K, type TokenCounter } from '../core/tokens/count.js';
 import type { DatasetRow } from './readers.js';
-import { validateTrajectory } from './validator.js';
+import { validateTrajectory } from '../core/validator.js';
 
 export interface ForeignOptions {
   /** Count the row's tokens with this counter; default: o200k_base. */

@@ -12,7 +12,7 @@ import { createReadStream, existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { SCHEMA_VERSION, type FailureReason, type RunConfig, type Trajectory } from '../../schemas/index.js';
-import { fingerprintFields, redactConfig } from '../config.js';
+import { fingerprintFields, redactConfig } from '../core/config.js';
 import { TrajforgeError } from '../errors.js';
 import { runSession, type GenerateOptions, type GenerateSummary, type PlannedSample } from '../generate/run.js';
 import { FAILURES, MANIFEST, RunStore } from '../generate/store.js';

@@ -21,8 +21,8 @@
  * model saw them at inference), with loss on that stretch's turns only. A row whose turns the
  * template drops even so (a template that cannot render tool calls) is refused, not written.
  */
-import type { HfTokenizer } from '../tokenizer.js';
-import { ChatTemplate, type TemplateMessage } from './chat-template.js';
+import type { HfTokenizer } from '../core/tokens/tokenizer.js';
+import { ChatTemplate, type TemplateMessage } from '../core/tokens/chat-template.js';
 import { UnexportableRow, type TrainingView, type ViewMessage } from './training-view.js';
 
 export type MaskStrategy = 'train_on_assistant' | 'train_on_last' | 'train_on_all';

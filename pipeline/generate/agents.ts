@@ -1,7 +1,7 @@
 /**
  * Agents: a main agent whose tools include sub-agents. Each agent gets its own view of the
  * MCP servers (its tools config), its sub-agents as tools in its dialect, its system prompt and
- * its effective settings (pipeline/agent-config.ts). A call to a sub-agent runs a session of
+ * its effective settings (pipeline/core/agent-config.ts). A call to a sub-agent runs a session of
  * its own (rollout.ts, with its own conversation, budgets and repeated-call tracking) whose
  * report is the call's tool output; the child's records come back with the call, and the
  * root's session returns its whole family: every session, validated as a family, with a
@@ -11,14 +11,14 @@
  * records without agent fields, a family of one.
  */
 import { SCHEMA_VERSION, type Experience, type RunConfig, type Sample, type Trajectory } from '../../schemas/index.js';
-import { agentSettings, MAIN_AGENT, type AgentSettings } from '../agent-config.js';
+import { agentSettings, MAIN_AGENT, type AgentSettings } from '../core/agent-config.js';
 import { dialectFor, getDialect } from '../dialects/index.js';
 import type { Dialect, ParsedCall, ToolSpec } from '../dialects/types.js';
 import { TrajforgeError } from '../errors.js';
 import { loadPrompt, renderPrompt } from '../prompts.js';
-import { reportView, validateFamily } from '../dataset/validator.js';
+import { reportView, validateFamily } from '../core/validator.js';
 import { coerceArguments, skippedCall, type CallSite, type ExecResult, type Executor, type Toolbox, type ToolView } from './executor.js';
-import type { Completion, CompletionRequest } from './llm.js';
+import type { Completion, CompletionRequest } from '../core/llm/llm.js';
 import { runAgentSession, type AgentRole, type RolloutDeps } from './rollout.js';
 
 /** A root session and every session below it, from one attempt. */

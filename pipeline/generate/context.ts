@@ -11,7 +11,7 @@
  */
 import type { ChatMessage, RunConfig } from '../../schemas/index.js';
 import { omittedResultText } from '../prompts.js';
-import { estimateRequestTokens, messageTokens, O200K, type TokenCounter } from '../tokens.js';
+import { estimateRequestTokens, messageTokens, O200K, type TokenCounter } from '../core/tokens/count.js';
 
 export class ConversationContext {
   readonly keep: number | undefined;

@@ -13,13 +13,13 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { RunManifest, type RunConfig, type Sample } from '../../schemas/index.js';
-import { resolveApiKey, scrubberFor } from '../config.js';
+import { resolveApiKey, scrubberFor } from '../core/config.js';
 import type { ToolSpec } from '../dialects/types.js';
 import { TrajforgeError } from '../errors.js';
 import { Agents } from './agents.js';
-import { chatWire } from './chat-http.js';
+import { chatWire } from '../core/llm/chat-http.js';
 import { Executor } from './executor.js';
-import { LlmClient, LlmError, type Completion, type CompletionRequest } from './llm.js';
+import { LlmClient, LlmError, type Completion, type CompletionRequest } from '../core/llm/llm.js';
 import { countSamples, sampleQuestions } from './sampler.js';
 import { MANIFEST } from './store.js';
 

@@ -14,13 +14,13 @@ import { deserializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { ErrorCode, McpError, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { McpServerConfig, RunConfig, Trajectory } from '../../schemas/index.js';
-import { cacheKey, defaultCacheDir, DirStore, MemoryStore, serverIdentity, type CacheKey, type ResultStore } from './cache.js';
+import { cacheKey, defaultCacheDir, DirStore, MemoryStore, serverIdentity, type CacheKey, type ResultStore } from '../core/cache.js';
 import type { ParsedCall, ToolResultView, ToolSpec } from '../dialects/types.js';
 import { TrajforgeError } from '../errors.js';
 import { PACKAGE_VERSION } from '../paths.js';
 import { BoundedLineReader, RESULT_TOO_LARGE_CODE } from './stdio-lines.js';
 import { formatBytes, renderResult } from './tool-result.js';
-import { Scrubber } from '../secrets.js';
+import { Scrubber } from '../core/secrets.js';
 
 export { toView } from './tool-result.js';
 

@@ -9,7 +9,7 @@ import type { ChatMessage, Experience, RunConfig, Trajectory } from '../../schem
 import { parseJsonArguments } from '../dialects/arguments.js';
 import type { Dialect, ToolSpec } from '../dialects/types.js';
 import { ConversationContext } from './context.js';
-import { LlmError, type Completion, type CompletionRequest } from './llm.js';
+import { LlmError, type Completion, type CompletionRequest } from '../core/llm/llm.js';
 import { loadPrompt, renderPrompt } from '../prompts.js';
 import { cleanText } from '../text.js';
 

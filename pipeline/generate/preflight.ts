@@ -12,21 +12,21 @@
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { RunManifest, type RunConfig } from '../../schemas/index.js';
-import { compareFingerprints, fingerprintFields, resolveApiKey, scrubberFor } from '../config.js';
+import { compareFingerprints, fingerprintFields, resolveApiKey, scrubberFor } from '../core/config.js';
 import { getDialect } from '../dialects/index.js';
 import type { ToolSpec, TurnAction } from '../dialects/types.js';
 import { TrajforgeError } from '../errors.js';
 import { fsReason } from '../files.js';
-import type { Scrubber } from '../secrets.js';
+import type { Scrubber } from '../core/secrets.js';
 import { Executor } from './executor.js';
 import { Agents } from './agents.js';
-import { LlmClient, LlmError, PAST_MAX_TOKENS, type Completion } from './llm.js';
-import { probeEndpoint, unreachableHint, type Reachability } from './probe.js';
+import { LlmClient, LlmError, PAST_MAX_TOKENS, type Completion } from '../core/llm/llm.js';
+import { probeEndpoint, unreachableHint, type Reachability } from '../core/llm/probe.js';
 import { countSamples, sampleQuestions } from './sampler.js';
 import { MANIFEST } from './store.js';
 import { configWarnings, noToolsListedWarning } from './warnings.js';
-import { judgeEndpoint, resolveJudgeKey, VERDICT_PROMPT } from './judging.js';
-import { parseVerdict } from '../dataset/judge.js';
+import { judgeEndpoint, resolveJudgeKey, VERDICT_PROMPT } from '../core/judge/judging.js';
+import { parseVerdict } from '../core/judge/judge.js';
 import { loadPrompt, renderPrompt } from '../prompts.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'FAIL' | 'skip';

@@ -24,10 +24,10 @@ import { canonicalJson } from '../canonical.js';
 import { anyRemoved, cleanJson, cleanText, describeRemoved, noneRemoved } from '../text.js';
 import { ConversationContext } from './context.js';
 import { makeCallId, skippedCall, type CallSite, type ExecResult, type Toolbox } from './executor.js';
-import { LlmError, type Completion, type CompletionRequest } from './llm.js';
+import { LlmError, type Completion, type CompletionRequest } from '../core/llm/llm.js';
 import { loadPrompt, renderPrompt } from '../prompts.js';
-import { validateTrajectory } from '../dataset/validator.js';
-import { tokenCounter } from '../tokens.js';
+import { validateTrajectory } from '../core/validator.js';
+import { tokenCounter } from '../core/tokens/count.js';
 
 export interface RolloutDeps {
   readonly llm: { complete(req: CompletionRequest): Promise<Completion> };

@@ -12,19 +12,19 @@ import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import PQueue from 'p-queue';
 import { FailureRecord, SCHEMA_VERSION, Trajectory, type RunConfig, type RunManifest, type Sample } from '../../schemas/index.js';
-import { fingerprint, fingerprintFields, redactConfig, resolveApiKey, scrubberFor } from '../config.js';
+import { fingerprint, fingerprintFields, redactConfig, resolveApiKey, scrubberFor } from '../core/config.js';
 import { Agents, assemble, type Family } from './agents.js';
 import { summariseFailure } from './experience.js';
 import { TrajforgeError } from '../errors.js';
 import { Executor } from './executor.js';
-import { RunJudge, type JudgeStats } from './judging.js';
-import { LlmClient, LlmError } from './llm.js';
+import { RunJudge, type JudgeStats } from '../core/judge/judging.js';
+import { LlmClient, LlmError } from '../core/llm/llm.js';
 import { PACKAGE_VERSION } from '../paths.js';
 import { Progress, type ProgressSink } from './progress.js';
 import { countSamples, sampleQuestions, type BadRow } from './sampler.js';
 import type { SharedLimits } from './shared-limits.js';
 import { RunStore } from './store.js';
-import type { Scrubber } from '../secrets.js';
+import type { Scrubber } from '../core/secrets.js';
 
 export interface GenerateOptions {
   readonly config: RunConfig;

@@ -21,7 +21,7 @@ import { SCHEMA_VERSION, type Question, type QuestionsConfig, type Sample } from
 import { TrajforgeError, inputError } from '../errors.js';
 import { IdSet } from '../id-set.js';
 import { findLoneSurrogate } from '../text.js';
-import { readRubrics } from '../dataset/judge-rubrics.js';
+import { readRubrics } from '../core/judge/rubrics.js';
 
 export interface SamplerOptions {
   /** '-' reads stdin. */

@@ -15,8 +15,8 @@ import { randomUUID } from 'node:crypto';
 import type { z } from 'zod';
 import { SharedLimitsConfig } from '../../schemas/index.js';
 import { TrajforgeError } from '../errors.js';
-import { LimitsRedis, LimitsRedisError, redisWhere, toolLimitsEnv } from '../limits-redis.js';
-import { AdaptiveGate, LlmError, type RequestGate } from './llm.js';
+import { LimitsRedis, LimitsRedisError, redisWhere, toolLimitsEnv } from '../core/limits-redis.js';
+import { AdaptiveGate, LlmError, type RequestGate } from '../core/llm/llm.js';
 
 export interface OpenSharedLimitsOptions {
   /** `redis://HOST:PORT/DB` (or `rediss://`). */

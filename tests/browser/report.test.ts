@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../pipeline/config.js';
+import { loadConfig } from '../../pipeline/core/config.js';
 import { generate } from '../../pipeline/generate/run.js';
 import { PACKAGE_ROOT } from '../../pipeline/paths.js';
 import { startSim } from '../../sim/server.js';

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { compareFingerprints, fingerprintFields, resolveConfig } from '../../pipeline/config.js';
+import { compareFingerprints, fingerprintFields, resolveConfig } from '../../pipeline/core/config.js';
 import { dialectFor, getDialect, runDate } from '../../pipeline/dialects/index.js';
 import { mcpXml, parseTrajectory, plainToolResult, systemPrompt } from '../../pipeline/dialects/mcp-xml.js';
 import type { ToolSpec } from '../../pipeline/dialects/types.js';

@@ -8,7 +8,7 @@ import { SCHEMA_VERSION, Trajectory, type NativeToolCall, type ToolCallRecord } 
 import { getDialect } from '../../pipeline/dialects/index.js';
 import { native, parseTrajectory, renderToolOutput, repairTurn, requestTools } from '../../pipeline/dialects/native.js';
 import type { ParsedCall, Segment, ToolSpec, TurnRepairResult } from '../../pipeline/dialects/types.js';
-import { validateTrajectory } from '../../pipeline/dataset/validator.js';
+import { validateTrajectory } from '../../pipeline/core/validator.js';
 
 function tc(id: string, name: string, args: string): NativeToolCall {
   return { id, type: 'function', function: { name, arguments: args } };

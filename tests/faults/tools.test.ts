@@ -12,7 +12,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../pipeline/config.js';
+import { loadConfig } from '../../pipeline/core/config.js';
 import { tulu } from '../../pipeline/dialects/tulu.js';
 import { generate } from '../../pipeline/generate/run.js';
 import { startSim, type Sim } from '../../sim/server.js';

@@ -2,7 +2,7 @@ import OpenAI, { APIError } from 'openai';
 import type { ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions';
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { estimateRequestTokens } from '../../pipeline/tokens.js';
+import { estimateRequestTokens } from '../../pipeline/core/tokens/count.js';
 import type { MisbehaviourKind } from '../../sim/misbehave.js';
 import { startSim, type Sim, type SimOptions } from '../../sim/server.js';
 

@@ -5,7 +5,7 @@ import { createInterface } from 'node:readline';
 
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 
-import { estimateRequestTokens } from '../../pipeline/tokens.js';
+import { estimateRequestTokens } from '../../pipeline/core/tokens/count.js';
 import { MISBEHAVIOUR_KINDS, type MisbehaviourKind } from '../../sim/misbehave.js';
 import { parseMisbehave, parseSimArgs } from '../../sim/cli.js';
 import { startSim, type Sim, type SimOptions } from '../../sim/server.js';

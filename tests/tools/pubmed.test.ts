@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { loadConfig, redactConfig } from '../../pipeline/config.js';
+import { loadConfig, redactConfig } from '../../pipeline/core/config.js';
 import { Executor } from '../../pipeline/generate/executor.js';
 import { PACKAGE_ROOT } from '../../pipeline/paths.js';
 import { RateLimiter, type Clock } from '../../tools/pubmed/ratelimit.js';

@@ -7,7 +7,7 @@
  * Environment: NCBI_API_KEY (10 requests/s instead of 3), NCBI_TOOL and NCBI_EMAIL (what the
  * flags set), NCBI_EUTILS_BASE (default https://eutils.ncbi.nlm.nih.gov/entrez/eutils; tests
  * point it at a loopback replay). With TRAJFORGE_LIMITS_REDIS (set by a queue worker, see
- * pipeline/limits-redis.ts) NCBI's limit is one window shared through Redis by every process
+ * pipeline/core/limits-redis.ts) NCBI's limit is one window shared through Redis by every process
  * that names it, instead of one per process.
  */
 import { createHash } from 'node:crypto';
@@ -16,7 +16,7 @@ import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import { z } from 'zod';
 import { PACKAGE_VERSION } from '../../pipeline/paths.js';
 import { exitWith, serverFlags } from '../shared/flags.js';
-import { LimitsRedis, redisWhere, toolLimitsFromEnv } from '../../pipeline/limits-redis.js';
+import { LimitsRedis, redisWhere, toolLimitsFromEnv } from '../../pipeline/core/limits-redis.js';
 import { SharedLimitsConfig } from '../../schemas/index.js';
 import { RedisRateWindow } from '../shared/rate-window.js';
 import { DEFAULT_EUTILS_BASE, EutilsClient, EutilsError, ncbiRate } from './eutils.js';

@@ -14,7 +14,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { LimitsRedis, LimitsRedisError } from '../../pipeline/limits-redis.js';
+import { LimitsRedis, LimitsRedisError } from '../../pipeline/core/limits-redis.js';
 import { LimiterUnavailable, type Limiter, type Slot } from '../pubmed/ratelimit.js';
 
 /** A request not reported sent counts as sent this long after it was allowed (the process-local limiter's MAX_PENDING_MS). */

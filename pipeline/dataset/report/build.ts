@@ -9,11 +9,11 @@
  */
 import { TrajforgeError } from '../../errors.js';
 import { latestFilter, latestIndexFor } from '../export.js';
-import { JsonlWriter, OutputClosedError } from '../../jsonl.js';
+import { JsonlWriter, OutputClosedError } from '../../core/jsonl.js';
 import { PACKAGE_VERSION } from '../../paths.js';
 import { readDataset, type DatasetRow, type ReadOptions, type ReadReport } from '../readers.js';
 import { ForeignCheck, validatedRows } from '../foreign.js';
-import type { TokenCounter } from '../../tokens.js';
+import type { TokenCounter } from '../../core/tokens/count.js';
 import { computeStats, type LatestIndex, type Stats } from '../stats.js';
 import { overview, pageHead, pageTail, ROWS_END } from './page.js';
 import { DEFAULT_ROW_OPTIONS, rowLine, type RowOptions } from './rows.js';

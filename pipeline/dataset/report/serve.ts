@@ -28,7 +28,7 @@ import { Writable } from 'node:stream';
 import type { ReportServeOptions } from '../../../schemas/index.js';
 import { TrajforgeError } from '../../errors.js';
 import { statPath } from '../../files.js';
-import type { TokenCounter } from '../../tokens.js';
+import type { TokenCounter } from '../../core/tokens/count.js';
 import { latestIndexFor } from '../export.js';
 import { readDataset, type DatasetRow, type ReadOptions } from '../readers.js';
 import { computeStats } from '../stats.js';

@@ -4,8 +4,8 @@
  * lists no models included); only a connection that fails, or no answer in time, does not.
  * `rerun` asks before it spends an attempt, `check` before its completions.
  */
-import type { EndpointConfig, JudgeConfig } from '../../schemas/index.js';
-import { TrajforgeError } from '../errors.js';
+import type { EndpointConfig, JudgeConfig } from '../../../schemas/index.js';
+import { TrajforgeError } from '../../errors.js';
 import { ConnectionError, EndpointError, getJson, RequestAborted } from './chat-http.js';
 
 export type Reachability =

@@ -7,7 +7,7 @@
  * reports a count.
  */
 import { createRequire } from 'node:module';
-import { TrajforgeError } from './errors.js';
+import { TrajforgeError } from '../../errors.js';
 import { loadHfTokenizer, type HfTokenizer } from './tokenizer.js';
 
 export const TOKEN_ENCODING = 'o200k_base';

@@ -23,8 +23,8 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, linkSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { TrajforgeError } from '../errors.js';
-import { pidAlive, removeDeadTemps } from '../files.js';
+import { TrajforgeError } from '../../errors.js';
+import { pidAlive, removeDeadTemps } from '../../files.js';
 
 export const LOCK = '.lock';
 

@@ -13,7 +13,7 @@
 import { Agent, request, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { StringDecoder } from 'node:string_decoder';
-import { PACKAGE_VERSION } from '../paths.js';
+import { PACKAGE_VERSION } from '../../paths.js';
 
 const agent = new Agent({ keepAlive: true, maxSockets: Infinity, scheduling: 'lifo' });
 const httpsAgent = new HttpsAgent({ keepAlive: true, maxSockets: Infinity, scheduling: 'lifo' });

@@ -7,12 +7,12 @@
  * issue (INCORRECT → the rule's severity, error by default; NOT_ATTEMPTED, an unreadable
  * grading or a failed request → warn at most), added to the deterministic rules' Validation.
  */
-import type { EndpointConfig, Validation, ValidationIssue } from '../../schemas/index.js';
-import { TrajforgeError } from '../errors.js';
-import { LlmClient, LlmError } from '../generate/llm.js';
-import { loadPrompt, renderPrompt } from '../prompts.js';
-import { cleanText } from '../text.js';
-import { ruleSeverity, type RuleSeverity } from './validator.js';
+import type { EndpointConfig, Validation, ValidationIssue } from '../../../schemas/index.js';
+import { TrajforgeError } from '../../errors.js';
+import { LlmClient, LlmError } from '../llm/llm.js';
+import { loadPrompt, renderPrompt } from '../../prompts.js';
+import { cleanText } from '../../text.js';
+import { ruleSeverity, type RuleSeverity } from '../validator.js';
 
 export const JUDGE_PROMPT = 'judge-simpleqa';
 

@@ -15,7 +15,7 @@
  * 1 − Σ score·|weight| / Σ |weight|.
  */
 import { jsonrepair } from 'jsonrepair';
-import type { CriterionScore } from '../../schemas/index.js';
+import type { CriterionScore } from '../../../schemas/index.js';
 
 export interface Criterion {
   readonly description: string;

@@ -5,9 +5,9 @@
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { TrajforgeError } from './errors.js';
-import { fsError, statPath } from './files.js';
-import { PACKAGE_ROOT } from './paths.js';
+import { TrajforgeError } from '../errors.js';
+import { fsError, statPath } from '../files.js';
+import { PACKAGE_ROOT } from '../paths.js';
 
 export interface Preset {
   readonly name: string;

@@ -8,9 +8,9 @@
  */
 import { readFileSync } from 'node:fs';
 import { Template } from '@huggingface/jinja';
-import { TrajforgeError } from '../errors.js';
-import type { HfTokenizer } from '../tokenizer.js';
-import type { NativeToolCall } from '../../schemas/index.js';
+import { TrajforgeError } from '../../errors.js';
+import type { HfTokenizer } from './tokenizer.js';
+import type { NativeToolCall } from '../../../schemas/index.js';
 
 /** A message as a chat template reads it (OpenAI's shape, with `reasoning_content` for think). */
 export interface TemplateMessage {

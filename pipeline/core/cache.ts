@@ -34,8 +34,8 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { McpServerConfig } from '../../schemas/index.js';
 import { canonicalJson } from '../canonical.js';
-import { appendWhole } from '../jsonl.js';
-import { Scrubber, SECRET_NAME } from '../secrets.js';
+import { appendWhole } from './jsonl.js';
+import { Scrubber, SECRET_NAME } from './secrets.js';
 
 /** Bump when the entry format or the key material changes: old entries are then never read. */
 const LAYOUT = 'v2';

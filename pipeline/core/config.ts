@@ -7,11 +7,11 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import type { z } from 'zod';
-import { DialectName, RunConfig } from '../schemas/index.js';
-import { canonicalJson } from './canonical.js';
+import { DialectName, RunConfig } from '../../schemas/index.js';
+import { canonicalJson } from '../canonical.js';
 import { describeIssues, formatPath, locator, type Position } from './config-hints.js';
-import { TrajforgeError } from './errors.js';
-import { PACKAGE_ROOT } from './paths.js';
+import { TrajforgeError } from '../errors.js';
+import { PACKAGE_ROOT } from '../paths.js';
 import { runSecrets, Scrubber, SECRET_NAME, type Expansion } from './secrets.js';
 import { AGENT_ONLY_PROMPTS, agentDialects, agentSettings } from './agent-config.js';
 

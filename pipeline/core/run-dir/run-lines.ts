@@ -6,8 +6,8 @@
  */
 import { closeSync, existsSync, fstatSync, fsyncSync, ftruncateSync, openSync, readSync, renameSync, writeSync } from 'node:fs';
 import { basename } from 'node:path';
-import type { TailRepair } from '../../schemas/index.js';
-import { TrajforgeError } from '../errors.js';
+import type { TailRepair } from '../../../schemas/index.js';
+import { TrajforgeError } from '../../errors.js';
 import { appendWhole } from '../jsonl.js';
 
 /** The bytes of `fd` from `start` to `end`. */

@@ -10,7 +10,7 @@
 import type { ToolCallRecord, Trajectory, Validation, ValidationIssue } from '../../schemas/index.js';
 import { extractBoxed } from '../dialects/mcp-xml.js';
 import type { Dialect, Segment, ToolResultView } from '../dialects/types.js';
-import { O200K, TOKEN_ENCODING, type TokenCounter } from '../tokens.js';
+import { O200K, TOKEN_ENCODING, type TokenCounter } from './tokens/count.js';
 
 // One definition of "the box" for the dialect that answers in boxes and for gold matching.
 export { extractBoxed };

@@ -5,9 +5,9 @@
  * or server, a cycle, nesting past `max_agent_depth`, a prompt that is not there) is an error
  * naming its field before anything runs.
  */
-import type { AgentConfig, DialectName, RunConfig } from '../schemas/index.js';
-import { TrajforgeError } from './errors.js';
-import { loadPrompt, renderPrompt } from './prompts.js';
+import type { AgentConfig, DialectName, RunConfig } from '../../schemas/index.js';
+import { TrajforgeError } from '../errors.js';
+import { loadPrompt, renderPrompt } from '../prompts.js';
 
 const AGENT_NAME = /^[A-Za-z0-9_-]+$/;
 

@@ -27,17 +27,17 @@
  * key or model: 401, 403, 404, 400) `fail_fast_after` times in a row stops the run.
  */
 import { createHash } from 'node:crypto';
-import { EndpointConfig, type Judgement, type JudgeConfig, type JudgeStep, type JudgeVerdict, type RunConfig, type Trajectory, type ValidationIssue } from '../../schemas/index.js';
-import { TrajforgeError } from '../errors.js';
-import { loadPrompt, renderPrompt } from '../prompts.js';
+import { EndpointConfig, type Judgement, type JudgeConfig, type JudgeStep, type JudgeVerdict, type RunConfig, type Trajectory, type ValidationIssue } from '../../../schemas/index.js';
+import { TrajforgeError } from '../../errors.js';
+import { loadPrompt, renderPrompt } from '../../prompts.js';
 import { Scrubber } from '../secrets.js';
-import { cleanText } from '../text.js';
-import { cheapSteps, goldsOf } from '../dataset/judge-cascade.js';
-import { parseVerdict, type Verdict } from '../dataset/judge.js';
-import { criteriaForPrompt, parseRubricReply, readRubrics, weightedScore, type Criterion } from '../dataset/judge-rubrics.js';
-import { ruleSeverity } from '../dataset/validator.js';
-import { cacheKey, defaultCacheDir, DirStore, MemoryStore, type ResultStore } from './cache.js';
-import { LlmClient, LlmError } from './llm.js';
+import { cleanText } from '../../text.js';
+import { cheapSteps, goldsOf } from './cascade.js';
+import { parseVerdict, type Verdict } from './judge.js';
+import { criteriaForPrompt, parseRubricReply, readRubrics, weightedScore, type Criterion } from './rubrics.js';
+import { ruleSeverity } from '../validator.js';
+import { cacheKey, defaultCacheDir, DirStore, MemoryStore, type ResultStore } from '../cache.js';
+import { LlmClient, LlmError } from '../llm/llm.js';
 
 export const VERDICT_PROMPT = 'judge-simpleqa';
 export const RUBRIC_PROMPT = 'judge-rubric';

@@ -13,7 +13,7 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
-import { TrajforgeError } from './errors.js';
+import { TrajforgeError } from '../../errors.js';
 
 /** What a tokenizer's files say beyond the vocabulary: the chat template and the tokens it names. */
 export interface TokenizerFiles {

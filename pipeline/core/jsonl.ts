@@ -16,8 +16,8 @@
 import { closeSync, createWriteStream, fsyncSync, openSync, renameSync, unlinkSync, writeSync, type WriteStream } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
-import { TrajforgeError } from './errors.js';
-import { fsReason, removeDeadTemps } from './files.js';
+import { TrajforgeError } from '../errors.js';
+import { fsReason, removeDeadTemps } from '../files.js';
 
 /** Bytes gathered before one `write` to the stream; rows are usually tens of KB, so this mostly batches small ones. */
 const BATCH_BYTES = 1 << 16;

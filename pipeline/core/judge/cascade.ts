@@ -1,6 +1,6 @@
 /**
  * The cheap steps of the judge's cascade: exact, normalised, token F1. They only ever say
- * "correct"; an answer none of them accepts goes to the LLM judge (pipeline/generate/judging.ts).
+ * "correct"; an answer none of them accepts goes to the LLM judge (pipeline/core/judge/judging.ts).
  * No cheap step says "incorrect": "1990" is not "the treaty was signed in 1990", and "4" is
  * "four", so a mismatch of strings proves nothing.
  *
@@ -15,7 +15,7 @@
  *   → digits ("four" → "4").
  * - f1: SQuAD token F1 of those token lists ≥ `validation.f1_threshold` (default 0.8).
  */
-import { extractBoxed, normalizeAnswer, tokenF1 } from './validator.js';
+import { extractBoxed, normalizeAnswer, tokenF1 } from '../validator.js';
 
 export type CheapStep = 'exact' | 'normalised' | 'f1';
 

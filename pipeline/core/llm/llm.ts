@@ -6,10 +6,10 @@
  * strings): a field in a shape it cannot hold is left out or estimated, never a crash.
  */
 import type { IncomingHttpHeaders } from 'node:http';
-import type { ChatMessage, EndpointConfig, NativeToolCall } from '../../schemas/index.js';
+import type { ChatMessage, EndpointConfig, NativeToolCall } from '../../../schemas/index.js';
 import { chatWire, ConnectionError, EndpointError, postJson, postStream, RequestAborted, ResponseTooLarge, type ChatWire } from './chat-http.js';
-import type { FinishReason } from '../dialects/types.js';
-import { countTokens } from '../tokens.js';
+import type { FinishReason } from '../../dialects/types.js';
+import { countTokens } from '../tokens/count.js';
 
 export type LlmErrorKind =
   /** The endpoint refuses the request itself (401, 403, 404, 400): retrying cannot help. */

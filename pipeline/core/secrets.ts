@@ -13,7 +13,7 @@
  * cache and the manifest scrub again what they write, as the last line of defence.
  */
 import { createHash } from 'node:crypto';
-import type { McpServerConfig } from '../schemas/index.js';
+import type { McpServerConfig } from '../../schemas/index.js';
 
 /** Names (env variables, header and config keys) whose values are secrets. */
 export const SECRET_NAME = /(key|token|secret|password|passwd|authorization|cookie|credential)/i;
