@@ -8,10 +8,10 @@ import { TrajforgeError } from '../pipeline/errors.js';
 import {
   countSamples,
   parseShard,
-  questionIdFor,
   sampleQuestions,
   type SamplerOptions,
 } from '../pipeline/generate/sampler.js';
+import { questionIdFor } from '../pipeline/core/ids.js';
 import { QuestionsConfig, Sample } from '../schemas/index.js';
 import { FIXTURES } from './helpers.js';
 

@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SCHEMA_VERSION, type RunManifest, type Trajectory } from '../schemas/index.js';
 import { TrajforgeError } from '../pipeline/errors.js';
-import { FAILURES, MANIFEST, RunStore, TRAJECTORIES } from '../pipeline/generate/store.js';
+import { FAILURES, MANIFEST, TRAJECTORIES } from '../pipeline/core/run-dir/names.js';
+import { RunStore } from '../pipeline/generate/store.js';
 import { repairTail } from '../pipeline/core/run-dir/run-lines.js';
 
 const fields = { 'endpoint.model': 'm', dialect: 'tulu' };

@@ -10,7 +10,7 @@ import { stderrSink } from '../generate/progress.js';
 import { DEFAULT_MAX_ATTEMPTS, rerun } from '../dataset/rerun.js';
 import { assertJudgeReachable, assertReachable } from '../core/llm/probe.js';
 import { resolveJudgeKey } from '../core/judge/judging.js';
-import { MANIFEST } from '../generate/store.js';
+import { MANIFEST } from '../core/run-dir/names.js';
 import { configWarnings } from '../generate/warnings.js';
 import { int, runInterruptibly } from './generate.js';
 

@@ -17,7 +17,7 @@ import { inputError, TrajforgeError } from '../errors.js';
 import type { Judge, JudgeResult } from '../core/judge/judge.js';
 import { JsonlWriter, OutputClosedError } from '../core/jsonl.js';
 import { readDataset, type DatasetRow, type ReadOptions } from '../dataset/readers.js';
-import { TRAJECTORIES } from '../generate/store.js';
+import { TRAJECTORIES } from '../core/run-dir/names.js';
 import { TOKEN_ENCODING } from '../core/tokens/count.js';
 import { FamilyCheck } from '../dataset/family-check.js';
 import { answerInText, DEFAULT_F1_THRESHOLD, isRuleId, RULES, validateTrajectory, type ValidateOptions } from '../core/validator.js';

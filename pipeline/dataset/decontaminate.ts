@@ -35,7 +35,7 @@ import { extname } from 'node:path';
 import { createReadStream } from 'node:fs';
 import { QuestionsConfig, SCHEMA_VERSION, type ContaminationFlag, type ContaminationMatch, type DecontaminateOptions, type Decontamination, type Trajectory } from '../../schemas/index.js';
 import { inputError, TrajforgeError } from '../errors.js';
-import { sampleQuestions } from '../generate/sampler.js';
+import { readQuestions } from '../core/questions/read.js';
 import { OutputClosedError, type JsonlWriter } from '../core/jsonl.js';
 import { readDataset, readLines, type DatasetRow, type ReadOptions } from './readers.js';
 import { forEachNgram, hashWord, STOPWORDS, words } from './shingles.js';
@@ -234,8 +234,15 @@ async function* evalItems(file: string, options: DecontaminateOptions, format: E
     format,
     fields: { question: options.eval_fields.question, id: options.eval_fields.id },
   });
-  const { samples } = sampleQuestions({ path: file, config });
-  for await (const s of samples) yield { id: s.question.id, text: s.question.question };
+  // The first row of an id wins, as in the sampler.
+  const seen = new Set<string>();
+  for await (const batch of readQuestions({ path: file, config }, { rows: 0, badRows: [] })) {
+    for (const q of batch) {
+      if (seen.has(q.id)) continue;
+      seen.add(q.id);
+      yield { id: q.id, text: q.question };
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------

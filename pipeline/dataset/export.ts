@@ -23,7 +23,7 @@ import { OutputClosedError, type JsonlWriter } from '../core/jsonl.js';
 import { statPath } from '../files.js';
 import { inputFiles, readDataset, type DatasetRow, type ReadOptions, type ReadReport } from './readers.js';
 import { indexLatestFailures, type LatestIndex } from './stats.js';
-import { FAILURES } from '../generate/store.js';
+import { FAILURES } from '../core/run-dir/names.js';
 import { O200K, type TokenCounter } from '../core/tokens/count.js';
 import { loadHfTokenizer } from '../core/tokens/tokenizer.js';
 import { Counter, toMessages, toShareGpt, toText, type MessagesRow, type ShareGptRow, type TextRow } from './export-formats.js';

@@ -18,7 +18,7 @@
  */
 import { closeSync, createReadStream, openSync, readdirSync, readFileSync, renameSync } from 'node:fs';
 import { mkdir, open, rm, type FileHandle } from 'node:fs/promises';
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { basename, dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { RunManifest, SCHEMA_VERSION } from '../../schemas/index.js';
@@ -29,9 +29,9 @@ import { IdSet } from '../id-set.js';
 import { PACKAGE_VERSION } from '../paths.js';
 import { lockHolder } from '../core/run-dir/lock.js';
 import { parseRunLine, tailOf } from '../core/run-dir/run-lines.js';
-import { FAILURES, MANIFEST, TRAJECTORIES } from '../generate/store.js';
+import { FAILURES, MANIFEST, TRAJECTORIES } from '../core/run-dir/names.js';
 import { attemptOf, familyRootOf, isChild, sessionKey } from './families.js';
-import type { AcceptedMark } from '../generate/queue.js';
+import { lineSha, type AcceptedMark } from '../core/run-dir/accepted.js';
 
 export interface MergeOptions {
   readonly runs: readonly string[];
@@ -424,6 +424,6 @@ function queueFilter(opts: MergeOptions, runs: readonly string[], manifests: rea
       return mark !== undefined && mark.w === workers[run] && mark.attempt === (typeof rec.attempt === 'number' ? rec.attempt : 0);
     }
     const mark = q.accepted.get(rec.id);
-    return mark !== undefined && mark.w === workers[run] && mark.sha === createHash('sha256').update(text, 'utf8').digest('hex');
+    return mark !== undefined && mark.w === workers[run] && mark.sha === lineSha(text);
   };
 }

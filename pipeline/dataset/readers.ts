@@ -62,9 +62,9 @@ import { tulu } from '../dialects/tulu.js';
 import type { Dialect, Segment } from '../dialects/types.js';
 import { inputError, TrajforgeError } from '../errors.js';
 import { statPath } from '../files.js';
-import { questionIdFor } from '../generate/sampler.js';
+import { questionIdFor } from '../core/ids.js';
 import { firstInvalidUtf8 } from '../text.js';
-import { FAILURES, TRAJECTORIES } from '../generate/store.js';
+import { FAILURES, TRAJECTORIES } from '../core/run-dir/names.js';
 
 export type RowFormat = 'trajforge' | 'drtulu' | 'chat';
 

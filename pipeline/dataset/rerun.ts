@@ -15,7 +15,8 @@ import { SCHEMA_VERSION, type FailureReason, type RunConfig, type Trajectory } f
 import { fingerprintFields, redactConfig } from '../core/config.js';
 import { TrajforgeError } from '../errors.js';
 import { runSession, type GenerateOptions, type GenerateSummary, type PlannedSample } from '../generate/run.js';
-import { FAILURES, MANIFEST, RunStore } from '../generate/store.js';
+import { FAILURES, MANIFEST } from '../core/run-dir/names.js';
+import { RunStore } from '../generate/store.js';
 
 export interface RerunOptions extends GenerateOptions {
   /** The run directory; it overrides `config.output.dir`. */

@@ -23,7 +23,7 @@ import { statPath } from '../files.js';
 import { inputFiles, readDataset, type DatasetRow, type ReadOptions, type ReadReport } from './readers.js';
 import { ForeignCheck, validatedRows } from './foreign.js';
 import type { TokenCounter } from '../core/tokens/count.js';
-import { FAILURES } from '../generate/store.js';
+import { FAILURES } from '../core/run-dir/names.js';
 import { PassCounter, type PassAtK } from './pass-at-k.js';
 import { familyOf, isChild } from './families.js';
 

@@ -21,7 +21,7 @@ import { chatWire } from '../core/llm/chat-http.js';
 import { Executor } from './executor.js';
 import { LlmClient, LlmError, type Completion, type CompletionRequest } from '../core/llm/llm.js';
 import { countSamples, sampleQuestions } from './sampler.js';
-import { MANIFEST } from './store.js';
+import { MANIFEST } from '../core/run-dir/names.js';
 
 export interface DryRunAgent {
   readonly name: string;

@@ -23,7 +23,7 @@ import { Agents } from './agents.js';
 import { LlmClient, LlmError, PAST_MAX_TOKENS, type Completion } from '../core/llm/llm.js';
 import { probeEndpoint, unreachableHint, type Reachability } from '../core/llm/probe.js';
 import { countSamples, sampleQuestions } from './sampler.js';
-import { MANIFEST } from './store.js';
+import { MANIFEST } from '../core/run-dir/names.js';
 import { configWarnings, noToolsListedWarning } from './warnings.js';
 import { judgeEndpoint, resolveJudgeKey, VERDICT_PROMPT } from '../core/judge/judging.js';
 import { parseVerdict } from '../core/judge/judge.js';

@@ -18,6 +18,7 @@
  * a reply Redis sends as an error (a bug in a script) is not.
  */
 import { createHash } from 'node:crypto';
+import { lineSha, type AcceptedMark } from '../core/run-dir/accepted.js';
 import { createClient, ErrorReply, type RedisClientType } from 'redis';
 import { QueueConfig, type Sample } from '../../schemas/index.js';
 import { TrajforgeError } from '../errors.js';
@@ -58,22 +59,6 @@ export function checkRunName(run: string | undefined, command: string): string {
   if (run === undefined) throw new TrajforgeError('BAD_USAGE', `${command}: --run NAME is required with --queue`);
   if (!RUN_NAME.test(run)) throw new TrajforgeError('BAD_USAGE', `--run: "${run}": letters, digits, '.', '_' and '-', at most 100, starting with a letter or digit`);
   return run;
-}
-
-/** What Redis keeps of an accepted sample: which worker's record, and which line of it. */
-export interface AcceptedMark {
-  /** The worker whose run directory holds the record. */
-  readonly w: string;
-  /** sha256 of the root record's line as written (without its newline). */
-  readonly sha: string;
-  readonly attempt: number;
-  readonly status: 'ok' | 'failed';
-  readonly reason?: string | undefined;
-}
-
-/** sha256 of a record's line, as the store writes it (JSON, no newline). */
-export function lineSha(line: string): string {
-  return createHash('sha256').update(line, 'utf8').digest('hex');
 }
 
 /** A sample a worker claimed: its stream entry, and how many times it has been delivered (this time included). */

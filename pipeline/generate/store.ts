@@ -25,11 +25,9 @@ import { appendWhole } from '../core/jsonl.js';
 import { Scrubber } from '../core/secrets.js';
 import { fsError } from '../files.js';
 import { releaseLock, takeLock } from '../core/run-dir/lock.js';
+import { FAILURES, MANIFEST, TRAJECTORIES } from '../core/run-dir/names.js';
 import { cutOrphans, describeTailRepair, parseRunLine, repairTail, type RunLine } from '../core/run-dir/run-lines.js';
 
-export const TRAJECTORIES = 'trajectories.jsonl';
-export const FAILURES = 'failures.jsonl';
-export const MANIFEST = 'manifest.json';
 
 /** A sub-agent session's line, not yet known to have its family's root on disk. */
 interface PendingSub {

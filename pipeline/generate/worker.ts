@@ -23,7 +23,8 @@ import { compareFingerprints, fingerprint, fingerprintFields, redactConfig } fro
 import { TrajforgeError } from '../errors.js';
 import type { Scrubber } from '../core/secrets.js';
 import type { ProgressSink } from './progress.js';
-import { Queue, lineSha, type Claimed, type QueueAddress, type QueueStatus } from './queue.js';
+import { lineSha } from '../core/run-dir/accepted.js';
+import { Queue, type Claimed, type QueueAddress, type QueueStatus } from './queue.js';
 import { newManifest, noRolloutFailure, runSession, schemaChecked, type GenerateSummary } from './run.js';
 import { sampleQuestions } from './sampler.js';
 import { openSharedLimits, type SharedLimits } from './shared-limits.js';

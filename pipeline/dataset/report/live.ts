@@ -18,7 +18,7 @@
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Trajectory } from '../../../schemas/index.js';
-import { FAILURES, MANIFEST, TRAJECTORIES } from '../../generate/store.js';
+import { FAILURES, MANIFEST, TRAJECTORIES } from '../../core/run-dir/names.js';
 import { IdSet } from '../../id-set.js';
 import { rowLine, type RowOptions } from './rows.js';
 import { FileTail, linesBetween, type TailLine } from './tail.js';
