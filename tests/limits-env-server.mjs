@@ -1,5 +1,5 @@
 /**
- * An MCP server for tests/shared-limits.test.ts whose one tool, `env`, answers the environment
+ * An MCP server for tests/generate/shared-limits.test.ts whose one tool, `env`, answers the environment
  * its process was started with: what a tool server sees of the worker's shared limits.
  */
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';

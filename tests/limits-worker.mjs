@@ -1,5 +1,5 @@
 /**
- * A worker process for tests/shared-limits.test.ts: opens the shared limits on a Redis and
+ * A worker process for tests/generate/shared-limits.test.ts: opens the shared limits on a Redis and
  * sends model requests through the real LlmClient (dist/, so `npm run build` first), as a queue
  * worker's run does. Prints `held` once its first request is in flight, then one line of JSON
  * with what each request came to.

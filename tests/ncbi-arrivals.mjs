@@ -1,5 +1,5 @@
 /**
- * A stand-in for NCBI E-utilities in a process of its own, for tests/shared-limits.test.ts:
+ * A stand-in for NCBI E-utilities in a process of its own, for tests/generate/shared-limits.test.ts:
  * answers esearch and efetch from tests/fixtures/replay and prints one line per request, the
  * moment it arrived on this process's monotonic clock. Doing nothing else, its stamps are not
  * held up by the test process's own work (a dozen MCP clients), as NCBI's are not by ours.

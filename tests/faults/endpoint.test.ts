@@ -3,9 +3,9 @@
  * dropped connections, malformed bodies, degenerate repetition — each one first through the
  * LLM client alone, then all of them at once under a whole `generate` run.
  *
- * Already covered elsewhere (not repeated here): tests/llm.test.ts — Retry-After parsing,
+ * Already covered elsewhere (not repeated here): tests/core/llm/llm.test.ts — Retry-After parsing,
  * 500 exhausting max_retries, a stall exhausting its retries, length retries with more
- * max_tokens, stop rejected with 400; tests/generate.test.ts — every misbehaviour repaired.
+ * max_tokens, stop rejected with 400; tests/generate/run.test.ts — every misbehaviour repaired.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -3,7 +3,7 @@
  * down (connection refused, 500 forever) stops the run within seconds, with exit 1 and the
  * server's own message on stderr, and leaves a run that the same command resumes.
  *
- * The 401 case runs through generate() in tests/generate.test.ts ("stops early with the
+ * The 401 case runs through generate() in tests/generate/run.test.ts ("stops early with the
  * server message when the endpoint refuses every request").
  */
 import { existsSync } from 'node:fs';

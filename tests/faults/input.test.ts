@@ -3,8 +3,8 @@
  * anything is written, with exit 2 and a message naming the file and line; with
  * `--on-bad-row skip` the bad rows are skipped, counted and shown in the summary.
  *
- * Covered elsewhere: tests/generate.test.ts — a broken JSON line, a row without a question,
- * an empty file (CLI, exit 2); tests/sampler.test.ts — the reader itself (CRLF, BOM, gzip,
+ * Covered elsewhere: tests/generate/run.test.ts — a broken JSON line, a row without a question,
+ * an empty file (CLI, exit 2); tests/generate/sampler.test.ts — the reader itself (CRLF, BOM, gzip,
  * UTF-16, JSON arrays, line numbers in every format).
  */
 import { existsSync, writeFileSync } from 'node:fs';

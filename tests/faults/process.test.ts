@@ -7,7 +7,7 @@
  * accepted twice, every line that was on disk before a fault is still there after the
  * resume (the files only grow), and the same command completes the run.
  *
- * tests/generate.test.ts has a two-kill version; this is the N-kill loop: 5 kills in
+ * tests/generate/run.test.ts has a two-kill version; this is the N-kill loop: 5 kills in
  * `npm test`, 20 with TRAJFORGE_FULL_FAULTS=1; the moments come from a seeded RNG
  * (TRAJFORGE_FAULT_SEED replays a failure).
  */

@@ -1,9 +1,9 @@
 /**
  * Security faults: secrets that must not leak, and tool text that must not forge structure.
  *
- * Covered elsewhere: tests/executor-http.test.ts ("executor: the environment of a stdio
+ * Covered elsewhere: tests/generate/executor-http.test.ts ("executor: the environment of a stdio
  * server") — an MCP server gets the SDK's safe variables plus its own `env`, nothing else
- * of the parent's; tests/config.test.ts — redaction of the config written to the manifest;
+ * of the parent's; tests/core/config.test.ts — redaction of the config written to the manifest;
  * tests/dialects/tulu.test.ts — escaping in renderToolOutput, example by example;
  * secrets.test.ts — keys that tool servers and their upstreams echo back, and `${VAR}`s in
  * servers' args, url and headers, searched for in everything a run writes and sends.

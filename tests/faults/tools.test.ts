@@ -2,12 +2,12 @@
  * Tool faults: the corpus MCP server as a real child process, told to misbehave with its
  * fault switches, under whole `generate` runs against the sim.
  *
- * Covered elsewhere, not repeated: tests/executor.test.ts — a crash under a call restarts
+ * Covered elsewhere, not repeated: tests/generate/executor.test.ts — a crash under a call restarts
  * the server and retries once; a server dying on every call stops being restarted after
  * max_restarts; a hung call is a timeout; a server that fails to start names itself and its
- * stderr. tests/rollout.test.ts — a server crashing on every call: the error is recorded in
+ * stderr. tests/generate/rollout.test.ts — a server crashing on every call: the error is recorded in
  * the ToolCallRecord and shown to the model, the sample fails as tool_error.
- * tests/generate.test.ts — a server that does not start stops the CLI before any sample (exit 2).
+ * tests/generate/run.test.ts — a server that does not start stops the CLI before any sample (exit 2).
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
