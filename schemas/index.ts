@@ -231,7 +231,7 @@ export const Decontamination = z.object({
 });
 export type Decontamination = z.infer<typeof Decontamination>;
 
-/** How the judge's cascade decided (see pipeline/core/judge/judging.ts): the step that decided. */
+/** How the judge's cascade decided (see pipeline/core/judge/judge.ts): the step that decided. */
 export const JudgeStep = z.enum(['exact', 'normalised', 'f1', 'llm', 'rubric']);
 export type JudgeStep = z.infer<typeof JudgeStep>;
 export const JudgeVerdict = z.enum(['correct', 'incorrect', 'not_attempted', 'unjudged']);
@@ -567,6 +567,11 @@ export const JudgeConfig = z.strictObject({
   max_tokens: z.number().int().positive().default(1024),
   extra_body: z.record(z.string(), z.unknown()).default({}),
   timeout_ms: z.number().int().positive().default(120_000),
+  /**
+   * Bytes of one grading reply read at most; past it the request is dropped and the sample is
+   * recorded unjudged. A verdict is a few hundred bytes, reasoning included a few hundred KB. Default 1 MiB.
+   */
+  max_response_bytes: z.number().int().positive().default(1024 * 1024),
   /** Retries of connection errors, 408, 409, 429, 5xx and malformed bodies, before the sample is recorded unjudged. */
   max_retries: z.number().int().nonnegative().default(4),
   retry_base_ms: z.number().int().positive().default(500),

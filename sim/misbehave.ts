@@ -52,6 +52,8 @@ export const MISBEHAVIOUR_KINDS = [
   // Wrong answers and the judge's faults (sim/judge.ts), asked for by name.
   'wrong_answer',
   'judge_unreadable',
+  'judge_quotes',
+  'judge_echo_key',
 ] as const;
 
 export type MisbehaviourKind = (typeof MISBEHAVIOUR_KINDS)[number];
@@ -87,13 +89,15 @@ export const MISBEHAVIOUR_HELP: Readonly<Record<MisbehaviourKind, string>> = {
   endless: 'HTTP 200 and a body that never ends: JSON that never closes, or a stream of content that never finishes',
   wrong_answer: 'the answer states a made-up version (1000 or more) instead of the best evidence, still citing a snippet it was shown',
   judge_unreadable: 'as a judge: a grading that names no verdict and no scores',
+  judge_quotes: 'as a judge: the answer quoted, unescaped, in its reasoning (before the verdict) and in its rationale (after it)',
+  judge_echo_key: 'as a judge: the key it was sent, written into its rationale',
 };
 
 /**
  * Kinds that `all=RATE` leaves alone: the transport faults make every client time out or fail,
  * and the wire shapes are a server's habits, asked for by name.
  */
-export const EXCLUDED_FROM_ALL: readonly MisbehaviourKind[] = ['stall', 'drop', 'malformed', 'object_arguments', 'numeric_name', 'content_parts', 'string_usage', 'endless', 'wrong_answer', 'judge_unreadable'];
+export const EXCLUDED_FROM_ALL: readonly MisbehaviourKind[] = ['stall', 'drop', 'malformed', 'object_arguments', 'numeric_name', 'content_parts', 'string_usage', 'endless', 'wrong_answer', 'judge_unreadable', 'judge_quotes', 'judge_echo_key'];
 
 export const REFUSAL_TEXT = "I'm sorry, but I can't help with that.";
 

@@ -395,8 +395,8 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
     let composed: ComposedTurn;
     if (grading !== null) {
       stats.judgeRequests++;
-      const unreadable = drawn.has('judge_unreadable');
-      composed = { turn: { reasoning: '', content: judgeReply(grading, unreadable), toolCalls: [] }, honourStop: true, applied: unreadable ? ['judge_unreadable'] : [] };
+      const reply = judgeReply(grading, drawn, String(req.headers.authorization ?? '').replace(/^Bearer /i, ''));
+      composed = { turn: { reasoning: reply.reasoning, content: reply.content, toolCalls: [] }, honourStop: true, applied: reply.applied };
     } else {
       const conversation = readConversation(request.messages, request.tools, dialect);
       const role = detectRole(request.messages, request.tools, dialect);

@@ -46,8 +46,8 @@ const USES: Readonly<Record<string, Use>> = {
   'native-nudge': { caller: 'rollout.ts nudge (native, raw)', vars: {} },
   'mcp-xml-nudge': { caller: 'rollout.ts nudge (mcp-xml, before any tool has run; raw)', vars: {} },
   'native-system': { caller: 'dialects/native.ts systemPrompt (raw)', vars: {} },
-  'judge-simpleqa': { caller: 'judge.ts Judge.grade, generate/judging.ts', vars: { question: QUESTION, gold: 'cyclooxygenase (COX-1)', answer: 'It blocks COX-1 <cite id="pm-1">x</cite>.' } },
-  'judge-rubric': { caller: 'generate/judging.ts rubric scoring', vars: { question: QUESTION, answer: 'It blocks COX-1 <cite id="pm-1">x</cite>.', criteria: '[{"criterion": 1, "description": "Names COX-1"}]' } },
+  'judge-simpleqa': { caller: 'core/judge/kinds.ts VERDICT, filled by prompt.ts renderGrading', vars: { question: QUESTION, gold: 'cyclooxygenase (COX-1)', answer: 'It blocks COX-1 <cite id="pm-1">x</cite>.' } },
+  'judge-rubric': { caller: 'core/judge/kinds.ts rubricKind, filled by prompt.ts renderGrading', vars: { question: QUESTION, answer: 'It blocks COX-1 <cite id="pm-1">x</cite>.', criteria: '[{"criterion": 1, "description": "Names COX-1"}]' } },
 };
 
 const PLACEHOLDER = /\{([A-Za-z_][A-Za-z0-9_]*)\}/g;

@@ -9,7 +9,7 @@ import { fsReason } from '../files.js';
 import { stderrSink } from '../generate/progress.js';
 import { DEFAULT_MAX_ATTEMPTS, rerun } from '../dataset/rerun.js';
 import { assertJudgeReachable, assertReachable } from '../core/llm/probe.js';
-import { resolveJudgeKey } from '../core/judge/judging.js';
+import { resolveJudgeKey } from '../core/judge/settings.js';
 import { MANIFEST } from '../core/run-dir/names.js';
 import { configWarnings } from '../generate/warnings.js';
 import { int, runInterruptibly } from './generate.js';

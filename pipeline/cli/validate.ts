@@ -14,7 +14,8 @@ import type { Trajectory, Validation, ValidationIssue } from '../../schemas/inde
 import { loadConfig, parseConfigText, zodProblem } from '../core/config.js';
 import { getDialect, type Dialect } from '../dialects/index.js';
 import { inputError, TrajforgeError } from '../errors.js';
-import type { Judge, JudgeResult } from '../core/judge/judge.js';
+import type { Judge } from '../core/judge/judge.js';
+import type { RowJudgement } from '../core/judge/rows.js';
 import { JsonlWriter, OutputClosedError } from '../core/jsonl.js';
 import { readDataset, type DatasetRow, type ReadOptions } from '../dataset/readers.js';
 import { TRAJECTORIES } from '../core/run-dir/names.js';
@@ -142,7 +143,7 @@ interface RowResult {
   readonly file: string;
   readonly line: number;
   readonly validation: Validation;
-  readonly judge?: JudgeResult | undefined;
+  readonly judge?: RowJudgement | undefined;
 }
 
 export interface RuleCount {
@@ -249,23 +250,12 @@ export async function run(argv: string[]): Promise<number> {
 
   // The judge's modules (the model client, the run config) load only when it is asked for.
   let judge: Judge | undefined;
-  let withJudge: typeof import('../core/judge/judge.js').withJudge | undefined;
+  let judgeRow: typeof import('../core/judge/rows.js').judgeRow | undefined;
   if (values.judge && rules.severities['gold.judge'] !== 'off') {
-    const [judgeMod, { resolveApiKey }, judging] = await Promise.all([import('../core/judge/judge.js'), import('../core/config.js'), import('../core/judge/judging.js')]);
-    withJudge = judgeMod.withJudge;
-    const { Judge } = judgeMod;
-    const cfg = loadConfig(values.config!);
-    // The config's judge when it has one (validation.judge), else its endpoint.
-    const inLoop = cfg.validation.judge;
-    const from = inLoop === undefined ? cfg.endpoint : judging.judgeEndpoint(inLoop);
-    const endpoint = {
-      ...from,
-      model: rules.judge.model ?? from.model,
-      temperature: rules.judge.temperature,
-      ...(rules.judge.max_tokens === undefined ? {} : { max_tokens: rules.judge.max_tokens }),
-    };
-    const apiKey = inLoop === undefined ? resolveApiKey(cfg, process.env) : judging.resolveJudgeKey(inLoop, process.env);
-    judge = new Judge({ endpoint, apiKey, concurrency: rules.judge.concurrency });
+    // The config's judge when it has one (validation.judge), else its endpoint; the rules file's options over it.
+    const rowJudge = await import('../core/judge/rows.js');
+    judgeRow = rowJudge.judgeRow;
+    judge = rowJudge.openRowJudge(loadConfig(values.config!), { ...rules.judge, f1_threshold: rules.gold.f1_threshold }, process.env);
   }
 
   const { rows, report } = readDataset(resolveInput(input), readOpts);
@@ -308,22 +298,15 @@ export async function run(argv: string[]): Promise<number> {
     return { t, dialect, validation: validateTrajectory(t, { dialect, ...base }) };
   };
 
-  const grade = async (t: Trajectory, dialect: Dialect, v: Validation): Promise<{ validation: Validation; judge?: JudgeResult }> => {
-    const answer = answerInText(t, dialect);
-    if (!judge || !withJudge || t.gold_answer === undefined || t.gold_answer.trim() === '' || answer === undefined || answer === '') return { validation: v };
-    const result = await judge.grade({ question: t.question ?? '', gold: t.gold_answer, answer });
-    return { validation: withJudge(v, result, rules.severities), judge: result };
-  };
+  const grade = async (t: Trajectory, dialect: Dialect, v: Validation): Promise<{ validation: Validation; judge?: RowJudgement }> =>
+    judge && judgeRow ? judgeRow(judge, t, answerInText(t, dialect), v, rules.severities) : { validation: v };
 
   const emit = async (r: RowResult): Promise<void> => {
     tally(summary, r);
     let p: Promise<void> | undefined;
     if (values.json) {
       const line: Record<string, unknown> = { id: r.id, file: r.file, line: r.line, passed: r.validation.passed, issues: r.validation.issues };
-      if (r.judge) {
-        const j = r.judge;
-        line.judge = { verdict: j.verdict, rationale: j.rationale, ...(j.raw === undefined ? {} : { raw: j.raw }), ...(j.error === undefined ? {} : { error: j.error }) };
-      }
+      if (r.judge) line.judge = r.judge;
       p = out.write(line);
     } else if (!r.validation.passed) {
       for (const l of [...readableRow(r), '']) {
@@ -382,6 +365,8 @@ export async function run(argv: string[]): Promise<number> {
     // A reader that stops early (`| head`) is not an error of ours.
     if (err instanceof OutputClosedError) return summary.failed > 0 ? 1 : 0;
     throw err;
+  } finally {
+    await judge?.close().catch(() => undefined);
   }
   return summary.failed > 0 ? 1 : 0;
 }

@@ -372,7 +372,8 @@ export function redactConfig(cfg: RunConfig, env: NodeJS.ProcessEnv = process.en
   return out;
 }
 
-function isLoopback(url: string): boolean {
+/** A server on this machine (vLLM, SGLang, the sim): one that may need no key. */
+export function isLoopbackUrl(url: string): boolean {
   try {
     const h = new URL(url).hostname;
     return h === 'localhost' || h === '[::1]' || h === '::1' || h.startsWith('127.');
@@ -381,15 +382,25 @@ function isLoopback(url: string): boolean {
   }
 }
 
-/** The key comes from the environment only. A loopback server (vLLM, sim) may need none. */
-export function resolveApiKey(cfg: RunConfig, env: NodeJS.ProcessEnv): string {
-  const name = cfg.endpoint.api_key_env;
+/**
+ * The key of an OpenAI-compatible server, from the environment only: the value of the
+ * variable `api_key_env` names. `none`, or a server on loopback, may go without ('EMPTY').
+ * `field` is where the section is set (`endpoint`, `validation.judge`), for the message. One
+ * function for the model's endpoint and the judge's.
+ */
+export function keyFromEnv(section: { readonly api_key_env: string; readonly base_url: string }, field: string, env: NodeJS.ProcessEnv): string {
+  const name = section.api_key_env;
   const key = env[name];
   if (key) return key;
-  if (name === 'none' || isLoopback(cfg.endpoint.base_url)) return 'EMPTY';
+  if (name === 'none' || isLoopbackUrl(section.base_url)) return 'EMPTY';
   throw new TrajforgeError(
     'MISSING_ENV',
-    `endpoint.api_key_env: environment variable ${name} is not set (the key for ${cfg.endpoint.base_url}); set it, or set api_key_env: none for an endpoint without keys`,
-    { field: 'endpoint.api_key_env' },
+    `${field}.api_key_env: environment variable ${name} is not set (the key for ${section.base_url}); set it, or set api_key_env: none for a server without keys`,
+    { field: `${field}.api_key_env` },
   );
+}
+
+/** The endpoint's key: the environment only. A loopback server (vLLM, sim) may need none. */
+export function resolveApiKey(cfg: RunConfig, env: NodeJS.ProcessEnv): string {
+  return keyFromEnv(cfg.endpoint, 'endpoint', env);
 }

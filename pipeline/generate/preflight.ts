@@ -25,9 +25,9 @@ import { probeEndpoint, unreachableHint, type Reachability } from '../core/llm/p
 import { countSamples, sampleQuestions } from './sampler.js';
 import { MANIFEST } from '../core/run-dir/names.js';
 import { configWarnings, noToolsListedWarning } from './warnings.js';
-import { judgeEndpoint, resolveJudgeKey, VERDICT_PROMPT } from '../core/judge/judging.js';
-import { parseVerdict } from '../core/judge/judge.js';
-import { loadPrompt, renderPrompt } from '../prompts.js';
+import { createJudge, judgeSettings } from '../core/judge/judge.js';
+import { resolveJudgeKey } from '../core/judge/settings.js';
+import { VERDICT, verdictMaterial } from '../core/judge/kinds.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'FAIL' | 'skip';
 
@@ -188,17 +188,12 @@ async function checkJudge(config: RunConfig, env: NodeJS.ProcessEnv, say: Say): 
   const reach = await probeEndpoint(judge.base_url, key, config.endpoint.probe_timeout_ms);
   if (!reach.reachable) return say('FAIL', 'judge', `${reach.why} at ${judge.base_url} — ${unreachableHint(judge.base_url, reach.code)}. A run would record every sample unjudged`);
   if (reach.status === 401 || reach.status === 403) return say('FAIL', 'judge', `the judge refused its key (${reach.status}: ${reach.message ?? 'no message'}): check ${judge.api_key_env}`);
-  const client = new LlmClient({ ...judgeEndpoint(judge), timeout_ms: config.endpoint.probe_timeout_ms, max_retries: 0 }, { apiKey: key });
-  const prompt = renderPrompt(loadPrompt(VERDICT_PROMPT), { question: 'What is the capital of France?', gold: 'Paris', answer: 'The capital of France is Paris.' });
-  try {
-    const reply = (await client.complete({ messages: [{ role: 'user', content: prompt }], stop: [] })).text;
-    const { verdict } = parseVerdict(reply);
-    if (verdict === null) return say('warn', 'judge', `${judge.model} at ${judge.base_url} answered a test grading with no readable verdict ("${preview(reply)}"): a run would record such samples unjudged`);
-    say(verdict === 'CORRECT' ? 'ok' : 'warn', 'judge', `${judge.model} at ${judge.base_url} graded a plainly right test answer ${verdict}`);
-  } catch (err) {
-    const e = err as LlmError;
-    say('FAIL', 'judge', `a test grading failed at ${judge.base_url} (${e.status ?? e.kind}: ${e.message}): check validation.judge.model and its key`);
-  }
+  // One grading through the judge as a run has it (its prompt, its reading of replies), without cache or retries.
+  const tester = createJudge({ ...judgeSettings(config, { env })!, timeout_ms: config.endpoint.probe_timeout_ms, max_retries: 0, unreadable_retries: 0, cache: false }, { env, scrubber: scrubberFor(config, env) });
+  const asked = await tester.ask(VERDICT, verdictMaterial('What is the capital of France?', ['Paris'], 'The capital of France is Paris.'));
+  if (!('error' in asked)) return say(asked.value.verdict === 'CORRECT' ? 'ok' : 'warn', 'judge', `${judge.model} at ${judge.base_url} graded a plainly right test answer ${asked.value.verdict}`);
+  if (asked.raw !== undefined) return say('warn', 'judge', `${judge.model} at ${judge.base_url} answered a test grading with no readable verdict ("${preview(asked.raw)}"): a run would record such samples unjudged`);
+  say('FAIL', 'judge', `a test grading failed at ${judge.base_url}: ${asked.error}; check validation.judge.model and its key`);
 }
 
 /** A word as a shell reads it back: quoted only when it has to be. */

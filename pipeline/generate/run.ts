@@ -17,7 +17,8 @@ import { Agents, assemble, type Family } from './agents.js';
 import { summariseFailure } from './experience.js';
 import { TrajforgeError } from '../errors.js';
 import { Executor } from './executor.js';
-import { RunJudge, type JudgeStats } from '../core/judge/judging.js';
+import { openJudge, type JudgeStats } from '../core/judge/judge.js';
+import { judgeTrajectory } from '../core/judge/trajectory.js';
 import { LlmClient, LlmError } from '../core/llm/llm.js';
 import { PACKAGE_VERSION } from '../paths.js';
 import { Progress, type ProgressSink } from './progress.js';
@@ -288,7 +289,7 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
   const apiKey = resolveApiKey(config, env);
   const scrubber = scrubberFor(config, env);
   // Before the tool servers start: a judge without its key stops the run here.
-  const judge = RunJudge.open({ config, env, scrubber });
+  const judge = openJudge(config, { env, scrubber });
   const untilCorrect = config.questions.until_correct && config.questions.samples > 1;
   if (config.questions.until_correct && judge === undefined) {
     throw new TrajforgeError('BAD_CONFIG', 'questions.until_correct (--until-correct) needs a judge: set validation.judge (the judge decides what is correct)', { field: 'questions.until_correct' });
@@ -425,7 +426,7 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
     rollouts++;
     const family = await agents.rollout(sample, attempt, { llm, runId, signal: abort.signal }, experience);
     if (!judge) return family;
-    const root = await judge.judge(family.root, sample.sample_index, abort.signal);
+    const root = await judgeTrajectory(judge, family.root, sample.sample_index, config, abort.signal);
     const records = [...family.records.slice(0, -1), root];
     return root.status === 'failed' && root.reason !== 'unjudged' ? assemble(records) : { root, records };
   };
@@ -438,7 +439,7 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
       let family: Family;
       if (sample.rejudge !== undefined && judge) {
         // The rollout is on record; only its verdict is missing. (Its sub-agent sessions are on record too, as they were.)
-        const root = await judge.judge(sample.rejudge, sample.sample_index, abort.signal);
+        const root = await judgeTrajectory(judge, sample.rejudge, sample.sample_index, config, abort.signal);
         family = { root, records: [root] };
       } else {
         const seed = sample.failed !== undefined && config.retry.experience ? await summariseFailure(sample.failed, summaryDeps, abort.signal) : undefined;
@@ -475,7 +476,7 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
       await record(family);
       if (judge?.fatal !== undefined && fatal === undefined) {
         // A judge that refuses every request (a wrong key or model) would leave every sample unjudged.
-        fatal = judge.fatal.replace('RUN', store.dir);
+        fatal = `${judge.fatal}. The samples are kept, unjudged: fix validation.judge and run \`trajforge rerun ${store.dir} --reason unjudged\``;
         abort.abort();
       }
     } catch (err) {

@@ -1,6 +1,6 @@
 /**
  * The cheap steps of the judge's cascade: exact, normalised, token F1. They only ever say
- * "correct"; an answer none of them accepts goes to the LLM judge (pipeline/core/judge/judging.ts).
+ * "correct"; an answer none of them accepts goes to the LLM judge (judge.ts).
  * No cheap step says "incorrect": "1990" is not "the treaty was signed in 1990", and "4" is
  * "four", so a mismatch of strings proves nothing.
  *

@@ -1,147 +1,178 @@
 /**
- * An LLM judge for answers against gold answers, graded the SimpleQA way: CORRECT,
- * INCORRECT or NOT_ATTEMPTED, with a rationale. It goes through the configured endpoint
- * (LlmClient: the same retries, rate-limit handling and error kinds as a run).
+ * The judge: is this answer right? One module for every use: `generate` (the judge in the
+ * loop), `validate --judge`, `check`, and what comes (synthesis, curation).
  *
- * The judge is optional and never decides a rule alone: its result becomes a `gold.judge`
- * issue (INCORRECT → the rule's severity, error by default; NOT_ATTEMPTED, an unreadable
- * grading or a failed request → warn at most), added to the deterministic rules' Validation.
+ *   const judge = openJudge(config, { env, scrubber });  // the config's validation.judge
+ *   const j = await judge.grade({ question, gold: ['Paris', 'Lutetia'], answer, rubric });
+ *   j.verdict;  // 'correct' | 'incorrect' | 'not_attempted' | 'unjudged', with step, reasoning…
+ *   await judge.close();
+ *
+ * (`createJudge(settings)` takes settings made otherwise: settings.ts.) Every use gets the one
+ * client (client.ts): the judge's own endpoint, cache, retries, limits and secret scrubbing.
+ *
+ * `grade` runs the cascade: the cheap steps first (cascade.ts: exact, normalised, token F1 ≥
+ * `f1_threshold`), which only ever accept; then, when none did, the LLM, SimpleQA-style
+ * (CORRECT, INCORRECT, NOT_ATTEMPTED); and, when the item has a rubric (rubrics.ts), a score
+ * per criterion in one more request. Its result is a `Judgement` (schemas/index.ts), the shape a
+ * trajectory records. A judge that cannot be reached, or whose replies stay unreadable, gives
+ * `unjudged` with the reason, never a guess and never a throw.
+ *
+ * `ask(kind, material)` is the level below: one question of a kind (kinds.ts: one prompt per
+ * kind) through the one client (client.ts), for questions other than "is this answer right".
+ *
+ * What the judge reads is data: the answer goes into the prompt as a delimited block it cannot
+ * close (prompt.ts), and the verdict is read at one fixed place of the reply, never from a
+ * quote of the answer (reply.ts). What a verdict does to a trajectory (the run) or a dataset
+ * row (validate) is trajectory.ts's and rows.ts's.
  */
-import type { EndpointConfig, Validation, ValidationIssue } from '../../../schemas/index.js';
-import { TrajforgeError } from '../../errors.js';
-import { LlmClient, LlmError } from '../llm/llm.js';
-import { loadPrompt, renderPrompt } from '../../prompts.js';
-import { cleanText } from '../../text.js';
-import { ruleSeverity, type RuleSeverity } from '../validator.js';
+import type { Judgement, JudgeStep, JudgeVerdict, RunConfig } from '../../../schemas/index.js';
+import type { Scrubber } from '../secrets.js';
+import { cheapSteps } from './cascade.js';
+import { JudgeClient, type Asked } from './client.js';
+import { rubricKind, rubricMaterial, VERDICT, verdictMaterial, type QuestionKind } from './kinds.js';
+import type { Verdict } from './reply.js';
+import { weightedScore, type Criterion } from './rubrics.js';
+import { judgeSettings, resolveJudgeKey, type JudgeSettings } from './settings.js';
 
-export const JUDGE_PROMPT = 'judge-simpleqa';
+export { judgeSettings, type JudgeSettings } from './settings.js';
+export type { Asked } from './client.js';
 
-export type Verdict = 'CORRECT' | 'INCORRECT' | 'NOT_ATTEMPTED';
-
-export interface JudgeResult {
-  /** null: the judge's reply named no verdict that could be read, or the request failed. */
-  readonly verdict: Verdict | null;
-  readonly rationale: string;
-  /** Set when the grading request failed (retries exhausted, context too long). */
-  readonly error?: string | undefined;
-  /** The reply, cut, when no verdict could be read from it. */
-  readonly raw?: string | undefined;
-}
-
-const VERDICT_WORD = String.raw`(NOT[_ -]?ATTEMPTED|INCORRECT|CORRECT)`;
-// "Verdict: CORRECT", "**Grade**: INCORRECT", {"verdict": "NOT_ATTEMPTED"}, "verdict = [CORRECT]";
-// SimpleQA's own letters (A/B/C) only after such a label.
-const LABELLED = new RegExp(String.raw`\b(?:verdict|grade|grading|judg(?:e)?ment|classification)\b["'*_\s]*[:：=]\s*["'*_\`\[(]*\s*(?:${VERDICT_WORD}\b|([ABC])\b)`, 'gi');
-// Upper case only: prose ("the answer is not correct") must not read as a verdict.
-const BARE = new RegExp(String.raw`(?<![A-Za-z_])(NOT[_ ]ATTEMPTED|INCORRECT|CORRECT)(?![A-Za-z_])`, 'g');
-const RATIONALE = /\b(?:rationale|reason(?:ing)?|explanation|justification)\b["'*_\s]*[:：=]\s*["'*_]*/i;
-const LETTERS: Record<string, Verdict> = { A: 'CORRECT', B: 'INCORRECT', C: 'NOT_ATTEMPTED' };
-
-function canonical(word: string): Verdict {
-  const w = word.toUpperCase();
-  return w.startsWith('NOT') ? 'NOT_ATTEMPTED' : w === 'INCORRECT' ? 'INCORRECT' : 'CORRECT';
-}
-
-function clip(s: string, n: number): string {
-  const one = s.replace(/\s+/g, ' ').trim();
-  return one.length <= n ? one : `${one.slice(0, n - 1)}…`;
-}
-
-/**
- * The verdict and rationale in a judge's reply. Reasoning (`<think>…</think>`) is dropped;
- * a labelled verdict wins (the last one: a model that corrects itself means the later one);
- * otherwise a verdict word in capitals counts only when it is the only one the reply uses.
- * Anything else is unreadable: verdict null, never a guess.
- */
-export function parseVerdict(reply: string): { verdict: Verdict | null; rationale: string } {
-  const text = reply.replace(/<think>[\s\S]*?<\/think>/gi, ' ').trim();
-  let verdict: Verdict | null = null;
-  for (const m of text.matchAll(LABELLED)) verdict = m[1] !== undefined ? canonical(m[1]) : LETTERS[m[2]!.toUpperCase()]!;
-  if (verdict === null) {
-    const seen = new Set([...text.matchAll(BARE)].map((m) => canonical(m[1]!)));
-    if (seen.size === 1) verdict = [...seen][0]!;
-  }
-  const r = RATIONALE.exec(text);
-  let rationale = r ? text.slice(r.index + r[0].length) : text.replace(LABELLED, ' ');
-  rationale = clip(rationale.replace(/["'*_}\s]+$/, ''), 500);
-  return { verdict, rationale };
-}
-
-export interface JudgeOptions {
-  /** The endpoint that grades; `temperature` 0 is recommended (the CLI sets it). */
-  readonly endpoint: EndpointConfig;
-  readonly apiKey: string;
-  /** Requests in flight at most. */
-  readonly concurrency?: number | undefined;
-  /** A template with {question} {gold} {answer}; default prompts/judge-simpleqa.txt. */
-  readonly template?: string | undefined;
-}
-
-export interface JudgeInput {
+export interface GradeItem {
   readonly question: string;
-  readonly gold: string;
+  /** The gold answer, or its alternatives (any one is right). */
+  readonly gold?: string | readonly string[] | undefined;
   readonly answer: string;
+  /** Criteria to score the answer against. An item needs a gold answer, a rubric or both. */
+  readonly rubric?: readonly Criterion[] | undefined;
+}
+
+export interface JudgeStats {
+  /** Items graded. */
+  judged: number;
+  /** Decided by each step (unjudged ones by the step that could not decide). */
+  bySteps: Record<string, number>;
+  byVerdict: Record<string, number>;
+  /** Grading requests sent (retries of one request not counted twice), and answers served from the cache. */
+  requests: number;
+  cached: number;
+}
+
+export interface CreateJudgeOptions {
+  /** Where the key is read (`api_key_env`). Default process.env. */
+  readonly env?: NodeJS.ProcessEnv | undefined;
+  /** The caller's secrets, taken out of every reply; the judge's own key always is. */
+  readonly scrubber?: Scrubber | undefined;
+  /** Where a cache that cannot be opened is said. Default stderr. */
+  readonly warn?: ((message: string) => void) | undefined;
+}
+
+/** The judge a run config names (`validation.judge`), or undefined when it has none. Throws when its key is not set. */
+export function openJudge(config: RunConfig, opts: CreateJudgeOptions = {}): Judge | undefined {
+  const settings = judgeSettings(config, { env: opts.env ?? process.env });
+  return settings === undefined ? undefined : createJudge(settings, opts);
+}
+
+/** A judge with these settings. Throws (MISSING_ENV, naming the field) when its key is not set. */
+export function createJudge(settings: JudgeSettings, opts: CreateJudgeOptions = {}): Judge {
+  return new Judge(settings, new JudgeClient(settings, { ...opts, apiKey: resolveJudgeKey(settings, opts.env ?? process.env) }));
+}
+
+const VERDICTS: Readonly<Record<Verdict, JudgeVerdict>> = { CORRECT: 'correct', INCORRECT: 'incorrect', NOT_ATTEMPTED: 'not_attempted' };
+const round4 = (x: number): number => Math.round(x * 1e4) / 1e4;
+
+/** What one step of a grading found: fields of the Judgement, or why it could not decide. */
+interface Found {
+  readonly step: JudgeStep;
+  readonly verdict?: JudgeVerdict | undefined;
+  readonly fields: Partial<Judgement>;
+  /** The template asked with (`name@hash`), when the LLM was asked. */
+  readonly prompt?: string | undefined;
+  readonly unjudged?: { readonly error: string; readonly raw?: string | undefined } | undefined;
 }
 
 export class Judge {
-  readonly #llm: LlmClient;
-  readonly #template: string;
-  readonly #base: string;
-  #graded = 0;
+  readonly settings: JudgeSettings;
+  readonly #client: JudgeClient;
+  readonly #stats = { judged: 0, bySteps: {} as Record<string, number>, byVerdict: {} as Record<string, number> };
 
-  constructor(opts: JudgeOptions) {
-    this.#llm = new LlmClient(opts.endpoint, { apiKey: opts.apiKey, maxConcurrency: opts.concurrency });
-    this.#template = opts.template ?? loadPrompt(JUDGE_PROMPT);
-    this.#base = opts.endpoint.base_url;
+  constructor(settings: JudgeSettings, client: JudgeClient) {
+    this.settings = settings;
+    this.#client = client;
   }
 
-  get graded(): number {
-    return this.#graded;
+  /** Set once the judge refused `fail_fast_after` requests in a row (a wrong key or model): the caller should stop, saying this. */
+  get fatal(): string | undefined {
+    return this.#client.fatal;
   }
 
-  /**
-   * One grading. An endpoint that refuses the request itself (401, 404, 400…) would refuse
-   * every row, so it stops the command (TrajforgeError); a request that failed after its
-   * retries is reported on this row and the rest go on.
-   */
-  async grade(input: JudgeInput, signal?: AbortSignal): Promise<JudgeResult> {
-    const prompt = renderPrompt(this.#template, { question: input.question, gold: input.gold, answer: input.answer });
-    try {
-      const c = await this.#llm.complete({ messages: [{ role: 'user', content: prompt }], stop: [], signal });
-      this.#graded++;
-      // The grader's words end up in validation issues, and from there in files: clean like any model text.
-      const text = cleanText(c.text);
-      const { verdict, rationale } = parseVerdict(text);
-      return verdict === null ? { verdict, rationale: '', raw: clip(text, 300) } : { verdict, rationale };
-    } catch (err) {
-      if (err instanceof LlmError && (err.kind === 'exhausted' || err.kind === 'context_overflow')) {
-        return { verdict: null, rationale: '', error: err.message };
-      }
-      if (err instanceof LlmError && err.kind === 'fatal') {
-        throw new TrajforgeError('BAD_CONFIG', `judge: ${this.#base} refused the grading request: ${err.message}`, { field: 'endpoint', cause: err });
-      }
-      throw err;
-    }
+  stats(): JudgeStats {
+    return { ...structuredClone(this.#stats), ...this.#client.stats };
   }
-}
 
-/** The `gold.judge` issue for a grading, or undefined (CORRECT, or the rule is off). */
-export function judgeIssue(result: JudgeResult, severities?: Readonly<Record<string, RuleSeverity>>): ValidationIssue | undefined {
-  const configured = ruleSeverity('gold.judge', severities);
-  if (configured === 'off' || result.verdict === 'CORRECT') return undefined;
-  const rationale = result.rationale ? `: ${result.rationale}` : '';
-  if (result.verdict === 'INCORRECT') return { rule: 'gold.judge', severity: configured, message: `judge: INCORRECT${rationale}` };
-  // Not a wrong answer, or no grading at all: flag it, never reject on it.
-  const severity = 'warn';
-  if (result.verdict === 'NOT_ATTEMPTED') return { rule: 'gold.judge', severity, message: `judge: NOT_ATTEMPTED${rationale}` };
-  if (result.error !== undefined) return { rule: 'gold.judge', severity, message: `judge: no grading, the request failed: ${result.error}` };
-  return { rule: 'gold.judge', severity, message: `judge: the reply names no verdict (CORRECT, INCORRECT or NOT_ATTEMPTED): "${result.raw ?? ''}"` };
-}
+  /** Text with the caller's secrets and the judge's key taken out: for what a caller prints of the judge's. */
+  scrub(text: string): string {
+    return this.#client.scrub(text);
+  }
 
-/** A Validation with the judge's issue added and `passed` recomputed. */
-export function withJudge(v: Validation, result: JudgeResult, severities?: Readonly<Record<string, RuleSeverity>>): Validation {
-  const issue = judgeIssue(result, severities);
-  if (!issue) return v;
-  const issues = [...v.issues, issue];
-  return { passed: !issues.some((i) => i.severity === 'error'), issues };
+  async close(): Promise<void> {
+    await this.#client.close();
+  }
+
+  /** One question of a kind about some material (kinds.ts), through the client, the cache and the retries. */
+  ask<T>(kind: QuestionKind<T>, material: Readonly<Record<string, string>>, signal?: AbortSignal): Promise<Asked<T>> {
+    return this.#client.ask(kind, material, signal);
+  }
+
+  /** Is the answer right: the cascade, then the LLM, and the rubric's scores. Never throws for the judge's own failures. */
+  async grade(item: GradeItem, signal?: AbortSignal): Promise<Judgement> {
+    const golds = (typeof item.gold === 'string' ? [item.gold] : (item.gold ?? [])).filter((g) => g.trim() !== '');
+    if (golds.length === 0 && item.rubric === undefined) throw new Error('Judge.grade: an item needs a gold answer or a rubric');
+    this.#stats.judged++;
+    const found: Found[] = [];
+    if (golds.length > 0) found.push(await this.#byGold(item.question, golds, item.answer, signal));
+    // A rubric is scored unless the gold's verdict could not be had: the item is unjudged either way.
+    if (item.rubric !== undefined && found[0]?.unjudged === undefined) found.push(await this.#byRubric(item, item.rubric, golds.length === 0, signal));
+    const failed = found.find((f) => f.unjudged !== undefined);
+    const prompts = found.flatMap((f) => (f.prompt === undefined ? [] : [f.prompt]));
+    const judgement: Judgement = {
+      verdict: failed !== undefined ? 'unjudged' : found.find((f) => f.verdict !== undefined)!.verdict!,
+      // The step that decided (the gold's when there is one), or the one that could not.
+      step: (failed ?? found[0]!).step,
+      ...Object.assign({}, ...found.map((f) => f.fields)),
+      ...(prompts.length ? { prompt: prompts.join(', ') } : {}),
+      ...(failed === undefined ? {} : { error: failed.unjudged!.error, ...(failed.unjudged!.raw === undefined ? {} : { raw: failed.unjudged!.raw }) }),
+      judged_at: new Date().toISOString(),
+    };
+    this.#stats.bySteps[judgement.step] = (this.#stats.bySteps[judgement.step] ?? 0) + 1;
+    this.#stats.byVerdict[judgement.verdict] = (this.#stats.byVerdict[judgement.verdict] ?? 0) + 1;
+    return judgement;
+  }
+
+  /** Against the gold answers: a cheap step that accepts, else the LLM's verdict. */
+  async #byGold(question: string, golds: readonly string[], answer: string, signal: AbortSignal | undefined): Promise<Found> {
+    const cheap = cheapSteps(answer, golds, this.settings.f1_threshold);
+    const f1 = round4(cheap.f1);
+    if (cheap.step !== undefined) return { step: cheap.step, verdict: 'correct', fields: { f1 } };
+    const asked = await this.#client.ask(VERDICT, verdictMaterial(question, golds, answer), signal);
+    const base = { step: 'llm', prompt: this.#client.tag(VERDICT) } as const;
+    const fields: Partial<Judgement> = { f1, judge_model: this.settings.model };
+    if ('error' in asked) return { ...base, fields, unjudged: asked };
+    const { verdict, rationale } = asked.value;
+    return { ...base, verdict: VERDICTS[verdict], fields: { ...fields, ...(rationale === '' ? {} : { reasoning: rationale }), ...(asked.cached ? { cached: true } : {}) } };
+  }
+
+  /** Against the rubric: a score per criterion, weighted; the verdict too when there is no gold answer (`rubric_pass`). */
+  async #byRubric(item: GradeItem, criteria: readonly Criterion[], decides: boolean, signal: AbortSignal | undefined): Promise<Found> {
+    const kind = rubricKind(criteria);
+    const asked = await this.#client.ask(kind, rubricMaterial(item.question, item.answer, criteria), signal);
+    const base = { step: 'rubric', prompt: this.#client.tag(kind) } as const;
+    const fields: Partial<Judgement> = { judge_model: this.settings.model };
+    if ('error' in asked) return { ...base, fields, unjudged: asked };
+    const score = round4(weightedScore(criteria, asked.value.map((c) => c.score)));
+    return {
+      ...base,
+      verdict: decides ? (score >= this.settings.rubric_pass ? 'correct' : 'incorrect') : undefined,
+      fields: { ...fields, criteria: asked.value, rubric_score: score, ...(asked.cached ? { cached: true } : {}) },
+    };
+  }
 }

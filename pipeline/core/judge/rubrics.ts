@@ -5,7 +5,8 @@
  * carries them as `rubrics` (or `rubric`, RaR's name); the sampler passes them through `meta`.
  *
  * The judge scores every criterion of one answer in one request (prompts/judge-rubric.txt),
- * each 0..1, and replies with JSON. The weighted score:
+ * each 0..1, and replies with a JSON object (read where it starts the reply: reply.ts). The
+ * weighted score:
  *
  *   rubric_score = Σ score·weight / Σ (positive weights), clamped to 0..1
  *
@@ -14,8 +15,8 @@
  * score under 1, so the plain sum is used.) A rubric of pitfalls alone scores
  * 1 − Σ score·|weight| / Σ |weight|.
  */
-import { jsonrepair } from 'jsonrepair';
 import type { CriterionScore } from '../../../schemas/index.js';
+import { readJsonReply } from './reply.js';
 
 export interface Criterion {
   readonly description: string;
@@ -36,7 +37,8 @@ const RUBRIC_KEYS = ['rubrics', 'rubric'] as const;
  * none (no `rubrics`/`rubric` list), a problem when the list is there but not a rubric.
  */
 export function readRubrics(fields: Readonly<Record<string, unknown>> | undefined): Criterion[] | RubricProblem | undefined {
-  if (fields === undefined) return undefined;
+  // A foreign row's `meta` may be anything.
+  if (fields === undefined || fields === null || typeof fields !== 'object') return undefined;
   const key = RUBRIC_KEYS.find((k) => Object.hasOwn(fields, k) && Array.isArray(fields[k]));
   if (key === undefined) return undefined;
   const list = fields[key] as unknown[];
@@ -84,25 +86,6 @@ export function weightedScore(criteria: readonly Criterion[], scores: readonly n
   return Math.min(1, Math.max(0, raw));
 }
 
-/** The JSON value in a reply: a ```json fence, else from the first `{` or `[` to the last `}` or `]`, repaired if need be. */
-function jsonIn(text: string): unknown {
-  const fenced = /```(?:json)?\s*([\s\S]*?)```/i.exec(text);
-  const src = fenced ? fenced[1]! : text;
-  const start = src.search(/[{[]/);
-  const end = Math.max(src.lastIndexOf('}'), src.lastIndexOf(']'));
-  if (start < 0 || end < start) return undefined;
-  const body = src.slice(start, end + 1);
-  try {
-    return JSON.parse(body);
-  } catch {
-    try {
-      return JSON.parse(jsonrepair(body));
-    } catch {
-      return undefined;
-    }
-  }
-}
-
 const num = (v: unknown): number | undefined => {
   const n = typeof v === 'string' && v.trim() !== '' ? Number(v) : v;
   return typeof n === 'number' && Number.isFinite(n) ? n : undefined;
@@ -111,11 +94,14 @@ const num = (v: unknown): number | undefined => {
 /**
  * The scores in a rubric reply, one per criterion in order, each 0..1, with its reason; or
  * undefined when the reply does not give exactly that (a missing criterion, a score outside
- * 0..1, no JSON): an unreadable reply, never a guess.
+ * 0..1, no JSON object or array starting the reply): an unreadable reply, never a guess. JSON
+ * further on in the reply is not read (reply.ts): it may be a quote of the answer.
  */
 export function parseRubricReply(reply: string, criteria: readonly Criterion[]): CriterionScore[] | undefined {
-  const text = reply.replace(/<think>[\s\S]*?<\/think>/gi, ' ');
-  const value = jsonIn(text);
+  return readJsonReply(reply, (value) => scoresOf(value, criteria));
+}
+
+function scoresOf(value: unknown, criteria: readonly Criterion[]): CriterionScore[] | undefined {
   const list = Array.isArray(value) ? value : (value as { scores?: unknown } | undefined)?.scores;
   if (!Array.isArray(list) || list.length !== criteria.length) return undefined;
   const scores = new Array<{ score: number; reasoning?: string } | undefined>(criteria.length);

@@ -98,6 +98,17 @@ describe('the judge in the loop', () => {
     expect(judge.stats().chatRequests).toBe(16);
   });
 
+  it('a judge that quotes every answer it grades, before and after its verdict (judge_quotes), gives each sample the verdict its answer earns', async () => {
+    const judge = await judgeSim({ seed: 1, misbehave: { judge_quotes: 1 } });
+    const questions = writeQuestions(dir, questionRows.slice(0, 6));
+    const { ok, failed } = await generate('quotes', { questions: { path: questions }, validation: { judge: judgeConfig(judge.url, { cache: false }) } });
+    const all = [...ok, ...failed];
+    expect(all).toHaveLength(6);
+    for (const t of all) expect(t.judgement.verdict, t.id).toBe(holds(t.final_answer, t.gold_answer) ? 'correct' : 'incorrect');
+    expect(judge.stats().judgeRequests).toBeGreaterThan(0);
+    expect(judge.stats().misbehaviours.judge_quotes).toBe(judge.stats().judgeRequests);
+  });
+
   it('the cheap steps decide what they can without a request: exact, normalised, F1 ≥ threshold; the LLM only the rest', async () => {
     // The answers of a run without a judge (the same sim seed gives the same answers in a fresh sim).
     const probe = await startSim({ port: 0, seed: 3 });
