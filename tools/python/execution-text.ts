@@ -56,10 +56,13 @@ export function pyRepr(s: string): string {
 
 const hex = (n: number, width: number): string => n.toString(16).padStart(width, '0');
 
-/** The stream's text, with a line saying how much was cut when the code wrote more than was kept. */
+/**
+ * The stream's text; when the code wrote more than was kept, a first line says so (first, so
+ * that the cut of the whole result cannot take it away).
+ */
 export function streamText(s: StreamText): string {
   if (s.totalBytes <= s.keptBytes) return s.text;
-  return `${s.text}\n[output truncated: ${s.totalBytes} bytes written, the first ${s.keptBytes} kept]\n`;
+  return `[output truncated: ${s.totalBytes} bytes written, the first ${s.keptBytes} kept]\n${s.text}`;
 }
 
 const logList = (s: StreamText): string => {
