@@ -19,6 +19,7 @@ import { benchCurate } from './curate.js';
 import { benchLifecycle } from './lifecycle.js';
 import { benchMemory } from './memory.js';
 import { benchRepairer, benchSink } from './repairer.js';
+import { benchPython } from './python.js';
 import { benchQueue } from './queue.js';
 import { benchShards } from './shards.js';
 import { benchCpu, benchThroughput } from './throughput.js';
@@ -34,6 +35,7 @@ const benches: ReadonlyArray<readonly [string, () => Promise<string>]> = [
   ['memory', benchMemory],
   ['curate', benchCurate],
   ['agents', benchAgents],
+  ['python', benchPython],
 ];
 
 const FILE = join(PACKAGE_ROOT, 'bench', 'BENCHMARKS.md');
