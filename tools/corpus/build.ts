@@ -139,6 +139,10 @@ export async function buildIndex(o: BuildOptions): Promise<BuildSummary> {
     const p = await indexLines(db, o, base, started);
     finish(db);
     return summary(db, file, { ...p, seconds: (performance.now() - started) / 1000 }, false, p.badRows);
+  } catch (err) {
+    // A write SQLite refused (a full disk, a lock held elsewhere): what was committed stays.
+    if ((err as Error).name === 'SqliteError') throw new TrajforgeError('WRITE_FAILED', `${file}: ${(err as Error).message}; the index keeps what was committed: run the same command again to go on`, { cause: err });
+    throw err;
   } finally {
     db.close();
   }

@@ -52,6 +52,7 @@ export class FtsStore implements CorpusStore {
     try {
       db = new Database(file, { readonly: true, fileMustExist: true });
       db.pragma(`cache_size = -${cacheMb * 1024}`);
+      if (!db.prepare("SELECT 1 FROM sqlite_master WHERE name = 'meta'").get()) throw new Error('not a corpus index');
       const format = readMeta(db, 'format');
       if (format !== FTS_FORMAT) throw new Error(format === undefined ? 'not a corpus index' : `index format ${format}, this trajforge reads ${FTS_FORMAT}: build it again`);
       if (readMeta(db, 'status') !== 'complete') {

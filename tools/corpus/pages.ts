@@ -4,7 +4,7 @@
  * lines at a time (`open` with a cursor: the line a page starts at), and searched for an exact
  * piece of text, case-insensitively, each match shown with the lines after it (`find`).
  * `find` never runs the pattern as a regular expression: whatever a model sends, the search
- * is a plain substring scan, linear in the document.
+ * is a plain substring scan (String.prototype.indexOf), with no backtracking.
  */
 
 /** Characters per line, as gpt-oss wraps pages. */
@@ -20,24 +20,32 @@ export const MAX_PATTERN_CHARS = 500;
 /** Characters of a search result's snippet. */
 export const SNIPPET_CHARS = 300;
 
-/** The text as lines of at most `width` characters, broken at spaces where there are some; blank lines kept. */
-export function wrapLines(text: string, width = LINE_WIDTH): string[] {
-  const out: string[] = [];
+/**
+ * The text as lines of at most `width` characters, broken at spaces where there are some, blank
+ * lines kept; and after each line what its break took out (a space, a newline, or nothing for
+ * a word cut in two), so the lines can be searched as the text they came from.
+ */
+function wrap(text: string, width: number): { lines: string[]; breaks: string[] } {
+  const lines: string[] = [];
+  const breaks: string[] = [];
   for (const raw of text.replace(/\r\n?/g, '\n').split('\n')) {
     let line = raw;
-    if (line === '') out.push('');
-    while (line !== '') {
-      if (line.length <= width) {
-        out.push(line);
-        break;
-      }
+    while (line.length > width) {
       const space = line.lastIndexOf(' ', width);
       const cut = space > 0 ? space : width;
-      out.push(line.slice(0, cut));
+      lines.push(line.slice(0, cut));
+      breaks.push(space > 0 ? ' ' : '');
       line = line.slice(space > 0 ? cut + 1 : cut);
     }
+    lines.push(line);
+    breaks.push('\n');
   }
-  return out;
+  return { lines, breaks };
+}
+
+/** The text as lines of at most `width` characters, broken at spaces where there are some; blank lines kept. */
+export function wrapLines(text: string, width = LINE_WIDTH): string[] {
+  return wrap(text, width).lines;
 }
 
 const numbered = (lines: readonly string[], from: number): string => lines.map((l, i) => `L${from + i}: ${l}`).join('\n');
@@ -70,20 +78,48 @@ export interface FoundMatches {
   readonly lines: readonly number[];
 }
 
-/** The lines holding `pattern` (case-insensitive, literal), each shown with the lines after it, as gpt-oss's find does. */
+/**
+ * Where `pattern` occurs (case-insensitive, literal, also across a line break), each match shown
+ * from its first line on, as gpt-oss's find does; a match inside the lines already shown for
+ * the one before is not shown again.
+ */
 export function findInText(text: string, pattern: string): FoundMatches {
+  const { lines, breaks } = wrap(text, LINE_WIDTH);
+  // Lower-cased line by line, so that offsets in the joined text map back to lines even where lower-casing changes a length.
+  const starts: number[] = [];
+  let flat = '';
+  for (let i = 0; i < lines.length; i++) {
+    starts.push(flat.length);
+    flat += lines[i]!.toLowerCase() + breaks[i]!;
+  }
   const needle = pattern.toLowerCase();
-  const all = wrapLines(text);
   const blocks: string[] = [];
   const found: number[] = [];
-  for (let i = 0; i < all.length && found.length < MAX_FIND_MATCHES; i++) {
-    if (!all[i]!.toLowerCase().includes(needle)) continue;
-    found.push(i);
-    blocks.push(`match ${found.length - 1} at L${i}\n${numbered(all.slice(i, i + FIND_CONTEXT_LINES), i)}`);
-    i += FIND_CONTEXT_LINES - 1;
+  let from = 0;
+  while (found.length < MAX_FIND_MATCHES) {
+    const at = flat.indexOf(needle, from);
+    if (at < 0) break;
+    const line = lineAt(starts, at);
+    found.push(line);
+    blocks.push(`match ${found.length - 1} at L${line}\n${numbered(lines.slice(line, line + FIND_CONTEXT_LINES), line)}`);
+    const next = line + FIND_CONTEXT_LINES;
+    if (next >= lines.length) break;
+    from = starts[next]!;
   }
-  if (found.length === 0) return { text: `No match for ${JSON.stringify(pattern)} in the document's ${all.length} lines.`, lines: [] };
+  if (found.length === 0) return { text: `No match for ${JSON.stringify(pattern)} in the document's ${lines.length} lines.`, lines: [] };
   return { text: blocks.join('\n\n'), lines: found };
+}
+
+/** The line an offset of the joined text falls in: the last start at or before it. */
+function lineAt(starts: readonly number[], offset: number): number {
+  let lo = 0;
+  let hi = starts.length - 1;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (starts[mid]! <= offset) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
 }
 
 /**
