@@ -275,6 +275,19 @@ describe('the corpus server over an on-disk index', () => {
     expect(byId.get('css.properties.grid')!.abstract.replace(/\s+/g, ' ')).toContain(grid.snippet.replace(/…$/, '').split(' ').slice(0, 6).join(' '));
   });
 
+  it('puts the gold document in the top 5 for at least 95% of the bank questions', async () => {
+    const questions = readFileSync(join(ROOT, 'data', 'questions.jsonl'), 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { question: string; meta: { feature: string } });
+    let hits = 0;
+    for (const q of questions) {
+      const page = await ok<{ results: { id: string }[] }>(client, 'search', { query: q.question, k: 5 });
+      if (page.results.some((r) => r.id === q.meta.feature)) hits++;
+    }
+    expect(hits / questions.length).toBeGreaterThanOrEqual(0.95);
+  }, 180_000);
+
   it('open pages through a document: each page starts where the last one said, and together they are the whole text', async () => {
     const longest = docs.reduce((a, b) => (b.abstract.length > a.abstract.length ? b : a));
     const lines: string[] = [];

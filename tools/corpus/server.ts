@@ -11,8 +11,9 @@
  * the default: fast to start when a prebuilt index lies next to it) or indexed on disk at first
  * use into the cache directory (`--engine sqlite`; first-use.ts).
  * Options: --tools LIST (which tools to offer: names, or all; by default pubmed_search and
- * read_document for a corpus in memory, all five for an on-disk index), --cache-mb N (SQLite's page cache), --page-lines N (open's page), --blocklist FILE
- * and --block RULE (the benchmark-leak guard; tools/web/policy.ts).
+ * read_document for a corpus in memory, all five for an on-disk index), --cache-mb N
+ * (SQLite's page cache), --page-lines N (open's page), --blocklist FILE and --block RULE (the
+ * benchmark-leak guard; tools/web/policy.ts).
  * Fault switches exist so the executor's handling of broken servers can be tested against a
  * real process: --fail-start, --crash-every N, --hang-every N, --junk-stdout, --delay-ms N,
  * --junk-every N (a line that is not JSON-RPC on stdout before every Nth answer),
@@ -80,23 +81,23 @@ function offeredTools(flag: string | undefined, engine: string): Set<CorpusToolN
 }
 
 /** The store the flags ask for, and a line for stderr saying what was opened and how. */
-async function openStore(f: Flags): Promise<{ store: CorpusStore; what: string }> {
+async function openStore(f: Flags): Promise<{ store: CorpusStore; source: string; how: string }> {
   const engine = f.engine ?? (f.index === undefined ? 'memory' : 'sqlite');
   if (engine !== 'memory' && engine !== 'sqlite') fatal(`--engine must be memory or sqlite, got ${JSON.stringify(engine)}`);
   if (f.index !== undefined && (f.corpus !== undefined || engine === 'memory')) fatal('--index serves an index built by `trajforge corpus index`: give it alone, without --corpus or --engine memory');
   const corpusPath = resolveCorpusPath(f.corpus);
   if (engine === 'memory') {
     const opened = openCorpus(corpusPath);
-    return { store: new MemoryStore(opened.index), what: `${corpusPath} (${opened.source === 'prebuilt' ? 'prebuilt index' : 'index built'})` };
+    return { store: new MemoryStore(opened.index), source: corpusPath, how: opened.source === 'prebuilt' ? 'prebuilt index' : 'index built' };
   }
   // Loaded only here: a server of the in-memory corpus (every test and demo) starts without SQLite.
   const { DEFAULT_CACHE_MB, FtsStore } = await import('./fts-store.js');
   const cacheMb = f['cache-mb'] ?? DEFAULT_CACHE_MB;
-  if (f.index !== undefined) return { store: FtsStore.open(f.index, cacheMb), what: `the index ${f.index}` };
+  if (f.index !== undefined) return { store: FtsStore.open(f.index, cacheMb), source: f.index, how: 'on-disk index' };
   if (!existsSync(corpusPath)) throw new CorpusError(corpusPath, null, 'cannot read corpus (ENOENT)');
   const [{ indexAtFirstUse }, { defaultCacheDir }] = await Promise.all([import('./first-use.js'), import('../../pipeline/core/cache.js')]);
   const { dir, built } = await indexAtFirstUse(corpusPath, defaultCacheDir());
-  return { store: FtsStore.open(dir, cacheMb), what: `${corpusPath} (on-disk index ${built ? 'built' : 'found'} in ${dir})` };
+  return { store: FtsStore.open(dir, cacheMb), source: corpusPath, how: `on-disk index ${built ? 'built' : 'found'} in ${dir}` };
 }
 
 async function main(): Promise<void> {
@@ -116,7 +117,7 @@ async function main(): Promise<void> {
   try {
     const opened = await openStore(f);
     store = opened.store;
-    process.stderr.write(`corpus server: ${store.size} documents from ${opened.what}, ${Math.round(performance.now() - started)} ms\n`);
+    process.stderr.write(`corpus server: ${store.size} documents from ${opened.source} (${opened.how}, ${Math.round(performance.now() - started)} ms)\n`);
   } catch (err) {
     if (err instanceof CorpusError || err instanceof TrajforgeError) fatal(err.message);
     throw err;
