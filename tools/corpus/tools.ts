@@ -67,6 +67,19 @@ function lookup(t: CorpusTools, id: string, tool: string): { doc: CorpusRecord }
 
 const urlPart = (d: CorpusRecord): { url?: string } => (d.url === null ? {} : { url: d.url });
 
+/**
+ * A call on one document (read_document, open, find): the fault hooks around it, the lookup
+ * (refused when unknown or blocked), the call log line, then `answer` with the document.
+ */
+async function onDocument(t: CorpusTools, id: string, searchTool: string, log: { tool: string; what: string } & Record<string, unknown>, answer: (d: CorpusRecord) => Reply): Promise<Reply> {
+  const { n, hang } = await t.hooks.before();
+  if (hang) return never();
+  const found = lookup(t, id, searchTool);
+  const { what, ...line } = log;
+  t.hooks.after(n, what, { ...line, found: 'doc' in found });
+  return 'refused' in found ? found.refused : answer(found.doc);
+}
+
 export function registerCorpusTools(server: McpServer, t: CorpusTools): void {
   registerPubmedShaped(server, t);
   registerBrowser(server, t);
@@ -120,15 +133,10 @@ function registerPubmedShaped(server: McpServer, t: CorpusTools): void {
           id: z.string().describe('The document id, exactly as pubmed_search returned it (its paperId)'),
         },
       },
-      async ({ id }) => {
-        const { n, hang } = await t.hooks.before();
-        if (hang) return never();
-        const found = lookup(t, id, 'pubmed_search');
-        t.hooks.after(n, id, { tool: 'read_document', id, found: 'doc' in found });
-        if ('refused' in found) return found.refused;
-        const d = found.doc;
-        return reply({ documents: [{ paperId: d.id, title: d.title, authors: d.authors, year: d.year, venue: d.venue, text: t.hooks.pad(d.text) }] });
-      },
+      async ({ id }) =>
+        onDocument(t, id, 'pubmed_search', { tool: 'read_document', what: id, id }, (d) =>
+          reply({ documents: [{ paperId: d.id, title: d.title, authors: d.authors, year: d.year, venue: d.venue, text: t.hooks.pad(d.text) }] }),
+        ),
     );
   }
 }
@@ -177,17 +185,11 @@ function registerBrowser(server: McpServer, t: CorpusTools): void {
           lines: z.number().int().min(1).max(MAX_PAGE_LINES).optional().describe(`Lines to show (1-${MAX_PAGE_LINES}, default ${pageLines})`),
         },
       },
-      async ({ id, cursor, lines }) => {
-        const { n, hang } = await t.hooks.before();
-        if (hang) return never();
-        const found = lookup(t, id, 'search');
-        t.hooks.after(n, id, { tool: 'open', id, cursor, found: 'doc' in found });
-        if ('refused' in found) return found.refused;
-        const d = found.doc;
-        const page = openPage(t.hooks.pad(d.text), cursor, lines ?? pageLines);
-        if (typeof page === 'string') return failure(page);
-        return reply({ documents: [{ id: d.id, ...urlPart(d), title: d.title, ...page }] });
-      },
+      async ({ id, cursor, lines }) =>
+        onDocument(t, id, 'search', { tool: 'open', what: id, id, cursor }, (d) => {
+          const page = openPage(t.hooks.pad(d.text), cursor, lines ?? pageLines);
+          return typeof page === 'string' ? failure(page) : reply({ documents: [{ id: d.id, ...urlPart(d), title: d.title, ...page }] });
+        }),
     );
   }
   if (t.offer.has('find')) {
@@ -204,16 +206,11 @@ function registerBrowser(server: McpServer, t: CorpusTools): void {
           pattern: z.string().min(1).max(MAX_PATTERN_CHARS).describe('The text to find, taken literally'),
         },
       },
-      async ({ id, pattern }) => {
-        const { n, hang } = await t.hooks.before();
-        if (hang) return never();
-        const found = lookup(t, id, 'search');
-        t.hooks.after(n, pattern, { tool: 'find', id, pattern, found: 'doc' in found });
-        if ('refused' in found) return found.refused;
-        const d = found.doc;
-        const m = findInText(t.hooks.pad(d.text), pattern);
-        return reply({ documents: [{ id: d.id, ...urlPart(d), title: d.title, pattern, matches: m.lines.length, lines: m.lines, text: m.text }] });
-      },
+      async ({ id, pattern }) =>
+        onDocument(t, id, 'search', { tool: 'find', what: pattern, id, pattern }, (d) => {
+          const m = findInText(t.hooks.pad(d.text), pattern);
+          return reply({ documents: [{ id: d.id, ...urlPart(d), title: d.title, pattern, matches: m.lines.length, lines: m.lines, text: m.text }] });
+        }),
     );
   }
 }
