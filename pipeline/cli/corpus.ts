@@ -1,6 +1,7 @@
 /** `trajforge corpus index DOCS.jsonl[.gz] --out DIR`: build (or finish) the on-disk index the corpus server's `--index DIR` serves. */
 import { parseArgs } from 'node:util';
-import { buildIndex, DEFAULT_BATCH_DOCS, type BuildProgress, type BuildSummary } from '../../tools/corpus/build.js';
+import type { BuildProgress, BuildSummary } from '../../tools/corpus/build.js';
+import { DEFAULT_BATCH_DOCS, withSqlite } from '../../tools/corpus/fts.js';
 import { TrajforgeError } from '../errors.js';
 import { numberFlag } from './flags.js';
 
@@ -61,6 +62,7 @@ export async function run(argv: string[]): Promise<number> {
   if (!Number.isInteger(batch) || batch < 1) throw new TrajforgeError('BAD_USAGE', `--batch: expected a whole number of at least 1, got "${values.batch}"`);
   const onBadRow = values['on-bad-row'] ?? 'error';
   if (onBadRow !== 'error' && onBadRow !== 'skip') throw new TrajforgeError('BAD_USAGE', `--on-bad-row: expected error or skip, got "${onBadRow}"`);
+  const { buildIndex } = await withSqlite(() => import('../../tools/corpus/build.js'));
   let last = 0;
   const summary = await buildIndex({
     input: positionals[0]!,

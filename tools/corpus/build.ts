@@ -13,12 +13,10 @@ import { createInterface } from 'node:readline';
 import { createGunzip } from 'node:zlib';
 import Database from 'better-sqlite3';
 import { TrajforgeError } from '../../pipeline/errors.js';
-import { FTS_FORMAT, INDEX_FILE, SCHEMA, docMeta, readMeta, textTerms, writeMeta, type Db } from './fts.js';
+import { DEFAULT_BATCH_DOCS, FTS_FORMAT, INDEX_FILE, SCHEMA, docMeta, readMeta, textTerms, writeMeta, type Db } from './fts.js';
 import { DEFAULTS } from './search.js';
 import { recordFromRow, RowError, type CorpusRecord } from './record.js';
 
-/** Documents per transaction: what a kill can cost, against the cost of a commit. */
-export const DEFAULT_BATCH_DOCS = 5_000;
 /** Bytes of the input's head that identify it, so a resume never continues another file. */
 const HEAD_BYTES = 1 << 20;
 

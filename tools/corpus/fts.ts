@@ -11,12 +11,15 @@
  * no character of a user's query is FTS5 syntax (`"`, `*`, `NEAR`, `-`, `:`, `^` are text).
  */
 import type BetterSqlite3 from 'better-sqlite3';
+import { TrajforgeError } from '../../pipeline/errors.js';
 import { tokenize, DEFAULTS } from './search.js';
 import type { CorpusRecord } from './record.js';
 
 export const FTS_FORMAT = 'trajforge-corpus-fts/1';
 /** The index file inside an index directory. */
 export const INDEX_FILE = 'corpus.sqlite';
+/** Documents per transaction of a build: what a kill can cost, against the cost of a commit. */
+export const DEFAULT_BATCH_DOCS = 5_000;
 /** Query terms past this many are left out: a page of text pasted as a query must not become a query of thousands of terms. */
 export const MAX_QUERY_TERMS = 64;
 
@@ -96,3 +99,23 @@ export function recordOf(row: DocRow): CorpusRecord {
 
 /** The title's weight against the text's in BM25, as in the in-memory index. */
 export const TITLE_WEIGHT = DEFAULTS.titleBoost;
+
+/**
+ * Loads a module that needs better-sqlite3, an optional peer dependency (it compiles SQLite on
+ * install where no prebuilt binary can be had, a cost only the on-disk index should bring):
+ * when it is missing or was not built, says how to install it instead of a stack trace.
+ */
+export async function withSqlite<T>(load: () => Promise<T>): Promise<T> {
+  try {
+    return await load();
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    const missing = (e.code === 'ERR_MODULE_NOT_FOUND' && /better-sqlite3/.test(e.message)) || /bindings file|better_sqlite3\.node/.test(e.message ?? '');
+    if (!missing) throw err;
+    throw new TrajforgeError(
+      'BAD_USAGE',
+      'the on-disk corpus index needs better-sqlite3, an optional dependency of trajforge: install it with `npm install better-sqlite3@12` (where no prebuilt binary can be downloaded it compiles SQLite: python3, make and a C++ compiler)',
+      { cause: err },
+    );
+  }
+}

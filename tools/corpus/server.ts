@@ -33,6 +33,7 @@ import { TrajforgeError } from '../../pipeline/errors.js';
 import { PACKAGE_ROOT, PACKAGE_VERSION } from '../../pipeline/paths.js';
 import { exitWith, serverFlags } from '../shared/flags.js';
 import { LeakGuard, leakRules } from '../web/policy.js';
+import { withSqlite } from './fts.js';
 import { DEFAULT_PAGE_LINES, MAX_PAGE_LINES } from './pages.js';
 import { CorpusError, openCorpus } from './search.js';
 import { MemoryStore, type CorpusStore } from './store.js';
@@ -91,11 +92,11 @@ async function openStore(f: Flags): Promise<{ store: CorpusStore; source: string
     return { store: new MemoryStore(opened.index), source: corpusPath, how: opened.source === 'prebuilt' ? 'prebuilt index' : 'index built' };
   }
   // Loaded only here: a server of the in-memory corpus (every test and demo) starts without SQLite.
-  const { DEFAULT_CACHE_MB, FtsStore } = await import('./fts-store.js');
+  const { DEFAULT_CACHE_MB, FtsStore } = await withSqlite(() => import('./fts-store.js'));
   const cacheMb = f['cache-mb'] ?? DEFAULT_CACHE_MB;
   if (f.index !== undefined) return { store: FtsStore.open(f.index, cacheMb), source: f.index, how: 'on-disk index' };
   if (!existsSync(corpusPath)) throw new CorpusError(corpusPath, null, 'cannot read corpus (ENOENT)');
-  const [{ indexAtFirstUse }, { defaultCacheDir }] = await Promise.all([import('./first-use.js'), import('../../pipeline/core/cache.js')]);
+  const [{ indexAtFirstUse }, { defaultCacheDir }] = await Promise.all([withSqlite(() => import('./first-use.js')), import('../../pipeline/core/cache.js')]);
   const { dir, built } = await indexAtFirstUse(corpusPath, defaultCacheDir());
   return { store: FtsStore.open(dir, cacheMb), source: corpusPath, how: `on-disk index ${built ? 'built' : 'found'} in ${dir}` };
 }
@@ -103,6 +104,8 @@ async function openStore(f: Flags): Promise<{ store: CorpusStore; source: string
 async function main(): Promise<void> {
   const f = serverFlags('corpus', process.argv.slice(2), FLAGS);
   if (f['fail-start']) fatal('failing at start as asked (--fail-start)');
+  // Checked before the corpus is opened (which may mean building its index): a mistyped name fails at once.
+  const offer = offeredTools(f.tools, f.engine ?? (f.index === undefined ? 'memory' : 'sqlite'));
   const pageLines = f['page-lines'] ?? DEFAULT_PAGE_LINES;
   if (pageLines > MAX_PAGE_LINES) fatal(`--page-lines must be at most ${MAX_PAGE_LINES}`);
   let guard: LeakGuard;
@@ -127,7 +130,7 @@ async function main(): Promise<void> {
   if (f['junk-stdout']) process.stdout.write('corpus server: this line is not JSON-RPC\n');
 
   const server = new McpServer({ name: 'trajforge-corpus', version: PACKAGE_VERSION });
-  registerCorpusTools(server, { store, offer: offeredTools(f.tools, store.engine), guard: guard!, hooks: faultHooks(f), pageLines });
+  registerCorpusTools(server, { store, offer, guard: guard!, hooks: faultHooks(f), pageLines });
   await server.connect(new StdioServerTransport());
 }
 
