@@ -250,7 +250,7 @@ export async function writeCurateData(dir: string, rows = ROWS, evalItems = EVAL
   return { rows: file, eval: evalFile, bytes, nearDuplicates: near, exactDuplicates: exact, copies, contaminated };
 }
 
-interface Measured {
+export interface Measured {
   seconds: number;
   peakRssMb: number;
   code: number | null;
@@ -258,7 +258,7 @@ interface Measured {
   stderr: string;
 }
 
-function measure(args: string[]): Promise<Measured> {
+export function measure(args: string[]): Promise<Measured> {
   return new Promise((resolve, reject) => {
     const started = performance.now();
     const child = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });

@@ -15,6 +15,7 @@ import { cpus, platform, release } from 'node:os';
 import { join } from 'node:path';
 import { PACKAGE_ROOT } from '../pipeline/paths.js';
 import { benchAgents } from './agents.js';
+import { benchCorpus } from './corpus.js';
 import { benchCurate } from './curate.js';
 import { benchLifecycle } from './lifecycle.js';
 import { benchMemory } from './memory.js';
@@ -36,6 +37,7 @@ const benches: ReadonlyArray<readonly [string, () => Promise<string>]> = [
   ['curate', benchCurate],
   ['agents', benchAgents],
   ['python', benchPython],
+  ['corpus', benchCorpus],
 ];
 
 const FILE = join(PACKAGE_ROOT, 'bench', 'BENCHMARKS.md');

@@ -27,6 +27,7 @@ Usage:
   trajforge report --serve RUN [--port N]                the same report on 127.0.0.1, updated while the run writes
   trajforge dedup <file|run>… --out F [--clusters F]     drop near-duplicate questions, one kept per cluster
   trajforge decontaminate <file|run|->… --against F… [--drop] --out F   flag rows that overlap eval sets (13-grams)
+  trajforge corpus index DOCS.jsonl[.gz] --out DIR   an on-disk full-text index for the corpus server (--index DIR)
   (validate, filter and stats read trajforge records, DR Tulu generator rows and chat rows;
    --format F forces one, --on-bad-row skip counts bad rows instead of stopping)
   trajforge sim [options]                   start the offline OpenAI-compatible model stand-in
@@ -90,6 +91,7 @@ export async function main(argv: string[]): Promise<number> {
       case 'report':
       case 'dedup':
       case 'decontaminate':
+      case 'corpus':
       case 'enqueue':
       case 'worker':
       case 'status': {

@@ -162,7 +162,8 @@ export interface CorpusIndexOptions {
 
 type ResolvedOptions = Required<CorpusIndexOptions>;
 
-const DEFAULTS: ResolvedOptions = { titleBoost: 3, commonTermShare: 0.5, commonTermMinDocs: 20 };
+/** The ranking's defaults; the on-disk index (fts.ts) weighs titles and drops common terms by the same numbers. */
+export const DEFAULTS: ResolvedOptions = { titleBoost: 3, commonTermShare: 0.5, commonTermMinDocs: 20 };
 
 /**
  * Bumped whenever tokenize() or the way documents are fed to MiniSearch changes, so that a

@@ -1,12 +1,19 @@
 /**
- * MCP server over stdio that searches a local JSONL corpus and answers in the shape of
- * `pubmed_search`, so every example and test runs with no network and no keys; and
- * `read_document`, which gives one document whole by the id search returned (the browsing
- * sub-agent's "open the page").
+ * MCP server over stdio for an offline corpus: OpenResearcher's browsing primitives `search`,
+ * `open` and `find`, and `pubmed_search` / `read_document` in the shapes of a PubMed search
+ * (tools.ts), so every example and test runs with no network and no keys.
  *
- *   node dist/tools/corpus/server.js [--corpus PATH] [fault switches]
+ *   node dist/tools/corpus/server.js [--corpus PATH [--engine memory|sqlite] | --index DIR] [options] [fault switches]
  *
- * Corpus: --corpus PATH, else $CORPUS_PATH, else <package root>/data/corpus.jsonl.
+ * What it serves: `--index DIR`, an on-disk SQLite FTS5 index that `trajforge corpus index`
+ * built (millions of documents in tens of MB of memory); else a JSONL corpus (--corpus PATH,
+ * else $CORPUS_PATH, else <package root>/data/corpus.jsonl), held in memory (`--engine memory`,
+ * the default: fast to start when a prebuilt index lies next to it) or indexed on disk at first
+ * use into the cache directory (`--engine sqlite`; first-use.ts).
+ * Options: --tools LIST (which tools to offer: names, or all; by default pubmed_search and
+ * read_document for a corpus in memory, all five for an on-disk index), --cache-mb N
+ * (SQLite's page cache), --page-lines N (open's page), --blocklist FILE and --block RULE (the
+ * benchmark-leak guard; tools/web/policy.ts).
  * Fault switches exist so the executor's handling of broken servers can be tested against a
  * real process: --fail-start, --crash-every N, --hang-every N, --junk-stdout, --delay-ms N,
  * --junk-every N (a line that is not JSON-RPC on stdout before every Nth answer),
@@ -14,24 +21,33 @@
  * --huge-result N (the first document of every result carries N more characters),
  * --crash-while FILE (every call kills the process while FILE exists: a server that is down
  * for a while, across restarts, and comes back when the file is removed). The faults count
- * and hit the calls of both tools alike.
+ * and hit the calls of every tool alike.
  * $CORPUS_CALL_LOG names a file that gets one JSON line per answered call.
  */
-import { appendFileSync, existsSync } from 'node:fs';
+import { appendFileSync, existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import { z } from 'zod';
+import { TrajforgeError } from '../../pipeline/errors.js';
 import { PACKAGE_ROOT, PACKAGE_VERSION } from '../../pipeline/paths.js';
 import { exitWith, serverFlags } from '../shared/flags.js';
-import { CorpusError, type CorpusIndex, openCorpus } from './search.js';
-
-const TOOL_NAME = 'pubmed_search';
-const READ_TOOL = 'read_document';
+import { LeakGuard, leakRules } from '../web/policy.js';
+import { withSqlite } from './fts.js';
+import { DEFAULT_PAGE_LINES, MAX_PAGE_LINES } from './pages.js';
+import { CorpusError, openCorpus } from './search.js';
+import { MemoryStore, type CorpusStore } from './store.js';
+import { CORPUS_TOOL_NAMES, registerCorpusTools, type CallHooks, type CorpusToolName } from './tools.js';
 
 const FLAGS = {
   corpus: { kind: 'string' },
+  index: { kind: 'string' },
+  engine: { kind: 'string' },
+  'cache-mb': { kind: 'int', min: 1 },
+  'page-lines': { kind: 'int', min: 1 },
+  blocklist: { kind: 'string' },
+  block: { kind: 'string', multiple: true },
+  tools: { kind: 'string' },
   'fail-start': { kind: 'bool' },
   'crash-every': { kind: 'int', min: 1 },
   'hang-every': { kind: 'int', min: 1 },
@@ -43,134 +59,113 @@ const FLAGS = {
   'crash-while': { kind: 'string' },
 } as const;
 
+type Flags = ReturnType<typeof serverFlags<typeof FLAGS>>;
+
 function resolveCorpusPath(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
   return flag ?? (env.CORPUS_PATH || join(PACKAGE_ROOT, 'data', 'corpus.jsonl'));
 }
 
 const fatal = (message: string): never => exitWith('corpus', message);
 
+/**
+ * `--tools a,b,…` or `all`. By default a server started as before (a JSONL corpus in memory)
+ * offers what it offered before, `pubmed_search` and `read_document`, so a config that exposes
+ * every tool of the server keeps its prompt; an on-disk index offers all five.
+ */
+function offeredTools(flag: string | undefined, engine: string): Set<CorpusToolName> {
+  if (flag === undefined) return new Set(engine === 'memory' ? ['pubmed_search', 'read_document'] : CORPUS_TOOL_NAMES);
+  if (flag.trim() === 'all') return new Set(CORPUS_TOOL_NAMES);
+  const names = flag.split(',').map((n) => n.trim()).filter(Boolean);
+  const unknown = names.filter((n) => !(CORPUS_TOOL_NAMES as readonly string[]).includes(n));
+  if (unknown.length || names.length === 0) fatal(`--tools: ${unknown.length ? `no tool ${unknown.join(', ')}` : 'names no tool'}; have ${CORPUS_TOOL_NAMES.join(', ')} (or all)`);
+  return new Set(names as CorpusToolName[]);
+}
+
+/** The store the flags ask for, and a line for stderr saying what was opened and how. */
+async function openStore(f: Flags): Promise<{ store: CorpusStore; source: string; how: string }> {
+  const engine = f.engine ?? (f.index === undefined ? 'memory' : 'sqlite');
+  if (engine !== 'memory' && engine !== 'sqlite') fatal(`--engine must be memory or sqlite, got ${JSON.stringify(engine)}`);
+  if (f.index !== undefined && (f.corpus !== undefined || engine === 'memory')) fatal('--index serves an index built by `trajforge corpus index`: give it alone, without --corpus or --engine memory');
+  const corpusPath = resolveCorpusPath(f.corpus);
+  if (engine === 'memory') {
+    const opened = openCorpus(corpusPath);
+    return { store: new MemoryStore(opened.index), source: corpusPath, how: opened.source === 'prebuilt' ? 'prebuilt index' : 'index built' };
+  }
+  // Loaded only here: a server of the in-memory corpus (every test and demo) starts without SQLite.
+  const { DEFAULT_CACHE_MB, FtsStore } = await withSqlite(() => import('./fts-store.js'));
+  const cacheMb = f['cache-mb'] ?? DEFAULT_CACHE_MB;
+  if (f.index !== undefined) return { store: FtsStore.open(f.index, cacheMb), source: f.index, how: 'on-disk index' };
+  if (!existsSync(corpusPath)) throw new CorpusError(corpusPath, null, 'cannot read corpus (ENOENT)');
+  const [{ indexAtFirstUse }, { defaultCacheDir }] = await Promise.all([withSqlite(() => import('./first-use.js')), import('../../pipeline/core/cache.js')]);
+  const { dir, built } = await indexAtFirstUse(corpusPath, defaultCacheDir());
+  return { store: FtsStore.open(dir, cacheMb), source: corpusPath, how: `on-disk index ${built ? 'built' : 'found'} in ${dir}` };
+}
+
 async function main(): Promise<void> {
   const f = serverFlags('corpus', process.argv.slice(2), FLAGS);
-  const flags = {
-    corpus: f.corpus,
-    failStart: f['fail-start'] ?? false,
-    crashEvery: f['crash-every'] ?? 0,
-    hangEvery: f['hang-every'] ?? 0,
-    junkStdout: f['junk-stdout'] ?? false,
-    delayMs: f['delay-ms'] ?? 0,
-    junkEvery: f['junk-every'] ?? 0,
-    corruptEvery: f['corrupt-every'] ?? 0,
-    hugeResult: f['huge-result'] ?? 0,
-    crashWhile: f['crash-while'],
-  };
-  if (flags.failStart) fatal('failing at start as asked (--fail-start)');
-
-  const corpusPath = resolveCorpusPath(flags.corpus);
-  const started = performance.now();
-  let index: CorpusIndex;
+  if (f['fail-start']) fatal('failing at start as asked (--fail-start)');
+  // Checked before the corpus is opened (which may mean building its index): a mistyped name fails at once.
+  const offer = offeredTools(f.tools, f.engine ?? (f.index === undefined ? 'memory' : 'sqlite'));
+  const pageLines = f['page-lines'] ?? DEFAULT_PAGE_LINES;
+  if (pageLines > MAX_PAGE_LINES) fatal(`--page-lines must be at most ${MAX_PAGE_LINES}`);
+  let guard: LeakGuard;
   try {
-    const opened = openCorpus(corpusPath);
-    index = opened.index;
-    const how = opened.source === 'prebuilt' ? 'prebuilt index' : 'index built';
-    process.stderr.write(
-      `corpus server: ${index.docs.length} documents from ${corpusPath} (${how}, ${Math.round(performance.now() - started)} ms)\n`,
-    );
+    guard = new LeakGuard(leakRules(f.blocklist, f.block ?? [], (p) => readFileSync(p, 'utf8')));
   } catch (err) {
-    if (err instanceof CorpusError) fatal(err.message);
+    fatal(`--blocklist: ${(err as Error).message}`);
+  }
+
+  const started = performance.now();
+  let store: CorpusStore;
+  try {
+    const opened = await openStore(f);
+    store = opened.store;
+    process.stderr.write(`corpus server: ${store.size} documents from ${opened.source} (${opened.how}, ${Math.round(performance.now() - started)} ms)\n`);
+  } catch (err) {
+    if (err instanceof CorpusError || err instanceof TrajforgeError) fatal(err.message);
     throw err;
   }
 
   // Written before the transport exists, so the client's first read is not JSON-RPC.
-  if (flags.junkStdout) process.stdout.write('corpus server: this line is not JSON-RPC\n');
-
-  const callLog = process.env.CORPUS_CALL_LOG;
-  let calls = 0;
-  /**
-   * The fault switches, for one call that passed argument validation (those are the ones a
-   * fault can hit): `--crash-*` exit here, `hang` says the call must never answer
-   * (`--hang-every`), `--delay-ms` waits. `n` is the call's number, counted over both tools.
-   */
-  const beforeCall = async (): Promise<{ n: number; hang: boolean }> => {
-    const n = ++calls;
-    if (flags.crashEvery > 0 && n % flags.crashEvery === 0) process.exit(1);
-    if (flags.crashWhile !== undefined && existsSync(flags.crashWhile)) process.exit(1);
-    if (flags.hangEvery > 0 && n % flags.hangEvery === 0) return { n, hang: true };
-    if (flags.delayMs > 0) await sleep(flags.delayMs);
-    return { n, hang: false };
-  };
-  /** Stray output on the channel the JSON-RPC messages use, as a debug print in a server does. */
-  const junk = (n: number, what: string): void => {
-    if (flags.junkEvery > 0 && n % flags.junkEvery === 0) process.stdout.write(`corpus server: debug: call ${n}: ${what}\n`);
-    if (flags.corruptEvery > 0 && n % flags.corruptEvery === 0) process.stdout.write(`corpus server: debug: call ${n} `);
-  };
-  const pad = (text: string): string => {
-    if (flags.hugeResult <= 0) return text;
-    const filler = 'This sentence pads an oversized tool result. ';
-    return `${text} ${filler.repeat(Math.ceil(flags.hugeResult / filler.length)).slice(0, flags.hugeResult)}`;
-  };
+  if (f['junk-stdout']) process.stdout.write('corpus server: this line is not JSON-RPC\n');
 
   const server = new McpServer({ name: 'trajforge-corpus', version: PACKAGE_VERSION });
-  server.registerTool(
-    TOOL_NAME,
-    {
-      title: 'Search the local corpus',
-      description:
-        'Full-text search (BM25) over a local document corpus. Returns JSON ' +
-        '{"total", "offset", "data": [{"paperId", "title", "authors", "abstract", "year", "venue"}]}, best match first.',
-      inputSchema: {
-        query: z.string().describe('Search words: keywords or a question in natural language'),
-        limit: z.number().int().min(1).max(50).default(5).describe('Number of results to return (1-50)'),
-        offset: z.number().int().min(0).default(0).describe('Number of ranked results to skip, for paging'),
-      },
-    },
-    async ({ query, limit, offset }) => {
-      const { n, hang } = await beforeCall();
-      if (hang) return new Promise<never>(() => {});
-      let page = index.search(query, limit, offset);
-      if (flags.hugeResult > 0 && page.data[0]) {
-        page = { ...page, data: [{ ...page.data[0], abstract: pad(page.data[0].abstract) }, ...page.data.slice(1)] };
-      }
-      junk(n, query);
-      // Synchronous, so the line is on disk before the caller can see the answer.
-      if (callLog) appendFileSync(callLog, JSON.stringify({ query, limit, offset, total: page.total, call: n, pid: process.pid }) + '\n');
-      return { content: [{ type: 'text', text: JSON.stringify(page) }] };
-    },
-  );
-
-  server.registerTool(
-    READ_TOOL,
-    {
-      title: 'Read one document of the local corpus',
-      description:
-        'Reads one document of the local corpus whole, by its id: the paperId that pubmed_search returned. Returns JSON ' +
-        '{"documents": [{"paperId", "title", "authors", "year", "venue", "text"}]} holding that one document, its full text in "text". ' +
-        'An id the corpus does not hold is an error.',
-      inputSchema: {
-        id: z.string().describe('The document id, exactly as pubmed_search returned it (its paperId)'),
-      },
-    },
-    async ({ id }) => {
-      const { n, hang } = await beforeCall();
-      if (hang) return new Promise<never>(() => {});
-      // A model often pads an id it copies; ids themselves never start or end with a space.
-      const doc = index.document(id) ?? index.document(id.trim());
-      junk(n, id);
-      if (callLog) appendFileSync(callLog, JSON.stringify({ tool: READ_TOOL, id, found: doc !== undefined, call: n, pid: process.pid }) + '\n');
-      if (doc === undefined) return { isError: true, content: [{ type: 'text', text: unknownId(index, id) }] };
-      const { abstract, ...meta } = doc;
-      return { content: [{ type: 'text', text: JSON.stringify({ documents: [{ ...meta, text: pad(abstract) }] }) }] };
-    },
-  );
-
+  registerCorpusTools(server, { store, offer, guard: guard!, hooks: faultHooks(f), pageLines });
   await server.connect(new StdioServerTransport());
 }
 
-/** The error for an id the corpus does not hold, naming it, and the id it most likely meant when only its case differs. */
-function unknownId(index: CorpusIndex, id: string): string {
-  const lower = id.trim().toLowerCase();
-  const near = lower === '' ? undefined : index.docs.find((d) => d.paperId.toLowerCase() === lower);
-  const hint = near === undefined ? ' Use an id (paperId) that pubmed_search returned.' : ` Did you mean ${JSON.stringify(near.paperId)}?`;
-  return `No document with id ${JSON.stringify(id)} in the corpus.${hint}`;
+/**
+ * The fault switches, for one call that passed argument validation (those are the ones a
+ * fault can hit): `--crash-*` exit in `before`, `hang` says the call must never answer
+ * (`--hang-every`), `--delay-ms` waits; `after` writes stray output and the call log line.
+ * Calls are numbered over every tool.
+ */
+function faultHooks(f: Flags): CallHooks {
+  const callLog = process.env.CORPUS_CALL_LOG;
+  let calls = 0;
+  const huge = f['huge-result'] ?? 0;
+  return {
+    async before() {
+      const n = ++calls;
+      if (f['crash-every'] !== undefined && n % f['crash-every'] === 0) process.exit(1);
+      if (f['crash-while'] !== undefined && existsSync(f['crash-while'])) process.exit(1);
+      if (f['hang-every'] !== undefined && n % f['hang-every'] === 0) return { n, hang: true };
+      if (f['delay-ms']) await sleep(f['delay-ms']);
+      return { n, hang: false };
+    },
+    after(n, what, log) {
+      // Stray output on the channel the JSON-RPC messages use, as a debug print in a server does.
+      if (f['junk-every'] !== undefined && n % f['junk-every'] === 0) process.stdout.write(`corpus server: debug: call ${n}: ${what}\n`);
+      if (f['corrupt-every'] !== undefined && n % f['corrupt-every'] === 0) process.stdout.write(`corpus server: debug: call ${n} `);
+      // Synchronous, so the line is on disk before the caller can see the answer.
+      if (callLog) appendFileSync(callLog, JSON.stringify({ ...log, call: n, pid: process.pid }) + '\n');
+    },
+    pad(text) {
+      if (huge <= 0) return text;
+      const filler = 'This sentence pads an oversized tool result. ';
+      return `${text} ${filler.repeat(Math.ceil(huge / filler.length)).slice(0, huge)}`;
+    },
+  };
 }
 
 main().catch((err: unknown) => fatal(err instanceof Error ? (err.stack ?? err.message) : String(err)));

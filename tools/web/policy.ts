@@ -203,3 +203,121 @@ export class HostPolicy {
     return undefined;
   }
 }
+
+/**
+ * The benchmark-leak guard. An agent that can search and read the web can find an eval set's
+ * own questions and answers (a dataset page, a leaderboard, a benchmark's repository) and copy
+ * the answer: a trajectory made that way teaches nothing and leaks the eval into training
+ * data. MiroThinker refuses to scrape `huggingface.co/datasets` and `huggingface.co/spaces`
+ * pages; trajforge does the same for search results (dropped) and fetches (refused) of the
+ * web and corpus tools, over a configurable list of hosts and paths, and records each strike
+ * on the call (`_meta["trajforge/leak_guard"]` of the tool result, kept in the ToolCallRecord).
+ *
+ * A rule is `host` or `host/path`: it matches the host and its subdomains, and paths that
+ * start with the rule's path at a `/` boundary, case-insensitively, after percent-decoding and
+ * with repeated slashes collapsed (`HuggingFace.co//datasets/%67aia` is caught).
+ */
+export const DEFAULT_LEAK_BLOCKLIST: readonly string[] = [
+  'huggingface.co/datasets', // where eval sets live: GAIA, HLE, BrowseComp-Plus, FRAMES, SealQA, xbench…
+  'huggingface.co/spaces', // leaderboards and dataset viewers
+  'hf.co/datasets',
+  'hf.co/spaces',
+  'datasets-server.huggingface.co', // the dataset viewer's API: rows as JSON
+  'github.com/openai/simple-evals', // BrowseComp and SimpleQA
+  'raw.githubusercontent.com/openai/simple-evals',
+  'github.com/centerforaisafety/hle', // Humanity's Last Exam
+  'raw.githubusercontent.com/centerforaisafety/hle',
+  'lastexam.ai',
+  'github.com/texttron/browsecomp-plus',
+  'raw.githubusercontent.com/texttron/browsecomp-plus',
+];
+
+/** Where in a tool result `LeakGuard` records what it blocked. */
+export const LEAK_META_KEY = 'trajforge/leak_guard';
+
+export interface LeakStrike {
+  readonly url: string;
+  /** The rule it matched. */
+  readonly rule: string;
+  /** `result`: a search result dropped; `fetch`: a page not read. */
+  readonly where: 'result' | 'fetch';
+}
+
+interface LeakRule {
+  readonly text: string;
+  readonly host: string;
+  readonly path: string;
+}
+
+function parseRule(raw: string): LeakRule | undefined {
+  const text = raw.trim().replace(/^[a-z][a-z0-9+.-]*:\/\//i, '');
+  if (text === '' || text.startsWith('#')) return undefined;
+  const slash = text.indexOf('/');
+  const host = (slash < 0 ? text : text.slice(0, slash)).toLowerCase().replace(/\.$/, '');
+  const path = slash < 0 ? '' : normalPath(text.slice(slash)).replace(/\/+$/, '');
+  if (host === '' || /\s/.test(host)) throw new Error(`leak blocklist: ${JSON.stringify(raw.trim())} is not a host or host/path`);
+  return { text, host, path };
+}
+
+/** Lower case, percent-decoded where that decodes, repeated slashes collapsed. */
+function normalPath(path: string): string {
+  let p = path;
+  try {
+    p = decodeURIComponent(path);
+  } catch {
+    // A stray % stays as it is.
+  }
+  return p.toLowerCase().replace(/\/{2,}/g, '/');
+}
+
+export class LeakGuard {
+  readonly rules: readonly LeakRule[];
+
+  /** `rules`: lines of `host` or `host/path` (blank lines and `#` comments skipped). Throws on a rule that is not one. */
+  constructor(rules: readonly string[] = DEFAULT_LEAK_BLOCKLIST) {
+    this.rules = rules.flatMap((r) => parseRule(r.replace(/\s+#.*$/, '')) ?? []);
+  }
+
+  /** The rule a URL matches, or undefined. A URL without a scheme is read as http. */
+  match(url: string): string | undefined {
+    let u: URL;
+    try {
+      u = new URL(/^[a-z][a-z0-9+.-]*:/i.test(url.trim()) ? url.trim() : `http://${url.trim()}`);
+    } catch {
+      return undefined;
+    }
+    const host = u.hostname.toLowerCase().replace(/\.$/, '');
+    const path = normalPath(u.pathname);
+    for (const r of this.rules) {
+      if (host !== r.host && !host.endsWith(`.${r.host}`)) continue;
+      if (r.path === '' || path === r.path || path.startsWith(`${r.path}/`)) return r.text;
+    }
+    return undefined;
+  }
+
+  /** `items` without those whose URL (by `urlOf`) a rule matches; each one left out is added to `strikes`. */
+  filter<T>(items: readonly T[], urlOf: (item: T) => string | null | undefined, strikes: LeakStrike[]): T[] {
+    return items.filter((item) => {
+      const url = urlOf(item);
+      const rule = url ? this.match(url) : undefined;
+      if (rule !== undefined) strikes.push({ url: url!, rule, where: 'result' });
+      return rule === undefined;
+    });
+  }
+}
+
+/** The rules a server runs with: the file's (`--blocklist FILE`, replacing the default list) or the default, plus `--block RULE`s. */
+export function leakRules(file: string | undefined, extra: readonly string[], read: (path: string) => string): string[] {
+  const base = file === undefined ? [...DEFAULT_LEAK_BLOCKLIST] : read(file).split('\n');
+  return [...base, ...extra];
+}
+
+/** The `_meta` a tool result carries when the guard struck: nothing when it did not. */
+export function leakMeta(strikes: readonly LeakStrike[]): { _meta?: Record<string, unknown> } {
+  return strikes.length === 0 ? {} : { _meta: { [LEAK_META_KEY]: { blocked: strikes } } };
+}
+
+/** What the model is told about a page the guard would not read. */
+export function leakRefusal(url: string, rule: string): string {
+  return `Not read: ${url} matches the benchmark-leak blocklist (${rule}). Pages that host evaluation sets or their answers are off limits; find the information elsewhere.`;
+}

@@ -1,15 +1,17 @@
 /**
  * MCP server over stdio: `google_search` (Serper) and `browse_webpage` (fetch and read a page).
  *
- *   node dist/tools/web/server.js [--allow-hosts LIST] [--resolve NAME=ADDR[,ADDR…]] [--timeout-ms N] [--max-bytes N] [--max-chars N]
+ *   node dist/tools/web/server.js [--allow-hosts LIST] [--resolve NAME=ADDR[,ADDR…]] [--timeout-ms N] [--max-bytes N] [--max-chars N] [--blocklist FILE] [--block RULE]
  *
  * Environment: SERPER_API_KEY (google_search only), SERPER_BASE (default
  * https://google.serper.dev), WEB_ALLOW_HOSTS (what --allow-hosts sets; the two are joined).
  * browse_webpage refuses loopback, private, link-local and cloud-metadata targets, also behind
  * redirects and DNS names, unless the allowlist names them (see policy.ts). `--resolve` pins a
  * name to addresses without asking DNS (as curl's `--resolve` does); the policy judges them
- * like any others.
+ * like any others. The benchmark-leak guard (policy.ts; `--blocklist FILE` replaces its default
+ * list, `--block RULE` adds to it) drops search results and refuses pages that host eval sets.
  */
+import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
@@ -17,7 +19,7 @@ import { z } from 'zod';
 import { PACKAGE_VERSION } from '../../pipeline/paths.js';
 import { browse, DEFAULT_MAX_CHARS, formatBrowse } from './browse.js';
 import { DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_MS, FetchError, systemResolver, type Resolver } from './fetch-page.js';
-import { HostPolicy, type ResolvedAddress } from './policy.js';
+import { HostPolicy, LeakGuard, leakMeta, leakRefusal, leakRules, type LeakStrike, type ResolvedAddress } from './policy.js';
 import { DEFAULT_SERPER_BASE, SerperError, serperSearch } from './serper.js';
 import { exitWith, serverFlags } from '../shared/flags.js';
 
@@ -27,6 +29,8 @@ const FLAGS = {
   'timeout-ms': { kind: 'int', min: 1 },
   'max-bytes': { kind: 'int', min: 1 },
   'max-chars': { kind: 'int', min: 1 },
+  blocklist: { kind: 'string' },
+  block: { kind: 'string', multiple: true },
 } as const;
 
 const fatal = (message: string): never => exitWith('web', message);
@@ -59,6 +63,12 @@ async function main(): Promise<void> {
   } catch (err) {
     fatal((err as Error).message);
   }
+  let guard: LeakGuard;
+  try {
+    guard = new LeakGuard(leakRules(f.blocklist, f.block ?? [], (p) => readFileSync(p, 'utf8')));
+  } catch (err) {
+    fatal(`--blocklist: ${(err as Error).message}`);
+  }
   const resolve = pinnedResolver(f.resolve ?? []);
   const serperBase = env.SERPER_BASE || DEFAULT_SERPER_BASE;
   if (!/^https?:\/\//i.test(serperBase)) fatal(`SERPER_BASE is not an http(s) URL: ${JSON.stringify(serperBase)}`);
@@ -81,7 +91,9 @@ async function main(): Promise<void> {
     async ({ query, num_results, gl, hl }) => {
       try {
         const page = await serperSearch({ query, num: num_results, gl, hl }, { apiKey: env.SERPER_API_KEY, base: serperBase });
-        return { content: [{ type: 'text', text: JSON.stringify(page) }] };
+        const strikes: LeakStrike[] = [];
+        const data = guard!.filter(page.data, (d) => d.url, strikes);
+        return { content: [{ type: 'text', text: JSON.stringify({ ...page, data }) }], ...leakMeta(strikes) };
       } catch (err) {
         return failed(`google_search failed: ${err instanceof SerperError ? err.message : `unexpected failure: ${(err as Error).message}`}`);
       }
@@ -97,9 +109,16 @@ async function main(): Promise<void> {
       },
     },
     async ({ url }) => {
+      // Refused before any request, and again when a redirect ended on a blocked page.
+      const refuse = (at: string) => {
+        const rule = guard!.match(at);
+        return rule === undefined ? undefined : { ...failed(leakRefusal(at, rule)), ...leakMeta([{ url: at, rule, where: 'fetch' }]) };
+      };
+      const before = refuse(url);
+      if (before) return before;
       try {
         const r = await browse(url, { policy, resolve, timeoutMs: flags.timeoutMs, maxBytes: flags.maxBytes, maxChars: flags.maxChars });
-        return { content: [{ type: 'text', text: formatBrowse(r) }] };
+        return refuse(r.url) ?? { content: [{ type: 'text', text: formatBrowse(r) }] };
       } catch (err) {
         return failed(`browse_webpage failed: ${err instanceof FetchError ? err.message : `unexpected failure: ${(err as Error).message}`}`);
       }
