@@ -10,9 +10,10 @@
  * a body, which the executor maps onto the tool's schema); else the attributes and the body
  * (`query`) as written, for rows without records (DR Tulu's generator rows).
  *
- * Records are matched to results by order: the k-th tool result of the view answers
- * `tool_calls[k]` (the rollout appends one result per call, in call order), when the row has
- * exactly one record per result; otherwise none is used.
+ * Records are matched to calls by order: the k-th call of the view is `tool_calls[k]` (the
+ * rollout records every call it ran, in call order, and appends its result right after the
+ * turn), when the row has exactly one record per call; otherwise none is used. A turn's j-th
+ * result answers its j-th call.
  */
 import type { ToolCallRecord, Trajectory } from '../../../schemas/index.js';
 import { getDialect } from '../../dialects/index.js';
@@ -77,11 +78,11 @@ function parseObject(s: string): Record<string, unknown> | undefined {
   }
 }
 
-/** The records answering the view's results, in order, or none when they do not line up one to one. */
-function recordsFor(t: Trajectory, view: TrainingView): (ToolCallRecord | undefined)[] {
+/** The records of the calls written, in order, or none when they do not line up one to one. */
+function recordsFor(t: Trajectory, written: readonly (readonly unknown[])[]): (ToolCallRecord | undefined)[] {
   const records = Array.isArray(t.tool_calls) ? t.tool_calls : [];
-  const results = view.kinds.filter((k) => k === 'output').length;
-  return records.length === results ? records : [];
+  const calls = written.reduce((n, w) => n + w.length, 0);
+  return records.length === calls ? records : [];
 }
 
 /** A model turn's head and calls, as written. */
@@ -116,7 +117,8 @@ function writtenArguments(t: Trajectory, m: ViewMessage, index: number): Record<
 
 /** The view as exchanges; every call gets an id unique in the row. */
 export function exchangesOf(t: Trajectory, view: TrainingView): Exchange[] {
-  const records = recordsFor(t, view);
+  const anatomies = view.messages.map((m, i) => (view.kinds[i] === 'model' ? anatomy(t, m) : undefined));
+  const records = recordsFor(t, anatomies.map((a) => a?.written ?? []));
   const out: Exchange[] = [];
   const seen = new Set<string>();
   let nextRecord = 0;
@@ -130,16 +132,18 @@ export function exchangesOf(t: Trajectory, view: TrainingView): Exchange[] {
   };
   let open: { calls: Call[]; results: Result[] } | undefined;
   view.messages.forEach((m, i) => {
-    const kind = view.kinds[i]!;
+    let kind = view.kinds[i]!;
+    // A result sent as a plain user turn (MiroThinker's form, `tool_results: plain`) that the view took for a prompt: the
+    // record of the call it answers holds the same text inside its <tool_output> wrapper.
+    if (kind === 'prompt' && open !== undefined && m.content !== '' && open.calls[open.results.length]?.record?.output_text.includes(m.content)) kind = 'output';
     if (kind === 'output') {
-      const record = records[nextRecord++];
       if (open === undefined) {
         out.push({ kind: 'output', text: m.content });
         return;
       }
       // The turn's j-th result answers its j-th call.
       const call = open.calls[open.results.length];
-      const childId = record?.child_id;
+      const childId = call?.record?.child_id;
       open.results.push({ content: m.content, ...(call === undefined ? {} : { callId: call.id }), ...(childId === undefined ? {} : { childId }) });
       return;
     }
@@ -148,14 +152,14 @@ export function exchangesOf(t: Trajectory, view: TrainingView): Exchange[] {
       out.push({ kind, text: m.content });
       return;
     }
-    const { head, written } = anatomy(t, m);
-    const calls: Call[] = written.map((w, j) => {
-      const record = records[nextRecord + j];
+    const { head, written } = anatomies[i]!;
+    const calls: Call[] = written.map((w) => {
+      const record = records[nextRecord++];
       const fromRecord = record !== undefined && record.tool_name === w.name ? asObject(record.arguments) : undefined;
       return {
         id: uniqueId(record?.call_id ?? w.id),
         name: w.name,
-        arguments: w.args ?? fromRecord ?? writtenArguments(t, m, j),
+        arguments: w.args ?? fromRecord ?? writtenArguments(t, m, written.indexOf(w)),
         ...(record === undefined ? {} : { record }),
       };
     });
