@@ -5,6 +5,7 @@ import { EXPORT_FORMATS, Exporter, exportRows, formatExportCounts, latestFilter,
 import { MASK_STRATEGIES } from '../dataset/token-rows.js';
 import { TOOL_ROLES, VIEW_MODES } from '../dataset/training-view.js';
 import { SHAREGPT_CALLS } from '../dataset/formats/sharegpt.js';
+import { exportViaParquet, planParquet, type ParquetPlan } from '../dataset/formats/parquet-export.js';
 import { TOKEN_ENCODINGS } from '../core/tokens/count.js';
 import { JsonlWriter } from '../core/jsonl.js';
 import { readDataset } from '../dataset/readers.js';
@@ -35,6 +36,9 @@ other systems (DR Tulu, chat) are validated first: one that breaks a rule is a f
                       atif      Agent Trajectory Interchange Format documents (Harbor, ATIF-v1.7)
   --out F             output JSONL ('-' for stdout; required); F.parquet writes Parquet and a
                       Hugging Face dataset card (README.md) beside it
+  --card F            Parquet: the dataset card's file (default README.md beside it; none: no card).
+                      A README.md trajforge did not write is never overwritten
+  --license ID        Parquet: the card's license (default other)
   --view V            sent (default): the conversation as the last request showed it (keep-K
                       placeholders); full: every tool result in full
   --tool-role R       tool (default): tool outputs as tool turns (native: with call ids);
@@ -87,6 +91,8 @@ export async function run(argv: string[]): Promise<number> {
       view: { type: 'string' },
       'tool-role': { type: 'string' },
       'sharegpt-calls': { type: 'string' },
+      card: { type: 'string' },
+      license: { type: 'string' },
       mask: { type: 'string' },
       'empty-think': { type: 'boolean' },
       'max-tokens': { type: 'string' },
@@ -106,6 +112,7 @@ export async function run(argv: string[]): Promise<number> {
   if (!values.out) throw new TrajforgeError('BAD_USAGE', 'export: --out F is required (- for stdout)');
   const out = values.out;
   checkOutputFile('export', 'out', out);
+  const parquet = planParquet(out, format, input, { card: values.card, license: values.license });
   let selected: ((row: DatasetRow) => boolean) | undefined;
   if (values.keep?.length || values.drop?.length) {
     try {
@@ -123,7 +130,7 @@ export async function run(argv: string[]): Promise<number> {
   }
   if (format === 'dpo') {
     if (values.agent?.length) throw new TrajforgeError('BAD_USAGE', '--agent is not for --format dpo (pairs are of main sessions; use --keep)', { field: 'agent' });
-    return runDpo(input, out, values, selected);
+    return runDpo(input, out, values, selected, parquet);
   }
   if (values['max-pairs'] !== undefined) throw new TrajforgeError('BAD_USAGE', '--max-pairs is for --format dpo', { field: 'max-pairs' });
   // Checked (and loaded) before anything is read or written.
@@ -160,13 +167,13 @@ export async function run(argv: string[]): Promise<number> {
   const latest = opts.all ? await latestIndexFor(input, read) : undefined;
   const { rows, report } = readDataset(input, read);
 
-  return writeRows(out, (writer) => exportRows(rows, writer, opts, latest ? latestFilter(latest) : undefined, exporter, selected), (counts) => formatExportCounts(counts, report, opts));
+  return writeTo(out, parquet, (path) => writeRows(path, (writer) => exportRows(rows, writer, opts, latest ? latestFilter(latest) : undefined, exporter, selected), (counts) => formatExportCounts(counts, report, opts)));
 }
 
 /**
  * `--format dpo`: pairs from a run's accepted and failed rows (the rejected ones are failures).
  */
-async function runDpo(input: string, out: string, values: Record<string, unknown>, selected: ((row: DatasetRow) => boolean) | undefined): Promise<number> {
+async function runDpo(input: string, out: string, values: Record<string, unknown>, selected: ((row: DatasetRow) => boolean) | undefined, parquet: ParquetPlan | undefined): Promise<number> {
   for (const flag of ['mask', 'empty-think', 'chat-template', 'max-tokens', 'all', 'tokenizer', 'sharegpt-calls'] as const) {
     if (values[flag] !== undefined) throw new TrajforgeError('BAD_USAGE', `--${flag} is not for --format dpo${flag === 'all' ? ' (it always reads failed rows: the rejected ones are there)' : ''}`, { field: flag });
   }
@@ -182,7 +189,12 @@ async function runDpo(input: string, out: string, values: Record<string, unknown
   };
   const { rows, report } = readDataset(input, read);
   // exportDpo keeps the latest state of each sample id itself (a run directory, or rows cut from one).
-  return writeRows(out, (writer) => exportDpo(rows, writer, opts, selected), (counts) => formatDpoCounts(counts, report.bad.length));
+  return writeTo(out, parquet, (path) => writeRows(path, (writer) => exportDpo(rows, writer, opts, selected), (counts) => formatDpoCounts(counts, report.bad.length)));
+}
+
+/** The rows to `out` as JSONL, or through a JSONL beside it into Parquet and its card. */
+function writeTo(out: string, parquet: ParquetPlan | undefined, write: (path: string) => Promise<number>): Promise<number> {
+  return parquet === undefined ? write(out) : exportViaParquet(parquet, write);
 }
 
 /**
