@@ -20,7 +20,7 @@
  */
 import type { Trajectory } from '../../../schemas/index.js';
 import { PACKAGE_VERSION } from '../../paths.js';
-import { trainingView, type ToolRole, type ViewMode } from '../training-view.js';
+import { trainingView, type ViewOptions } from '../training-view.js';
 import { exchangesOf, toolsOf, withoutUntrained, type ModelExchange } from './turns.js';
 
 export const ADP_SCHEMA_VERSION = '1.5.0';
@@ -37,10 +37,6 @@ export interface AdpRow {
   details: Record<string, unknown>;
 }
 
-export interface TrajectoryFormatOptions {
-  readonly view?: ViewMode | undefined;
-  readonly toolRole?: ToolRole | undefined;
-}
 
 /** The facts of a row that every trajectory format carries beside its turns. */
 export function rowFacts(t: Trajectory, links: object | undefined): Record<string, unknown> {
@@ -76,7 +72,7 @@ function turnItems(e: ModelExchange, native: boolean): AdpItem[] {
 }
 
 /** `links`: the session's family fields (export.ts `familyMetadata`), kept in `details`. */
-export function toAdp(t: Trajectory, links: object | undefined, opts: TrajectoryFormatOptions = {}): AdpRow {
+export function toAdp(t: Trajectory, links: object | undefined, opts: ViewOptions = {}): AdpRow {
   const view = trainingView(t, opts);
   const all = exchangesOf(t, view);
   const content: AdpItem[] = [];

@@ -20,8 +20,8 @@
  */
 import type { Trajectory } from '../../../schemas/index.js';
 import { PACKAGE_VERSION } from '../../paths.js';
-import { trainingView } from '../training-view.js';
-import { rowFacts, type TrajectoryFormatOptions } from './adp.js';
+import { trainingView, type ViewOptions } from '../training-view.js';
+import { rowFacts } from './adp.js';
 import { exchangesOf, toolsOf, type ModelExchange } from './turns.js';
 
 export const ATIF_SCHEMA_VERSION = 'ATIF-v1.7';
@@ -66,7 +66,7 @@ function agentStep(e: ModelExchange, t: Trajectory, session: string): Omit<AtifS
 }
 
 /** `links`: the session's family fields (export.ts `familyMetadata`), kept in `extra`. */
-export function toAtif(t: Trajectory, links: { family_id?: string | undefined } | undefined, opts: TrajectoryFormatOptions = {}): AtifRow {
+export function toAtif(t: Trajectory, links: { family_id?: string | undefined } | undefined, opts: ViewOptions = {}): AtifRow {
   const view = trainingView(t, opts);
   const exchanges = exchangesOf(t, view);
   const session = links?.family_id ?? t.id;

@@ -30,7 +30,7 @@
  * renders as the endpoint was sent it, but LLaMA-Factory's tool formatting is not used.
  */
 import type { Trajectory } from '../../../schemas/index.js';
-import { trainingView, UnexportableRow, type ToolRole, type ViewMode } from '../training-view.js';
+import { trainingView, UnexportableRow, type ViewOptions } from '../training-view.js';
 import type { Counter } from '../export-formats.js';
 import { exchangesOf, toolsOf, withoutUntrained, type Exchange, type ModelExchange } from './turns.js';
 
@@ -49,9 +49,7 @@ export interface ShareGptRow {
   train_tokens: number;
 }
 
-export interface ShareGptOptions {
-  readonly view?: ViewMode | undefined;
-  readonly toolRole?: ToolRole | undefined;
+export interface ShareGptOptions extends ViewOptions {
   readonly calls?: ShareGptCalls | undefined;
 }
 
