@@ -334,7 +334,7 @@ export const Trajectory = z.object({
       last_request_keep: z.number().int().nonnegative().optional(),
     })
     .optional(),
-  /** native: the `tools` offered in every request (name, description, parameter schema), as sent. */
+  /** The tools offered (name, description, parameter schema) as OpenAI function specs: native sent these in every request's `tools`; tulu and mcp-xml listed them in the system prompt. */
   tools: z.array(z.unknown()).optional(),
   /** Set on an attempt seeded by the failure of the previous one (failure-experience retry). */
   experience: Experience.optional(),

@@ -1,9 +1,11 @@
-/** `trajforge export <in> --format messages|sharegpt|text|tokens|dpo --out F`: training-ready rows with loss masks, or preference pairs. */
+/** `trajforge export <in> --format messages|sharegpt|text|tokens|adp|atif|dpo --out F`: training-ready rows with loss masks, or preference pairs. */
 import { TrajforgeError } from '../errors.js';
 import { checkOutputFile } from '../files.js';
 import { EXPORT_FORMATS, Exporter, exportRows, formatExportCounts, latestFilter, latestIndexFor, type ExportFormat, type ExportOptions } from '../dataset/export.js';
 import { MASK_STRATEGIES } from '../dataset/token-rows.js';
 import { TOOL_ROLES, VIEW_MODES } from '../dataset/training-view.js';
+import { SHAREGPT_CALLS } from '../dataset/formats/sharegpt.js';
+import { exportViaParquet, planParquet, type ParquetPlan } from '../dataset/formats/parquet-export.js';
 import { TOKEN_ENCODINGS } from '../core/tokens/count.js';
 import { JsonlWriter } from '../core/jsonl.js';
 import { readDataset } from '../dataset/readers.js';
@@ -12,7 +14,7 @@ import { compileFilter, FilterSpecError } from '../dataset/filter.js';
 import { exportDpo, formatDpoCounts } from '../dataset/export-dpo.js';
 import type { DatasetRow } from '../dataset/readers.js';
 
-const HELP = `Usage: trajforge export <file|run|-> --format messages|sharegpt|text|tokens|dpo --out F [options]
+const HELP = `Usage: trajforge export <file|run|-> --format messages|sharegpt|text|tokens|adp|atif|dpo --out F [options]
 
 Writes the training rows of every accepted trajectory (status ok), JSONL, with what to train
 on marked. '-' reads stdin / writes stdout; a file is written whole or not at all. Rows from
@@ -21,7 +23,8 @@ other systems (DR Tulu, chat) are validated first: one that breaks a rule is a f
   --format F          messages  chat messages as the model saw them, each with train: true
                                 (the model's turns) or false; native rows keep reasoning_content,
                                 tool_calls and tools with their schemas
-                      sharegpt  {conversations: [{from: human|gpt|function_call|observation, value}]}
+                      sharegpt  LLaMA-Factory's rows: {system, tools, conversations: [{from:
+                                human|gpt|function_call|observation, value}]}, calls as JSON
                       text      {question, text, mask_spans}: the interleaved text and the span of
                                 every tool output, widened to whole tokens (code points, end exclusive)
                       tokens    {input_ids, labels, num_tokens}: rendered through the chat template
@@ -29,11 +32,19 @@ other systems (DR Tulu, chat) are validated first: one that breaks a rule is a f
                       dpo       {prompt, chosen, rejected} message lists for TRL's DPOTrainer: per
                                 question, a judged-correct rollout against a judged-incorrect one
                                 (failed rows are read: the rejected ones are there)
-  --out F             output JSONL ('-' for stdout; required)
+                      adp       Agent Data Protocol trajectories (neulab/agent-data-protocol 1.5.0)
+                      atif      Agent Trajectory Interchange Format documents (Harbor, ATIF-v1.7)
+  --out F             output JSONL ('-' for stdout; required); F.parquet writes Parquet and a
+                      Hugging Face dataset card (README.md) beside it
+  --card F            Parquet: the dataset card's file (default README.md beside it; none: no card).
+                      A README.md trajforge did not write is never overwritten
+  --license ID        Parquet: the card's license (default other)
   --view V            sent (default): the conversation as the last request showed it (keep-K
                       placeholders); full: every tool result in full
   --tool-role R       tool (default): tool outputs as tool turns (native: with call ids);
                       user: as user turns, MiroVerse-style
+  --sharegpt-calls C  sharegpt: json (default): calls as function_call JSON; text: an XML
+                      dialect's calls as written, in gpt entries, with no tools column
   --tokenizer T       ${TOKEN_ENCODINGS.join(', ')}, or the path of the trainee's Hugging Face tokenizer
                       (folder, or tokenizer.json with tokenizer_config.json): counts tokens, sets
                       the text format's token boundaries; required by tokens. Default: a run
@@ -79,6 +90,9 @@ export async function run(argv: string[]): Promise<number> {
       'chat-template': { type: 'string' },
       view: { type: 'string' },
       'tool-role': { type: 'string' },
+      'sharegpt-calls': { type: 'string' },
+      card: { type: 'string' },
+      license: { type: 'string' },
       mask: { type: 'string' },
       'empty-think': { type: 'boolean' },
       'max-tokens': { type: 'string' },
@@ -98,6 +112,7 @@ export async function run(argv: string[]): Promise<number> {
   if (!values.out) throw new TrajforgeError('BAD_USAGE', 'export: --out F is required (- for stdout)');
   const out = values.out;
   checkOutputFile('export', 'out', out);
+  const parquet = planParquet(out, format, input, { card: values.card, license: values.license });
   let selected: ((row: DatasetRow) => boolean) | undefined;
   if (values.keep?.length || values.drop?.length) {
     try {
@@ -115,13 +130,15 @@ export async function run(argv: string[]): Promise<number> {
   }
   if (format === 'dpo') {
     if (values.agent?.length) throw new TrajforgeError('BAD_USAGE', '--agent is not for --format dpo (pairs are of main sessions; use --keep)', { field: 'agent' });
-    return runDpo(input, out, values, selected);
+    return runDpo(input, out, values, selected, parquet);
   }
   if (values['max-pairs'] !== undefined) throw new TrajforgeError('BAD_USAGE', '--max-pairs is for --format dpo', { field: 'max-pairs' });
   // Checked (and loaded) before anything is read or written.
   const counter = datasetTokenCounter(input, values.tokenizer);
   // A Hugging Face tokenizer (not a named encoding) is what `tokens` renders and tokenises with.
   const tokenizerPath = (TOKEN_ENCODINGS as readonly string[]).includes(counter.name) ? undefined : counter.name;
+  if (values['sharegpt-calls'] !== undefined && format !== 'sharegpt') throw new TrajforgeError('BAD_USAGE', '--sharegpt-calls is for --format sharegpt', { field: 'sharegpt-calls' });
+  if (values['max-tokens'] !== undefined && (format === 'adp' || format === 'atif')) throw new TrajforgeError('BAD_USAGE', `--max-tokens is not for --format ${format} (its rows hold no token counts)`, { field: 'max-tokens' });
   if (format !== 'tokens') {
     for (const flag of ['mask', 'empty-think', 'chat-template'] as const) {
       if (values[flag] !== undefined) throw new TrajforgeError('BAD_USAGE', `--${flag} is for --format tokens`, { field: flag });
@@ -136,6 +153,7 @@ export async function run(argv: string[]): Promise<number> {
     chatTemplate: values['chat-template'],
     view: oneOf('view', values.view, VIEW_MODES),
     toolRole: oneOf('tool-role', values['tool-role'], TOOL_ROLES),
+    sharegptCalls: oneOf('sharegpt-calls', values['sharegpt-calls'], SHAREGPT_CALLS),
     strategy: oneOf('mask', values.mask, MASK_STRATEGIES),
     emptyThink: values['empty-think'] === true,
     maxTokens: parseMaxTokens(values['max-tokens']),
@@ -149,14 +167,14 @@ export async function run(argv: string[]): Promise<number> {
   const latest = opts.all ? await latestIndexFor(input, read) : undefined;
   const { rows, report } = readDataset(input, read);
 
-  return writeRows(out, (writer) => exportRows(rows, writer, opts, latest ? latestFilter(latest) : undefined, exporter, selected), (counts) => formatExportCounts(counts, report, opts));
+  return writeTo(out, parquet, (path) => writeRows(path, (writer) => exportRows(rows, writer, opts, latest ? latestFilter(latest) : undefined, exporter, selected), (counts) => formatExportCounts(counts, report, opts)));
 }
 
 /**
  * `--format dpo`: pairs from a run's accepted and failed rows (the rejected ones are failures).
  */
-async function runDpo(input: string, out: string, values: Record<string, unknown>, selected: ((row: DatasetRow) => boolean) | undefined): Promise<number> {
-  for (const flag of ['mask', 'empty-think', 'chat-template', 'max-tokens', 'all', 'tokenizer'] as const) {
+async function runDpo(input: string, out: string, values: Record<string, unknown>, selected: ((row: DatasetRow) => boolean) | undefined, parquet: ParquetPlan | undefined): Promise<number> {
+  for (const flag of ['mask', 'empty-think', 'chat-template', 'max-tokens', 'all', 'tokenizer', 'sharegpt-calls'] as const) {
     if (values[flag] !== undefined) throw new TrajforgeError('BAD_USAGE', `--${flag} is not for --format dpo${flag === 'all' ? ' (it always reads failed rows: the rejected ones are there)' : ''}`, { field: flag });
   }
   const raw = values['max-pairs'] as string | undefined;
@@ -171,7 +189,12 @@ async function runDpo(input: string, out: string, values: Record<string, unknown
   };
   const { rows, report } = readDataset(input, read);
   // exportDpo keeps the latest state of each sample id itself (a run directory, or rows cut from one).
-  return writeRows(out, (writer) => exportDpo(rows, writer, opts, selected), (counts) => formatDpoCounts(counts, report.bad.length));
+  return writeTo(out, parquet, (path) => writeRows(path, (writer) => exportDpo(rows, writer, opts, selected), (counts) => formatDpoCounts(counts, report.bad.length)));
+}
+
+/** The rows to `out` as JSONL, or through a JSONL beside it into Parquet and its card. */
+function writeTo(out: string, parquet: ParquetPlan | undefined, write: (path: string) => Promise<number>): Promise<number> {
+  return parquet === undefined ? write(out) : exportViaParquet(parquet, write);
 }
 
 /**

@@ -7,13 +7,7 @@
  * - `messages`: the training view (training-view.ts) as OpenAI chat messages, each with
  *   `train`; native rows keep `reasoning_content`, `tool_calls`, `tool_call_id` and the
  *   row's `tools` with their descriptions and parameter schemas.
- * - `sharegpt`: `{id, system?, conversations: [{from, value}]}` from the same view: human (the
- *   question, and every prompt the loop sent), gpt (a turn that does not end in a call),
- *   function_call (a turn whose last call or answer is a call), observation (a tool output).
- *   A turn with think + call is NOT split: one function_call entry holds the whole turn as
- *   written. ShareGPT readers (LLaMA-Factory) require model entries to alternate with
- *   human/observation entries and drop a row where two model entries follow each other; and
- *   the think belongs to the call it led to.
+ * - `sharegpt`: LLaMA-Factory's rows, formats/sharegpt.ts.
  * - `text`: `{id, question, text, mask_spans}`: `text` is `interleaved_text` as is (DR Tulu
  *   trains on it: loss on everything but the tool outputs) and `mask_spans` the `[start, end)`
  *   of every tool output, tags included, widened to whole tokens of the chosen tokenizer (a
@@ -21,22 +15,14 @@
  *   whole), counted in Unicode code points (Python's `text[start:end]`).
  */
 import type { Trajectory } from '../../schemas/index.js';
-import { getDialect } from '../dialects/index.js';
 import type { TokenCounter } from '../core/tokens/count.js';
 import { textSteps, trainingView, UnexportableRow, type ToolRole, type TrainingView, type ViewMessage, type ViewMode } from './training-view.js';
+export { toShareGpt, type ShareGptRow } from './formats/sharegpt.js';
 
 export interface MessagesRow {
   id: string;
   messages: ViewMessage[];
   tools?: unknown[];
-  tokens: number;
-  train_tokens: number;
-}
-
-export interface ShareGptRow {
-  id: string;
-  system?: string;
-  conversations: { from: 'human' | 'gpt' | 'function_call' | 'observation'; value: string }[];
   tokens: number;
   train_tokens: number;
 }
@@ -95,55 +81,6 @@ export function toMessages(t: Trajectory, count: Counter, choice: ViewChoice = {
     if (m.train) train += n;
   }
   return { id: t.id, messages: view.messages, ...(view.tools ? { tools: view.tools } : {}), tokens, train_tokens: train };
-}
-
-/** Whether an XML turn's last call or answer is a call. */
-function endsWithCall(t: Trajectory, text: string): boolean {
-  let last: 'call' | 'answer' | undefined;
-  for (const s of getDialect(t.dialect).parseTrajectory(text).segments) if (s.kind === 'call' || s.kind === 'answer') last = s.kind;
-  return last === 'call';
-}
-
-export function toShareGpt(t: Trajectory, count: Counter, choice: ViewChoice = {}): ShareGptRow {
-  const view = trainingView(t, choice);
-  const conversations: ShareGptRow['conversations'] = [];
-  let system: string | undefined;
-  let tokens = 0;
-  let train = 0;
-  view.messages.forEach((m, i) => {
-    const kind = view.kinds[i]!;
-    if (kind === 'system') {
-      system = m.content;
-      tokens += count.system(m.content);
-      return;
-    }
-    let entry: ShareGptRow['conversations'][number];
-    if (kind === 'output') entry = { from: 'observation', value: m.content };
-    else if (kind !== 'model') entry = { from: 'human', value: m.content };
-    else if (m.tool_calls !== undefined && m.tool_calls.length > 0) {
-      // LLaMA-Factory's function_call value: {name, arguments}, a list for several calls; the reasoning and prose before it.
-      const calls = m.tool_calls.map((c) => ({ name: c.function.name, arguments: safeJson(c.function.arguments) }));
-      const json = JSON.stringify(calls.length === 1 ? calls[0] : calls);
-      const head = [m.reasoning_content === undefined ? '' : `<think>${m.reasoning_content}</think>`, m.content].filter((s) => s.trim() !== '').join('\n');
-      entry = { from: 'function_call', value: head === '' ? json : `${head}\n${json}` };
-    } else {
-      const head = m.reasoning_content === undefined ? '' : `<think>${m.reasoning_content}</think>\n`;
-      entry = { from: t.dialect !== 'native' && endsWithCall(t, m.content) ? 'function_call' : 'gpt', value: head + m.content };
-    }
-    conversations.push(entry);
-    const n = count.count(entry.value);
-    tokens += n;
-    if (kind === 'model' && m.train) train += n;
-  });
-  return { id: t.id, ...(system === undefined ? {} : { system }), conversations, tokens, train_tokens: train };
-}
-
-function safeJson(s: string): unknown {
-  try {
-    return JSON.parse(s);
-  } catch {
-    return s;
-  }
 }
 
 /** UTF-16 offsets → code point offsets, for the (sorted) offsets given. */

@@ -32,11 +32,16 @@ import { trainingView, UnexportableRow, type ToolRole, type ViewMode } from './t
 import { ForeignCheck } from './foreign.js';
 import { anyRemoved, cleanJson, noneRemoved } from '../text.js';
 import { childIdsOf, inFamily } from './families.js';
+import { toAdp, type AdpRow } from './formats/adp.js';
+import { toAtif, type AtifRow } from './formats/atif.js';
+import type { ShareGptCalls } from './formats/sharegpt.js';
 
-export type ExportFormat = 'messages' | 'sharegpt' | 'text' | 'tokens';
-export const EXPORT_FORMATS: readonly ExportFormat[] = ['messages', 'sharegpt', 'text', 'tokens'];
+export type ExportFormat = 'messages' | 'sharegpt' | 'text' | 'tokens' | 'adp' | 'atif';
+export const EXPORT_FORMATS: readonly ExportFormat[] = ['messages', 'sharegpt', 'text', 'tokens', 'adp', 'atif'];
+/** Formats that keep a session's links inside the row, in their own standard's place. */
+const LINKED_INSIDE: ReadonlySet<ExportFormat> = new Set(['adp', 'atif']);
 
-export type ExportRow = (MessagesRow | ShareGptRow | TextRow | TokensRow) & { metadata?: FamilyMetadata };
+export type ExportRow = (MessagesRow | ShareGptRow | TextRow | TokensRow | AdpRow | AtifRow) & { metadata?: FamilyMetadata };
 
 /** A session's place in its family, as an exported row carries it. */
 export interface FamilyMetadata {
@@ -111,6 +116,8 @@ export interface ExportOptions {
   readonly chatTemplate?: string | undefined;
   readonly view?: ViewMode | undefined;
   readonly toolRole?: ToolRole | undefined;
+  /** sharegpt: calls as LLaMA-Factory's function_call JSON (default) or as written. */
+  readonly sharegptCalls?: ShareGptCalls | undefined;
   readonly strategy?: MaskStrategy | undefined;
   readonly emptyThink?: boolean | undefined;
   readonly maxTokens?: number | undefined;
@@ -158,7 +165,7 @@ export class Exporter {
 
   rows(t: Trajectory): ExportRow[] {
     const rows = this.#build(t);
-    const metadata = familyMetadata(t);
+    const metadata = LINKED_INSIDE.has(this.#opts.format) ? undefined : familyMetadata(t);
     if (metadata !== undefined) for (const r of rows) r.metadata = metadata;
     return rows;
   }
@@ -169,18 +176,22 @@ export class Exporter {
       case 'messages':
         return [toMessages(t, this.#count, choice)];
       case 'sharegpt':
-        return [toShareGpt(t, this.#count, choice)];
+        return [toShareGpt(t, this.#count, { ...choice, calls: this.#opts.sharegptCalls })];
       case 'text':
         return [toText(t, this.#count)];
       case 'tokens':
         return this.#tokens!.rows(t.id, trainingView(t, choice), { strategy: this.#opts.strategy, emptyThink: this.#opts.emptyThink });
+      case 'adp':
+        return [toAdp(t, familyMetadata(t), choice)];
+      case 'atif':
+        return [toAtif(t, familyMetadata(t), choice)];
     }
   }
 }
 
 /** The length `--max-tokens` compares. */
 function rowTokens(row: ExportRow): number {
-  return 'num_tokens' in row ? row.num_tokens : row.tokens;
+  return 'num_tokens' in row ? row.num_tokens : 'tokens' in row ? row.tokens : 0;
 }
 
 /** `exporter`: one built from `opts` already (the CLI builds it first, so a bad tokenizer fails before anything is read). */

@@ -20,6 +20,7 @@ import {
   type Trajectory,
 } from '../../schemas/index.js';
 import type { BoundCall, Dialect, ParsedCall, ToolSpec, TurnRepairResult } from '../dialects/types.js';
+import { requestTools as functionSpecs } from '../dialects/native.js';
 import { canonicalJson } from '../canonical.js';
 import { anyRemoved, cleanJson, cleanText, describeRemoved, noneRemoved } from '../text.js';
 import { ConversationContext } from './context.js';
@@ -698,7 +699,8 @@ class Session {
               ...(ctx.lastKeep === undefined ? {} : { last_request_keep: ctx.lastKeep }),
             },
           }),
-      ...(this.#requestTools === undefined ? {} : { tools: this.#requestTools }),
+      // Native sent these in `tools`; the XML dialects listed them in the system prompt. Either way the record keeps what was offered.
+      ...(this.#specs.length === 0 ? {} : { tools: this.#requestTools ?? functionSpecs(this.#specs) }),
       ...(this.#experience === undefined ? {} : { experience: this.#experience }),
       ...this.#agentFields(),
     };
