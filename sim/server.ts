@@ -14,7 +14,7 @@ import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
-import { TrajforgeError } from '../pipeline/errors.js';
+import { TrajforgeError, WireError } from '../pipeline/errors.js';
 import { estimateRequestTokens } from '../pipeline/core/tokens/count.js';
 import { detectDialect, messageText, SIM_DIALECTS, type SimDialect, type SimToolCall, type SimTurn } from './dialects.js';
 import {
@@ -154,7 +154,7 @@ export function estimateTokens(text: string): number {
 }
 
 /** An error that crosses the wire, in OpenAI's body shape. */
-class ApiError extends Error {
+class ApiError extends WireError {
   constructor(
     readonly status: number,
     message: string,

@@ -16,7 +16,7 @@ import { ErrorCode, McpError, type JSONRPCMessage } from '@modelcontextprotocol/
 import type { McpServerConfig, RunConfig, Trajectory } from '../../schemas/index.js';
 import { cacheKey, defaultCacheDir, DirStore, MemoryStore, serverIdentity, type CacheKey, type ResultStore } from '../core/cache.js';
 import type { ParsedCall, ToolResultView, ToolSpec } from '../dialects/types.js';
-import { TrajforgeError } from '../errors.js';
+import { TrajforgeError, WireError } from '../errors.js';
 import { PACKAGE_VERSION } from '../paths.js';
 import { BoundedLineReader, RESULT_TOO_LARGE_CODE } from './stdio-lines.js';
 import { formatBytes, renderResult } from './tool-result.js';
@@ -63,7 +63,7 @@ interface Route {
 const STDERR_TAIL = 4_000;
 
 /** A call refused at once because its server is down and not due for another try. `why`: the state, without the server's name. */
-class ServerDown extends Error {
+class ServerDown extends WireError {
   constructor(
     server: string,
     readonly why: string,
