@@ -11,6 +11,7 @@ import type { ToolCallRecord, Trajectory, Validation, ValidationIssue } from '..
 import { extractBoxed } from '../dialects/mcp-xml.js';
 import type { Dialect, Segment, ToolResultView } from '../dialects/types.js';
 import { O200K, TOKEN_ENCODING, type TokenCounter } from './tokens/count.js';
+import { clipLine } from '../text.js';
 
 // One definition of "the box" for the dialect that answers in boxes and for gold matching.
 export { extractBoxed };
@@ -167,7 +168,7 @@ function goldMessage(c: GoldComparison, gold: string, f1Threshold: number): stri
     case 'boxed':
       return c.boxed === undefined
         ? `the answer has no \\boxed{} and does not contain the gold answer "${gold}"`
-        : `the answer's \\boxed{${clip(c.boxed, 80)}} does not equal the gold answer "${gold}"`;
+        : `the answer's \\boxed{${clipLine(c.boxed, 80)}} does not equal the gold answer "${gold}"`;
     case 'f1':
       return `token F1 ${(c.f1 ?? 0).toFixed(2)} < ${f1Threshold} against the gold answer "${gold}", which it does not contain either`;
   }
@@ -185,11 +186,6 @@ export function normalizeQuery(q: string): string {
     .split(/\s+/)
     .filter((w) => w !== '');
   return [...new Set(words)].sort().join(' ');
-}
-
-function clip(s: string, n: number): string {
-  const one = s.replace(/\s+/g, ' ').trim();
-  return one.length <= n ? one : `${one.slice(0, n - 1)}…`;
 }
 
 const squash = (s: string): string => s.replace(/\s+/g, ' ').trim();
@@ -239,11 +235,11 @@ function outputDisagrees(out: Extract<Segment, { kind: 'output' }>, rec: ToolCal
   const recError = recordError(rec);
   const name = `record ${i} (${rec.tool_name})`;
   if (shownError === undefined && recError !== undefined) {
-    const what = out.snippetIds.length ? `${out.snippetIds.length} snippets (${clip(out.snippetIds.join(', '), 60)})` : `"${clip(outputBody(out.text), 60)}"`;
-    return `tool output ${i} shows ${what} but ${name} failed: "${clip(recError, 80)}"`;
+    const what = out.snippetIds.length ? `${out.snippetIds.length} snippets (${clipLine(out.snippetIds.join(', '), 60)})` : `"${clipLine(outputBody(out.text), 60)}"`;
+    return `tool output ${i} shows ${what} but ${name} failed: "${clipLine(recError, 80)}"`;
   }
   if (shownError !== undefined && recError === undefined && !resultHolds(rec.result, shownError)) {
-    return `tool output ${i} shows the model an error ("${clip(shownError, 80)}") but ${name} holds a result and no error`;
+    return `tool output ${i} shows the model an error ("${clipLine(shownError, 80)}") but ${name} holds a result and no error`;
   }
   if (rec.output_text === '' && rec.snippet_ids.length > 0) {
     const shown = new Set(out.snippetIds);
@@ -252,8 +248,8 @@ function outputDisagrees(out: Extract<Segment, { kind: 'output' }>, rec: ToolCal
     const dropped = [...returned].filter((id) => !shown.has(id));
     if (invented.length || dropped.length) {
       const parts = [];
-      if (invented.length) parts.push(`shows ids ${name} did not return: ${clip(invented.join(', '), 80)}`);
-      if (dropped.length) parts.push(`leaves out ids it returned: ${clip(dropped.join(', '), 80)}`);
+      if (invented.length) parts.push(`shows ids ${name} did not return: ${clipLine(invented.join(', '), 80)}`);
+      if (dropped.length) parts.push(`leaves out ids it returned: ${clipLine(dropped.join(', '), 80)}`);
       return `tool output ${i} ${parts.join('; ')}`;
     }
   }
@@ -335,7 +331,7 @@ export function validateFamily(records: readonly Trajectory[], opts: FamilyOptio
       const expected = opts.dialectOf(parent.dialect).renderToolOutput(reportView(child.final_answer, call.call_id)).text;
       if (call.output_text !== expected) {
         const at = firstDifference(call.output_text, expected);
-        report(parent.id, 'family.report_mismatch', `call ${i} (${call.tool_name}): its tool output differs from session ${child.id}'s report from character ${at} on: "${clip(call.output_text.slice(at), 50)}" vs "${clip(expected.slice(at), 50)}"`, where);
+        report(parent.id, 'family.report_mismatch', `call ${i} (${call.tool_name}): its tool output differs from session ${child.id}'s report from character ${at} on: "${clipLine(call.output_text.slice(at), 50)}" vs "${clipLine(expected.slice(at), 50)}"`, where);
       }
     });
   }
@@ -428,7 +424,7 @@ export function validateTrajectory(t: Trajectory, opts: ValidateOptions): Valida
       const at = firstDifference(inText, recorded);
       report(
         'answer.final_mismatch',
-        `the answer in the text (${inText.length} characters) and final_answer (${recorded.length} characters) differ from character ${at} on: "${clip(inText.slice(at), 50)}" vs "${clip(recorded.slice(at), 50)}"`,
+        `the answer in the text (${inText.length} characters) and final_answer (${recorded.length} characters) differ from character ${at} on: "${clipLine(inText.slice(at), 50)}" vs "${clipLine(recorded.slice(at), 50)}"`,
         { offset: answer.offset },
       );
     }
@@ -446,7 +442,7 @@ export function validateTrajectory(t: Trajectory, opts: ValidateOptions): Valida
         continue;
       }
       const turn = aligned ? records[i]!.turn : undefined;
-      report('calls.repeated', `call ${i} (${c.call.toolName}) repeats call ${first}'s query "${clip(c.call.query, 80)}"`, {
+      report('calls.repeated', `call ${i} (${c.call.toolName}) repeats call ${first}'s query "${clipLine(c.call.query, 80)}"`, {
         call_index: i,
         offset: c.offset,
         ...(turn === undefined ? {} : { turn }),
@@ -495,7 +491,7 @@ export function validateTrajectory(t: Trajectory, opts: ValidateOptions): Valida
     const inText = reportInText;
     const recorded = squash(t.final_answer);
     const at = firstDifference(inText, recorded);
-    report('agent.report_mismatch', `the report in the text and final_answer differ from character ${at} on: "${clip(inText.slice(at), 50)}" vs "${clip(recorded.slice(at), 50)}"`, { offset: answer.offset });
+    report('agent.report_mismatch', `the report in the text and final_answer differ from character ${at} on: "${clipLine(inText.slice(at), 50)}" vs "${clipLine(recorded.slice(at), 50)}"`, { offset: answer.offset });
   }
 
   const mode = opts.goldMatch ?? 'contains';

@@ -11,7 +11,7 @@ import type { Dialect, ToolSpec } from '../dialects/types.js';
 import { ConversationContext } from './context.js';
 import { LlmError, type Completion, type CompletionRequest } from '../core/llm/llm.js';
 import { loadPrompt, renderPrompt } from '../prompts.js';
-import { cleanText } from '../text.js';
+import { cleanText, clip } from '../text.js';
 
 export interface SummaryDeps {
   readonly llm: { complete(req: CompletionRequest): Promise<Completion> };
@@ -71,9 +71,9 @@ export function parseSummary(reply: string, fromAttempt: number): Experience | u
     const findings = Array.isArray(useful_findings) ? useful_findings.filter((f): f is string => typeof f === 'string' && f.trim() !== '') : [];
     return {
       from_attempt: fromAttempt,
-      failure_type: clip(failure_type.trim() || 'unknown'),
-      what_happened: clip(what_happened.trim()),
-      useful_findings: findings.slice(0, MAX_FINDINGS).map((f) => clip(f.trim())),
+      failure_type: clip(failure_type.trim() || 'unknown', MAX_FIELD_CHARS),
+      what_happened: clip(what_happened.trim(), MAX_FIELD_CHARS),
+      useful_findings: findings.slice(0, MAX_FINDINGS).map((f) => clip(f.trim(), MAX_FIELD_CHARS)),
       source: 'model',
     };
   }
@@ -118,6 +118,3 @@ export function deriveSummary(failed: Trajectory): Experience {
   return { from_attempt: failed.attempt, failure_type: failed.reason ?? 'unknown', what_happened: what, useful_findings: [], source: 'derived' };
 }
 
-function clip(s: string, max = MAX_FIELD_CHARS): string {
-  return s.length > max ? `${s.slice(0, max)}…` : s;
-}
