@@ -156,7 +156,7 @@ export function estimateTokens(text: string): number {
 /** An error that crosses the wire, in OpenAI's body shape. */
 class ApiError extends WireError {
   constructor(
-    readonly status: number,
+    override readonly status: number,
     message: string,
     readonly type: string,
     readonly param: string | null,
@@ -168,7 +168,7 @@ class ApiError extends WireError {
     super(message);
   }
 
-  body(): unknown {
+  json(): unknown {
     return { error: { message: this.message, type: this.type, param: this.param, code: this.code } };
   }
 }
@@ -523,8 +523,8 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
     });
     route(req, res, controller.signal, drop).catch((err: unknown) => {
       if (err instanceof ApiError && err.raw) return sendRaw(res, err.status, err.raw.contentType, err.raw.text, err.headers);
-      if (err instanceof ApiError) return sendJson(res, err.status, err.body(), err.headers);
-      sendJson(res, 500, new ApiError(500, `trajforge-sim internal error: ${String(err)}`, 'server_error', null, null).body());
+      if (err instanceof ApiError) return sendJson(res, err.status, err.json(), err.headers);
+      sendJson(res, 500, new ApiError(500, `trajforge-sim internal error: ${String(err)}`, 'server_error', null, null).json());
     });
   });
 

@@ -25,7 +25,7 @@ const MAX_ERROR_BODY = 64 * 1024;
 /** The endpoint answered with an error: a non-2xx status, or an `error` event inside a stream. */
 export class EndpointError extends WireError {
   /** Undefined for an error reported inside a stream without a numeric code. */
-  readonly status: number | undefined;
+  override readonly status: number | undefined;
   readonly code: string | undefined;
   readonly param: string | undefined;
   readonly headers: IncomingHttpHeaders;

@@ -24,7 +24,7 @@ export type LlmErrorKind =
 
 export class LlmError extends WireError {
   readonly kind: LlmErrorKind;
-  readonly status: number | undefined;
+  override readonly status: number | undefined;
   constructor(kind: LlmErrorKind, message: string, status?: number) {
     super(message);
     this.name = 'LlmError';
