@@ -3,6 +3,7 @@
  * parent process can read the URL; everything else goes to stderr.
  */
 import { TrajforgeError } from '../pipeline/errors.js';
+import { untilStopped } from '../pipeline/signals.js';
 import {
   EXCLUDED_FROM_ALL,
   isMisbehaviourKind,
@@ -223,16 +224,9 @@ export async function runSimCli(argv: string[]): Promise<void> {
     }
     throw err;
   });
-  await new Promise<void>((resolve) => {
-    const stop = (): void => {
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
-      resolve();
-    };
-    process.on('SIGINT', stop);
-    process.on('SIGTERM', stop);
-    process.stdout.write(`sim listening on ${sim.url}\n`);
-  });
+  const stopped = untilStopped();
+  process.stdout.write(`sim listening on ${sim.url}\n`);
+  await stopped;
   await sim.close();
   process.stderr.write(`sim stopped: ${JSON.stringify(sim.stats())}\n`);
 }

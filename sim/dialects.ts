@@ -7,30 +7,7 @@
  * answer are written, how to read back the calls a history already holds — and nothing of
  * the policy that decides what to say.
  */
-import type { ChatMessage, Evidence, Rng } from './policy.js';
-
-export const SIM_DIALECTS = ['tulu', 'mcp-xml', 'native'] as const;
-export type SimDialect = (typeof SIM_DIALECTS)[number];
-/** The dialects whose whole turn is one text (think, call and answer inline). */
-export type TextDialect = Exclude<SimDialect, 'native'>;
-
-/** The tool the policy calls, as the request declared it. */
-export interface ToolChoice {
-  readonly name: string;
-  /** mcp-xml: the server the tool is listed under; null in the other dialects. */
-  readonly server: string | null;
-  /** The argument that takes the query (mcp-xml and native; tulu puts the query in the call body). */
-  readonly argKey: string;
-  /** mcp-xml: every server the prompt lists. */
-  readonly servers: readonly string[];
-  /** mcp-xml: no other server lists a tool of this name, so the name alone says which is meant. */
-  readonly unique: boolean;
-}
-
-export interface CallSpec {
-  readonly tool: ToolChoice;
-  readonly query: string;
-}
+import type { CallSpec, ChatMessage, Evidence, Rng, SimDialect, TextDialect, ToolChoice } from './types.js';
 
 /** How a call's arguments JSON is written: valid, or in one of the ways a lenient parser repairs. */
 export type ArgumentStyle = 'json' | 'single_quotes' | 'trailing_comma' | 'unquoted_key';
