@@ -35,7 +35,8 @@ import { computeStats } from '../stats.js';
 import { writeReport, type ReportData } from './build.js';
 import { overview } from './page.js';
 import { LiveRun, type Cursor } from './live.js';
-import { LIVE_SCRIPT, liveHtml } from './live-page.js';
+import { liveHtml } from './live-page.js';
+import { liveScript } from './scripts.js';
 import { DEFAULT_ROW_OPTIONS, type RowOptions } from './rows.js';
 
 export interface ServeOptions {
@@ -176,7 +177,7 @@ export async function serveReport(dir: string, opts: ServeOptions): Promise<Repo
       title: opts.title ?? `trajforge live report: ${dir}`,
       counter: opts.counter,
       outputChars: rowOpts.outputChars,
-      live: { html: liveHtml(figures), script: LIVE_SCRIPT },
+      live: { html: liveHtml(figures), script: liveScript() },
     });
     res.end();
   }
