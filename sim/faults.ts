@@ -5,6 +5,8 @@
  * are composed in misbehave.ts; the cuts in completion.ts.
  */
 import type { ServerResponse } from 'node:http';
+import { setTimeout as delay } from 'node:timers/promises';
+import { firstEvent } from '../pipeline/wait.js';
 import { ApiError, serverError } from './api-error.js';
 import type { MisbehaviourKind } from './misbehave.js';
 import type { ResolvedOptions } from './options.js';
@@ -87,35 +89,19 @@ async function sendEndless(res: ServerResponse, request: ChatRequest, signal: Ab
     for (let i = 0; i < 256; i++) piece += `${n++} `;
     const ok = res.write(request.stream ? `data: ${JSON.stringify({ object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content: piece }, finish_reason: null }] })}\n\n` : piece);
     if (!ok) {
-      await new Promise<void>((resolve) => {
-        const done = (): void => {
-          res.off('drain', done);
-          res.off('close', done);
-          resolve();
-        };
-        res.on('drain', done);
-        res.on('close', done);
-      });
+      await firstEvent([res, 'drain'], [res, 'close']);
     } else {
       await new Promise<void>((resolve) => setImmediate(resolve));
     }
   }
 }
 
-
 /** Resolves true after `ms`, false as soon as `signal` aborts. */
-export function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
-  if (signal.aborted) return Promise.resolve(false);
-  return new Promise((resolve) => {
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      resolve(false);
-    };
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve(true);
-    }, ms);
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
+export async function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
+  try {
+    await delay(ms, undefined, { signal });
+    return true;
+  } catch {
+    return false;
+  }
 }
-

@@ -6,6 +6,7 @@
  * JSON of one chunk, as a broken proxy sends it.
  */
 import type { ServerResponse } from 'node:http';
+import { firstEvent } from '../pipeline/wait.js';
 import type { Completion } from './completion.js';
 import type { ChatRequest } from './request.js';
 import { bump, type SimStats } from './stats.js';
@@ -74,17 +75,7 @@ export async function streamCompletion(
 /** Resolves false when the client went away (or the sim closed) before the write was taken. */
 async function writeEvent(res: ServerResponse, event: unknown, signal: AbortSignal): Promise<boolean> {
   if (signal.aborted || res.destroyed) return false;
-  if (!res.write(`data: ${JSON.stringify(event)}\n\n`)) {
-    await new Promise<void>((resolve) => {
-      const done = (): void => {
-        res.off('drain', done);
-        signal.removeEventListener('abort', done);
-        resolve();
-      };
-      res.on('drain', done);
-      signal.addEventListener('abort', done);
-    });
-  }
+  if (!res.write(`data: ${JSON.stringify(event)}\n\n`)) await firstEvent([res, 'drain'], [signal, 'abort']);
   // Yield between chunks so concurrent streams interleave and an abort is seen promptly.
   await new Promise<void>((resolve) => setImmediate(resolve));
   return !signal.aborted && !res.destroyed;

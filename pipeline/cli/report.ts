@@ -2,7 +2,7 @@
 import { ReportServeOptions } from '../../schemas/index.js';
 import { TrajforgeError } from '../errors.js';
 import { checkOutputFile } from '../files.js';
-import { untilStopped } from '../signals.js';
+import { untilStopped } from '../wait.js';
 import { buildReport } from '../dataset/report/build.js';
 import { DEFAULT_ROW_OPTIONS } from '../dataset/report/rows.js';
 import { isLoopback, serveReport } from '../dataset/report/serve.js';

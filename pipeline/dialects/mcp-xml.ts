@@ -55,7 +55,7 @@ import { scanBoxes } from './mcp-xml-boxes.js';
 import { CALL_CLOSE, callTags, closingCallTag, events, fieldFinders, readCallFields, toParsedCall, type Event } from './mcp-xml-calls.js';
 import { systemPrompt, toolListing, type McpXmlSettings } from './mcp-xml-prompt.js';
 import { excerpt, NONE, plural, RepairLog } from './repair-log.js';
-import { answerBlock, hasNonSpace, nextOfSameKind } from './tags.js';
+import { answerBlock, hasNonSpace, nextOfSameKind, nextWhere } from './tags.js';
 import { escapeTagNamed, escapeToolText as escapeTuluText, renderToolOutput as renderTulu } from './tool-output.js';
 import { parseTrajectory as parseTulu } from './tulu.js';
 import type { Dialect, FinishReason, ParsedCall, ParsedTrajectory, RenderedOutput, Segment, ToolResultView, TurnAction, TurnRepairResult } from './types.js';
@@ -69,6 +69,8 @@ export const stopStrings: readonly string[] = ['</use_mcp_tool>'];
 // ---------------------------------------------------------------------------------------
 // Whole trajectories
 
+const isOpen = (e: Event): boolean => !e.close;
+
 /**
  * Splits an interleaved mcp-xml trajectory into segments that tile it exactly. A call is
  * closed by the next call tag when that is `</use_mcp_tool>` (everything inside belongs to
@@ -81,11 +83,7 @@ export function parseTrajectory(text: string): ParsedTrajectory {
   const ev = events(text);
   const n = ev.length;
   const nextSame = nextOfSameKind(ev, (e) => e.kind);
-  const nextOpen = (from: number): number => {
-    let k = from;
-    while (k < n && ev[k]!.close) k++;
-    return k;
-  };
+  const nextOpen = (from: number): number => nextWhere(ev, from, isOpen);
   const fields = fieldFinders(text);
 
   const segments: Segment[] = [];
@@ -293,8 +291,7 @@ function repairCall(turn: Turn, found: number, inThink: boolean): TurnRepairResu
   const f = fieldFinders(region);
   const j = closingCallTag(ev, found);
   const closeEv = j >= 0 ? ev[j] : undefined;
-  let next = found + 1;
-  while (next < ev.length && ev[next]!.close) next++;
+  const next = nextWhere(ev, found + 1, isOpen);
   const bodyEnd = closeEv !== undefined ? closeEv.start : next < ev.length ? ev[next]!.start : region.length;
   const callEnd = closeEv !== undefined ? closeEv.end : bodyEnd;
   const fields = readCallFields(region, f, first.end, bodyEnd);

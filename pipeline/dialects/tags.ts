@@ -240,6 +240,13 @@ export function nextOfSameKind<T>(items: readonly T[], kind: (item: T) => string
   return next;
 }
 
+/** The index of the first item at or after `from` that `is` holds for; the list's length when there is none. */
+export function nextWhere<T>(items: readonly T[], from: number, is: (item: T) => boolean): number {
+  let k = from;
+  while (k < items.length && !is(items[k]!)) k++;
+  return k;
+}
+
 /**
  * The answer block opened by `items[i]`: an answer is final, so it runs to the first answer
  * close after it (`isAnswerClose`; nested opens are its content), or to the end of the text.

@@ -44,7 +44,7 @@
  */
 import { citedIds, dedupe, rewriteCites, snippetId } from './citations.js';
 import { excerpt, NONE, plural, quote, RepairLog } from './repair-log.js';
-import { answerBlock, equalsCI, hasNonSpace, isBlock, isSpace, NL, nextOfSameKind, opensBlockOrThink, scanTags, tagAttributes, type Tag } from './tags.js';
+import { answerBlock, equalsCI, hasNonSpace, isBlock, isSpace, NL, nextOfSameKind, nextWhere, opensBlockOrThink, scanTags, tagAttributes, type Tag } from './tags.js';
 import { neutraliseToolOutput, renderToolOutput } from './tool-output.js';
 import { describeTools, systemPrompt } from './tulu-prompt.js';
 import type { Dialect, FinishReason, ParsedCall, ParsedTrajectory, Segment, TurnAction, TurnRepairResult } from './types.js';
@@ -342,11 +342,7 @@ export function parseTrajectory(text: string): ParsedTrajectory {
   const tags = scanTags(text);
   const n = tags.length;
   const nextSame = nextOfSameKind(tags, (t) => t.name);
-  const nextBlock = (from: number): number => {
-    let k = from;
-    while (k < n && !opensBlockOrThink(tags[k]!)) k++;
-    return k;
-  };
+  const nextBlock = (from: number): number => nextWhere(tags, from, opensBlockOrThink);
 
   const segments: Segment[] = [];
   const cited: string[] = [];
