@@ -7,6 +7,7 @@
  * answer are written, how to read back the calls a history already holds — and nothing of
  * the policy that decides what to say.
  */
+import { closingBrace } from '../pipeline/dialects/arguments.js';
 import type { CallSpec, ChatMessage, Evidence, Rng, SimDialect, TextDialect, ToolChoice } from './types.js';
 
 /** How a call's arguments JSON is written: valid, or in one of the ways a lenient parser repairs. */
@@ -152,24 +153,13 @@ function mcpTools(system: string): Declared[] {
 function jsonObjectAt(text: string, at: number): unknown {
   const start = text.indexOf('{', at);
   if (start === -1) return undefined;
-  let depth = 0;
-  let inString = false;
-  for (let i = start; i < text.length; i++) {
-    const c = text[i];
-    if (inString) {
-      if (c === '\\') i++;
-      else if (c === '"') inString = false;
-    } else if (c === '"') inString = true;
-    else if (c === '{') depth++;
-    else if (c === '}' && --depth === 0) {
-      try {
-        return JSON.parse(text.slice(start, i + 1));
-      } catch {
-        return undefined;
-      }
-    }
+  const end = closingBrace(text, start);
+  if (end === -1) return undefined;
+  try {
+    return JSON.parse(text.slice(start, end + 1));
+  } catch {
+    return undefined;
   }
-  return undefined;
 }
 
 /** The first required string property (in `required` order), else the first string property, else `query`. */

@@ -6,7 +6,7 @@
  * never depends on the summary call working.
  */
 import type { ChatMessage, Experience, RunConfig, Trajectory } from '../../schemas/index.js';
-import { parseJsonArguments } from '../dialects/arguments.js';
+import { closingBrace, parseJsonArguments } from '../dialects/arguments.js';
 import type { Dialect, ToolSpec } from '../dialects/types.js';
 import { ConversationContext } from './context.js';
 import { LlmError, type Completion, type CompletionRequest } from '../core/llm/llm.js';
@@ -88,18 +88,7 @@ export function parseSummary(reply: string, fromAttempt: number): Experience | u
 function* jsonObjects(text: string, most = 5): Generator<string> {
   let from = text.indexOf('{');
   for (let n = 0; from !== -1 && n < most; n++) {
-    let depth = 0;
-    let inString = false;
-    let end = -1;
-    for (let i = from; i < text.length && end === -1; i++) {
-      const ch = text[i];
-      if (inString) {
-        if (ch === '\\') i++;
-        else if (ch === '"') inString = false;
-      } else if (ch === '"') inString = true;
-      else if (ch === '{') depth++;
-      else if (ch === '}' && --depth === 0) end = i;
-    }
+    const end = closingBrace(text, from);
     yield text.slice(from, end === -1 ? text.length : end + 1);
     if (end === -1) return;
     from = text.indexOf('{', end + 1);
