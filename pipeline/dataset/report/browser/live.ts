@@ -9,7 +9,8 @@
  * The charts are redrawn (`overview?…`, for the rows the page holds) when asked, and once when
  * the run stops.
  */
-(function () {
+// A namespace, not a module: the page inlines its scripts (scripts.ts), and their names stay out of each other's way.
+namespace LivePanel {
   const R = window.trajforgeReport;
   const pct = (n: number, of: number | null): string => (of ? ((100 * n) / of).toFixed(1) + '%' : '-');
   const live = byId('live');
@@ -194,4 +195,4 @@
   events.onerror = () => {
     connected(false);
   };
-})();
+}

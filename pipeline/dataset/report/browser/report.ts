@@ -5,7 +5,8 @@
  * row is opened). A served page's live script (live.ts) hands it rows a run writes later, through
  * `window.trajforgeReport`.
  */
-(function () {
+// A namespace, not a module: the page inlines its scripts (scripts.ts), and their names stay out of each other's way.
+namespace ReportPage {
   const ROW = 46;
   const MAX_H = 8000000;
   const OVERSCAN = 6;
@@ -376,4 +377,4 @@
     }
   }
   document.body.setAttribute('data-ready', String(S.length));
-})();
+}
