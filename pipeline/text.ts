@@ -23,6 +23,20 @@
  * scripts).
  */
 
+/** `s` cut to its first `max` characters, with `…` after it when anything was cut. */
+export function clip(s: string, max: number): string {
+  return s.length > max ? `${s.slice(0, max)}…` : s;
+}
+
+/**
+ * `s` on one line for a message (each run of white space one space, the ends trimmed), at most
+ * `max` characters counting the `…` that says it was cut.
+ */
+export function clipLine(s: string, max: number): string {
+  const one = s.replace(/\s+/g, ' ').trim();
+  return one.length <= max ? one : `${one.slice(0, max - 1)}…`;
+}
+
 /** What cleaning removed, added up over any number of strings. */
 export interface Removed {
   nul: number;

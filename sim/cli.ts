@@ -3,6 +3,7 @@
  * parent process can read the URL; everything else goes to stderr.
  */
 import { TrajforgeError } from '../pipeline/errors.js';
+import { untilStopped } from '../pipeline/wait.js';
 import {
   EXCLUDED_FROM_ALL,
   isMisbehaviourKind,
@@ -88,6 +89,26 @@ function numberArg(flag: string, raw: string | undefined, integer: boolean, min:
   return n;
 }
 
+type NumberOption = 'port' | 'seed' | 'latencyMs' | 'callsPerSample' | 'contextWindow' | 'stallMs' | 'retryAfterMs';
+
+/** The flags that take a number: the option each sets, whether it must be an integer, its bounds, and what the value is multiplied by. */
+const NUMBER_FLAGS: Readonly<Record<string, { option: NumberOption; integer: boolean; min: number; max?: number; scale?: number }>> = {
+  '--port': { option: 'port', integer: true, min: 0, max: 65535 },
+  '--seed': { option: 'seed', integer: true, min: -Number.MAX_SAFE_INTEGER },
+  '--latency-ms': { option: 'latencyMs', integer: false, min: 0 },
+  '--calls-per-sample': { option: 'callsPerSample', integer: true, min: 0 },
+  '--context-window': { option: 'contextWindow', integer: true, min: 1 },
+  '--stall-ms': { option: 'stallMs', integer: false, min: 0 },
+  '--retry-after': { option: 'retryAfterMs', integer: false, min: 0, scale: 1000 },
+};
+
+/** The flags that take no value: the option each turns on. */
+const SWITCHES: Readonly<Record<string, 'rejectStop' | 'rejectMaxTokens' | 'reasoningParser'>> = {
+  '--reject-stop': 'rejectStop',
+  '--reject-max-tokens': 'rejectMaxTokens',
+  '--reasoning-parser': 'reasoningParser',
+};
+
 export function parseSimArgs(argv: readonly string[]): ParsedSimArgs {
   const options: SimOptions = {};
   const rates: Partial<Record<MisbehaviourKind, number>> = {};
@@ -99,86 +120,74 @@ export function parseSimArgs(argv: readonly string[]): ParsedSimArgs {
     const flag = arg.startsWith('--') && eq !== -1 ? arg.slice(0, eq) : arg;
     const inline = arg.startsWith('--') && eq !== -1 ? arg.slice(eq + 1) : undefined;
     const value = (): string | undefined => inline ?? argv[++i];
-    switch (flag) {
-      case '--port':
-        options.port = numberArg(flag, value(), true, 0);
-        if (options.port > 65535) throw usageError(`--port must be at most 65535, got ${options.port}`);
-        break;
-      case '--seed':
-        options.seed = numberArg(flag, value(), true, -Number.MAX_SAFE_INTEGER);
-        break;
-      case '--latency-ms':
-        options.latencyMs = numberArg(flag, value(), false, 0);
-        break;
-      case '--calls-per-sample':
-        options.callsPerSample = numberArg(flag, value(), true, 0);
-        break;
-      case '--context-window':
-        options.contextWindow = numberArg(flag, value(), true, 1);
-        break;
-      case '--stall-ms':
-        options.stallMs = numberArg(flag, value(), false, 0);
-        break;
-      case '--retry-after':
-        options.retryAfterMs = numberArg(flag, value(), false, 0) * 1000;
-        break;
-      case '--reject-stop':
-        if (inline !== undefined) throw usageError('--reject-stop takes no value');
-        options.rejectStop = true;
-        break;
-      case '--reject-max-tokens':
-        if (inline !== undefined) throw usageError('--reject-max-tokens takes no value');
-        options.rejectMaxTokens = true;
-        break;
-      case '--reasoning-parser':
-        if (inline !== undefined) throw usageError('--reasoning-parser takes no value');
-        options.reasoningParser = true;
-        break;
-      case '--reasoning-field': {
-        const field = value();
-        if (field !== 'reasoning_content' && field !== 'reasoning' && field !== 'both') throw usageError(`--reasoning-field takes reasoning_content, reasoning or both, got '${field ?? ''}'`);
-        options.reasoningField = field;
-        break;
-      }
-      case '--content-filter': {
-        const text = value();
-        if (text === undefined || text === '') throw usageError('--content-filter needs the text to refuse');
-        options.contentFilter = text;
-        break;
-      }
-      case '--burst': {
-        const spec = value() ?? '';
-        for (const item of spec.split(',')) {
-          const eq = item.indexOf('=');
-          const kind = item.slice(0, eq).trim();
-          if (eq === -1 || !isMisbehaviourKind(kind)) throw usageError(`--burst takes KIND=N with a misbehaviour kind, got '${item}'`);
-          burst[kind] = numberArg('--burst', item.slice(eq + 1).trim(), true, 0);
-        }
-        break;
-      }
-      case '--server-error-status': {
-        const list = (value() ?? '').split(',').map((x) => x.trim());
-        options.serverErrorStatuses = list.map((x) => {
-          const n = numberArg('--server-error-status', x, true, 500);
-          if (n > 599) throw usageError(`--server-error-status takes 5xx statuses, got '${x}'`);
-          return n;
-        });
-        break;
-      }
-      case '--misbehave': {
-        const spec = value();
-        if (spec === undefined || spec === '') throw usageError('--misbehave needs KIND=RATE');
-        // Comma-separated lists save repeating the flag in shell scripts.
-        Object.assign(rates, parseMisbehave([spec]));
-        break;
-      }
-      default:
-        throw usageError(`unknown option '${arg}'`);
+    if (Object.hasOwn(NUMBER_FLAGS, flag)) {
+      const f = NUMBER_FLAGS[flag]!;
+      const n = numberArg(flag, value(), f.integer, f.min);
+      if (f.max !== undefined && n > f.max) throw usageError(`${flag} must be at most ${f.max}, got ${n}`);
+      options[f.option] = n * (f.scale ?? 1);
+    } else if (Object.hasOwn(SWITCHES, flag)) {
+      if (inline !== undefined) throw usageError(`${flag} takes no value`);
+      options[SWITCHES[flag]!] = true;
+    } else {
+      readValueFlag(flag, arg, value, options, rates, burst);
     }
   }
   if (Object.keys(rates).length > 0) options.misbehave = rates;
   if (Object.keys(burst).length > 0) options.burst = burst;
   return { help: false, options };
+}
+
+/** The flags whose values are words or lists; anything else is an unknown option. */
+function readValueFlag(
+  flag: string,
+  arg: string,
+  value: () => string | undefined,
+  options: SimOptions,
+  rates: Partial<Record<MisbehaviourKind, number>>,
+  burst: Partial<Record<MisbehaviourKind, number>>,
+): void {
+  switch (flag) {
+    case '--reasoning-field': {
+      const field = value();
+      if (field !== 'reasoning_content' && field !== 'reasoning' && field !== 'both') throw usageError(`--reasoning-field takes reasoning_content, reasoning or both, got '${field ?? ''}'`);
+      options.reasoningField = field;
+      return;
+    }
+    case '--content-filter': {
+      const text = value();
+      if (text === undefined || text === '') throw usageError('--content-filter needs the text to refuse');
+      options.contentFilter = text;
+      return;
+    }
+    case '--burst': {
+      const spec = value() ?? '';
+      for (const item of spec.split(',')) {
+        const eq = item.indexOf('=');
+        const kind = item.slice(0, eq).trim();
+        if (eq === -1 || !isMisbehaviourKind(kind)) throw usageError(`--burst takes KIND=N with a misbehaviour kind, got '${item}'`);
+        burst[kind] = numberArg('--burst', item.slice(eq + 1).trim(), true, 0);
+      }
+      return;
+    }
+    case '--server-error-status': {
+      const list = (value() ?? '').split(',').map((x) => x.trim());
+      options.serverErrorStatuses = list.map((x) => {
+        const n = numberArg('--server-error-status', x, true, 500);
+        if (n > 599) throw usageError(`--server-error-status takes 5xx statuses, got '${x}'`);
+        return n;
+      });
+      return;
+    }
+    case '--misbehave': {
+      const spec = value();
+      if (spec === undefined || spec === '') throw usageError('--misbehave needs KIND=RATE');
+      // Comma-separated lists save repeating the flag in shell scripts.
+      Object.assign(rates, parseMisbehave([spec]));
+      return;
+    }
+    default:
+      throw usageError(`unknown option '${arg}'`);
+  }
 }
 
 /**
@@ -223,16 +232,9 @@ export async function runSimCli(argv: string[]): Promise<void> {
     }
     throw err;
   });
-  await new Promise<void>((resolve) => {
-    const stop = (): void => {
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
-      resolve();
-    };
-    process.on('SIGINT', stop);
-    process.on('SIGTERM', stop);
-    process.stdout.write(`sim listening on ${sim.url}\n`);
-  });
+  const stopped = untilStopped();
+  process.stdout.write(`sim listening on ${sim.url}\n`);
+  await stopped;
   await sim.close();
   process.stderr.write(`sim stopped: ${JSON.stringify(sim.stats())}\n`);
 }

@@ -7,30 +7,8 @@
  * answer are written, how to read back the calls a history already holds — and nothing of
  * the policy that decides what to say.
  */
-import type { ChatMessage, Evidence, Rng } from './policy.js';
-
-export const SIM_DIALECTS = ['tulu', 'mcp-xml', 'native'] as const;
-export type SimDialect = (typeof SIM_DIALECTS)[number];
-/** The dialects whose whole turn is one text (think, call and answer inline). */
-export type TextDialect = Exclude<SimDialect, 'native'>;
-
-/** The tool the policy calls, as the request declared it. */
-export interface ToolChoice {
-  readonly name: string;
-  /** mcp-xml: the server the tool is listed under; null in the other dialects. */
-  readonly server: string | null;
-  /** The argument that takes the query (mcp-xml and native; tulu puts the query in the call body). */
-  readonly argKey: string;
-  /** mcp-xml: every server the prompt lists. */
-  readonly servers: readonly string[];
-  /** mcp-xml: no other server lists a tool of this name, so the name alone says which is meant. */
-  readonly unique: boolean;
-}
-
-export interface CallSpec {
-  readonly tool: ToolChoice;
-  readonly query: string;
-}
+import { closingBrace } from '../pipeline/dialects/arguments.js';
+import type { CallSpec, ChatMessage, Evidence, Rng, SimDialect, TextDialect, ToolChoice } from './types.js';
 
 /** How a call's arguments JSON is written: valid, or in one of the ways a lenient parser repairs. */
 export type ArgumentStyle = 'json' | 'single_quotes' | 'trailing_comma' | 'unquoted_key';
@@ -175,24 +153,13 @@ function mcpTools(system: string): Declared[] {
 function jsonObjectAt(text: string, at: number): unknown {
   const start = text.indexOf('{', at);
   if (start === -1) return undefined;
-  let depth = 0;
-  let inString = false;
-  for (let i = start; i < text.length; i++) {
-    const c = text[i];
-    if (inString) {
-      if (c === '\\') i++;
-      else if (c === '"') inString = false;
-    } else if (c === '"') inString = true;
-    else if (c === '{') depth++;
-    else if (c === '}' && --depth === 0) {
-      try {
-        return JSON.parse(text.slice(start, i + 1));
-      } catch {
-        return undefined;
-      }
-    }
+  const end = closingBrace(text, start);
+  if (end === -1) return undefined;
+  try {
+    return JSON.parse(text.slice(start, end + 1));
+  } catch {
+    return undefined;
   }
-  return undefined;
 }
 
 /** The first required string property (in `required` order), else the first string property, else `query`. */

@@ -15,14 +15,12 @@ import {
   renderTextCall,
   renderThink,
   wrongServerName,
-  type CallSpec,
   type CallVariant,
-  type SimDialect,
   type SimToolCall,
   type SimTurn,
-  type TextDialect,
 } from './dialects.js';
-import { inventToolOutput, type Evidence, type Rng, type TurnPlan } from './policy.js';
+import { inventToolOutput } from './policy.js';
+import type { CallSpec, Evidence, Rng, SimDialect, TextDialect, TurnPlan } from './types.js';
 
 export const MISBEHAVIOUR_KINDS = [
   'unclosed_call',

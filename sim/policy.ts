@@ -6,70 +6,12 @@
  * output gets an answer that shows it. How the plan is written down depends on the request's
  * dialect (dialects.ts).
  */
-import { callsMade, detectDialect, findTool, messageText, systemText, type CallSpec, type SimDialect, type ToolChoice } from './dialects.js';
+import { callsMade, detectDialect, findTool, messageText, systemText } from './dialects.js';
 import { failureReason, failureSummary, isFailureSummaryRequest } from './summary.js';
+import type { ChatMessage, Conversation, Evidence, Rng, SimDialect, Snippet, TurnPlan } from './types.js';
 
-/** A uniform draw in [0, 1). Every choice the policy makes goes through one of these. */
-export type Rng = () => number;
-
-export interface ChatMessage {
-  readonly role: string;
-  /** A string, an array of content parts (`{type: 'text', text}`), or null. */
-  readonly content?: unknown;
-  /** Native function calling: the calls an assistant message made. */
-  readonly tool_calls?: unknown;
-}
-
-export interface Snippet {
-  readonly id: string;
-  /** The first line when it reads as a title (`Title: …`, or a line with no final stop). */
-  readonly title: string | null;
-  readonly sentences: readonly string[];
-}
-
-export interface Conversation {
-  readonly dialect: SimDialect;
-  readonly question: string;
-  /** The tool to call, or null when the request declares none (the policy then answers). */
-  readonly tool: ToolChoice | null;
-  /** `<tool_output>` blocks the client sent back: user messages after the question, and tool messages. */
-  readonly toolOutputs: number;
-  /** The queries of the calls the assistant messages made ('' where one cannot be read). */
-  readonly queries: readonly string[];
-  /** Searches done: the calls made or the results seen, whichever is more. */
-  readonly searches: number;
-  /** Every snippet shown so far, first occurrence of each id. */
-  readonly snippets: readonly Snippet[];
-  /** The last user message asks for a final answer. */
-  readonly forceAnswer: boolean;
-  /** The last user message asks for a failure summary; `reason` from its `Failure reason:` line. */
-  readonly failure: { readonly reason: string } | null;
-}
-
-export interface TurnPlan {
-  /** `report`: a browsing sub-agent's final report (roles.ts). */
-  readonly kind: 'call' | 'answer' | 'summary' | 'report';
-  /** What the model thinks before it acts, or null when it skips thinking this turn. */
-  readonly reasoning: string | null;
-  /** The call to make (kind 'call'). */
-  readonly call: CallSpec | null;
-  /** The best evidence available now; call turns keep it for premature answers. */
-  readonly evidence: Evidence | null;
-  /** The failure summary's JSON (kind 'summary'), else ''. */
-  readonly summary: string;
-  /** Further queries, for turns that issue more than one call. */
-  readonly extraQueries: readonly string[];
-  /** Content words of the question, for prose that has to mention the topic. */
-  readonly keywords: readonly string[];
-  /**
-   * Prose written before the action, outside any think block (roles.ts): before a call in every
-   * dialect, and in place of the default line before an mcp-xml box ('' for the box alone).
-   * Unset: no prose before a call, the default line before a box.
-   */
-  readonly lead?: string | undefined;
-  /** The report's text (kind 'report'). */
-  readonly report?: string | undefined;
-}
+// The judge role (judge.ts) takes its message type from here.
+export type { ChatMessage } from './types.js';
 
 export interface PolicyOptions {
   /** Searches before answering. */
@@ -253,11 +195,6 @@ export function splitSnippet(text: string): { title: string | null; sentences: s
     }
   }
   return { title, sentences };
-}
-
-export interface Evidence {
-  readonly snippet: Snippet;
-  readonly sentence: string;
 }
 
 /**

@@ -22,8 +22,6 @@ import {
   requiredParams,
   systemText,
   toolChoice,
-  type SimDialect,
-  type ToolChoice,
 } from './dialects.js';
 import {
   bestEvidence,
@@ -33,13 +31,9 @@ import {
   sentenceScores,
   splitSnippet,
   words,
-  type ChatMessage,
-  type Conversation,
-  type Rng,
-  type Snippet,
-  type TurnPlan,
 } from './policy.js';
 import { failureSummary } from './summary.js';
+import type { ChatMessage, Conversation, Rng, SimDialect, Snippet, ToolChoice, TurnPlan } from './types.js';
 
 export type Role =
   | { readonly kind: 'main'; readonly delegate: ToolChoice }

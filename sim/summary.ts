@@ -3,7 +3,7 @@
  * `FAILURE SUMMARY`): one JSON object saying what went wrong, what the searches were and
  * what they found, built from the conversation alone, in every dialect.
  */
-import type { Conversation, Evidence } from './policy.js';
+import type { Conversation, Evidence } from './types.js';
 
 export const FAILURE_SUMMARY_MARKER = 'FAILURE SUMMARY';
 

@@ -6,7 +6,7 @@
 import { isUtf8 } from 'node:buffer';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { cleanJson, cleanText, describeRemoved, findLoneSurrogate, firstInvalidUtf8, noneRemoved } from '../pipeline/text.js';
+import { cleanJson, cleanText, clip, clipLine, describeRemoved, findLoneSurrogate, firstInvalidUtf8, noneRemoved } from '../pipeline/text.js';
 
 /** Any sequence of UTF-16 code units: lone surrogates and every control character included. */
 const codeUnits = fc.array(fc.integer({ min: 0, max: 0xffff }), { maxLength: 300 }).map((units) => String.fromCharCode(...units));
@@ -122,5 +122,35 @@ describe('findLoneSurrogate', () => {
     expect(findLoneSurrogate({ q: 'ok', meta: { tags: ['a', 'x\udc00y'] } })).toEqual({ path: 'meta.tags[1]', index: 1, code: 0xdc00 });
     expect(findLoneSurrogate({ ['k\ud800']: 1 })).toEqual({ path: 'k\ud800', index: 1, code: 0xd800 });
     expect(findLoneSurrogate('\ud83d')).toEqual({ path: '', index: 0, code: 0xd83d });
+  });
+});
+
+describe('clip and clipLine: text cut for a message', () => {
+  it('clip keeps the first max characters and marks a cut with …, whatever the string', () => {
+    fc.assert(
+      fc.property(anyString, fc.integer({ min: 0, max: 400 }), (s, max) => {
+        const out = clip(s, max);
+        if (s.length <= max) expect(out).toBe(s);
+        else expect(out).toBe(`${s.slice(0, max)}…`);
+      }),
+    );
+    expect(clip('abcdef', 3)).toBe('abc…');
+    expect(clip('a\n b', 10)).toBe('a\n b');
+  });
+
+  it('clipLine is one line, trimmed, and never longer than max with its …', () => {
+    fc.assert(
+      fc.property(anyString, fc.integer({ min: 1, max: 400 }), (s, max) => {
+        const out = clipLine(s, max);
+        expect(out.length).toBeLessThanOrEqual(max);
+        expect(out).not.toMatch(/\s\s|^\s|\s$|[\n\r\t]/);
+        const one = s.replace(/\s+/g, ' ').trim();
+        if (one.length <= max) expect(out).toBe(one);
+        else expect(out).toBe(`${one.slice(0, max - 1)}…`);
+      }),
+    );
+    expect(clipLine('  a \n\t b  ', 10)).toBe('a b');
+    expect(clipLine('abcdef', 4)).toBe('abc…');
+    expect(clipLine('abcd', 4)).toBe('abcd');
   });
 });

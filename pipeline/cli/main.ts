@@ -3,7 +3,7 @@
  * without a stack trace; exit codes: 0 done, 1 failed, 2 bad input or usage, 130 interrupted.
  */
 import { parseArgs } from 'node:util';
-import { TrajforgeError } from '../errors.js';
+import { TrajforgeError, UserError } from '../errors.js';
 import { fsError, isFsError } from '../files.js';
 import { PACKAGE_VERSION } from '../paths.js';
 
@@ -112,22 +112,21 @@ export async function main(argv: string[]): Promise<number> {
         throw new TrajforgeError('BAD_USAGE', `unknown command "${cmd}" (try trajforge --help)`);
     }
   } catch (err) {
-    if (err instanceof TrajforgeError) {
-      process.stderr.write(`error: ${err.message}\n`);
-      return err.code === 'WRITE_FAILED' || err.code === 'ENDPOINT_FATAL' || err.code === 'ENDPOINT_UNREACHABLE' || err.code === 'QUEUE_UNREACHABLE' || err.code === 'RUN_INCOMPLETE' ? 1 : 2;
-    }
-    // parseArgs reports unknown flags with a code of its own.
-    if ((err as NodeJS.ErrnoException).code?.startsWith('ERR_PARSE_ARGS')) {
-      process.stderr.write(`error: ${(err as Error).message}\n`);
-      return 2;
-    }
-    // A path the user named that a call could not use, where no command said so itself: the
-    // path and the reason still beat a stack trace.
-    if (isFsError(err) && err.path !== undefined) {
-      const e = fsError(err.path, err, `cannot ${err.syscall}`);
-      process.stderr.write(`error: ${e.message}\n`);
-      return e.code === 'WRITE_FAILED' ? 1 : 2;
-    }
-    throw err;
+    const user = asUserError(err);
+    // Anything else is a bug, or a wire error no command turned into a message: bin.ts prints its stack.
+    if (user === undefined) throw err;
+    process.stderr.write(`error: ${user.message}\n`);
+    return user.exitCode;
   }
+}
+
+/** The error as the user kind the CLI prints (message, no stack, its exit code), or undefined when it is not one. */
+function asUserError(err: unknown): UserError | undefined {
+  if (err instanceof UserError) return err;
+  // parseArgs reports unknown flags with a code of its own.
+  if ((err as NodeJS.ErrnoException).code?.startsWith('ERR_PARSE_ARGS')) return new TrajforgeError('BAD_USAGE', (err as Error).message);
+  // A path the user named that a call could not use, where no command said so itself: the
+  // path and the reason still beat a stack trace.
+  if (isFsError(err) && err.path !== undefined) return fsError(err.path, err, `cannot ${err.syscall}`);
+  return undefined;
 }

@@ -2,6 +2,7 @@
 import { ReportServeOptions } from '../../schemas/index.js';
 import { TrajforgeError } from '../errors.js';
 import { checkOutputFile } from '../files.js';
+import { untilStopped } from '../wait.js';
 import { buildReport } from '../dataset/report/build.js';
 import { DEFAULT_ROW_OPTIONS } from '../dataset/report/rows.js';
 import { isLoopback, serveReport } from '../dataset/report/serve.js';
@@ -151,15 +152,7 @@ async function serve(input: string, values: Values): Promise<number> {
   process.stdout.write(`report: serving ${input} at ${server.url} (Ctrl-C stops)\n`);
   const now = server.live.figures();
   if (now.manifest === null && now.rows.read === 0) process.stdout.write(`report: ${input} holds no run yet; the page fills in once one starts writing there\n`);
-  await new Promise<void>((resolve) => {
-    const stop = (): void => {
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
-      resolve();
-    };
-    process.on('SIGINT', stop);
-    process.on('SIGTERM', stop);
-  });
+  await untilStopped();
   await server.close();
   process.stderr.write('report: stopped serving\n');
   return 0;

@@ -6,7 +6,7 @@
  * naming its field before anything runs.
  */
 import type { AgentConfig, DialectName, RunConfig } from '../../schemas/index.js';
-import { TrajforgeError } from '../errors.js';
+import { TrajforgeError, UserError } from '../errors.js';
 import { loadPrompt, renderPrompt } from '../prompts.js';
 
 const AGENT_NAME = /^[A-Za-z0-9_-]+$/;
@@ -70,7 +70,7 @@ export interface AgentSettings {
 }
 
 /** A problem with the `agents` section: the field and what is wrong with it. */
-class AgentConfigProblem extends Error {
+class AgentConfigProblem extends UserError {
   constructor(
     readonly field: string,
     message: string,

@@ -16,14 +16,14 @@
 import { closeSync, createWriteStream, fsyncSync, openSync, renameSync, unlinkSync, writeSync, type WriteStream } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
-import { TrajforgeError } from '../errors.js';
+import { TrajforgeError, WireError } from '../errors.js';
 import { fsReason, removeDeadTemps } from '../files.js';
 
 /** Bytes gathered before one `write` to the stream; rows are usually tens of KB, so this mostly batches small ones. */
 const BATCH_BYTES = 1 << 16;
 
 /** The reader of a stdout pipe went away (EPIPE). Not a failure of ours: stop quietly. */
-export class OutputClosedError extends Error {
+export class OutputClosedError extends WireError {
   constructor(cause?: unknown) {
     super('output closed by the reader', cause === undefined ? undefined : { cause });
     this.name = 'OutputClosedError';

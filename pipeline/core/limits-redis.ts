@@ -8,8 +8,9 @@
  * harmless, or undone by the caller, when it does.
  */
 import { createClient } from 'redis';
+import { WireError } from '../errors.js';
 
-export class LimitsRedisError extends Error {
+export class LimitsRedisError extends WireError {
   constructor(message: string) {
     super(message);
     this.name = 'LimitsRedisError';

@@ -265,19 +265,82 @@ export async function indexNearDuplicates(inputs: readonly string[], read: ReadO
     throw new TrajforgeError('BAD_USAGE', `dedup: max_hashes ${options.max_hashes} is too few for threshold ${options.threshold}: LSH needs at least ${minimumHashes(options.threshold)}`);
   }
   const files = fileStates(inputs);
+  const rows = await readRows(inputs, read, options);
+  const { sets } = rows;
+  const n = sets.n;
+  const clusters = new Clusters(n);
+  const stats = lsh(sets, clusters, banding, options);
+  const { best, size, groups, largest } = keptPerCluster(clusters, rows.ranks, n, options.keep);
+  const { follows, withoutRoot } = sessionsToRoots(rows);
+  let kept = 0;
+  let droppedWithRoot = 0;
+  for (let i = 0; i < n; i++) {
+    const f = follows[i]!;
+    if (f === -1) {
+      if (size[i]! > 0) kept++;
+    } else if (f === -2 || best[clusters.find(f)] === f) kept++;
+    else droppedWithRoot++;
+  }
+  return {
+    inputs,
+    read,
+    options,
+    banding,
+    sets,
+    clusters,
+    best,
+    size,
+    follows,
+    files,
+    summary: {
+      rows: n,
+      bad: rows.bad,
+      kept,
+      dropped: n - kept,
+      clusters: groups,
+      largest_cluster: largest,
+      empty: rows.empty,
+      sub_agent_sessions: rows.subAgentSessions,
+      dropped_with_root: droppedWithRoot,
+      without_root: withoutRoot,
+      bands: banding.bands,
+      rows_per_band: banding.rows,
+      ...stats,
+    },
+  };
+}
+
+/** What reading the input gave: every row's sets and keep rank, and where its sub-agent sessions belong. */
+interface ReadRows {
+  readonly sets: RowSets;
+  /** Per row, the keep rule's key (empty with `keep: first`). */
+  readonly ranks: Float64Array;
+  /** Per row: the row of its family's root for a sub-agent session placed so far; -1 for any other row. */
+  readonly follows: Int32Array;
+  /** Sessions still waiting for a root after the last row, and the last root, by family key. */
+  readonly waiting: ReadonlyMap<string, readonly number[]>;
+  readonly lastRoot: ReadonlyMap<string, number>;
+  readonly bad: number;
+  readonly empty: number;
+  readonly subAgentSessions: number;
+}
+
+/**
+ * Reads every row once: its shingle sets (none for a sub-agent session, which is never compared)
+ * and its keep rank. A sub-agent session belongs to the next root of its family in the input (a
+ * run writes a family's sessions before its root), else the last one before it: so each copy of
+ * a family written twice keeps its own sessions.
+ */
+async function readRows(inputs: readonly string[], read: ReadOptions, options: DedupOptions): Promise<ReadRows> {
   const { by, shingle_size: k, sketch_size: cap } = options;
   const sets = new RowSets();
   let ranks = new Float64Array(options.keep === 'first' ? 0 : 1024);
   let empty = 0;
   const bad = { count: 0 };
-  // A sub-agent session belongs to the next root of its family in the input (a run writes a
-  // family's sessions before its root), else the last one before it: so each copy of a family
-  // written twice keeps its own sessions. Sessions waiting for a root, and the last root, by family key.
   const waiting = new Map<string, number[]>();
   const lastRoot = new Map<string, number>();
   let subAgentSessions = 0;
   const nothing = textShingles('', k, cap, false);
-  // Per row: the row of its family's root for a sub-agent session; -1 for any other row, and -2 (below) for a session whose root is not in the input.
   let follows = new Int32Array(1024);
   for await (const row of rowsOf(inputs, read, bad)) {
     const t = row.trajectory as Partial<Trajectory>;
@@ -310,18 +373,18 @@ export async function indexNearDuplicates(inputs: readonly string[], read: ReadO
       ranks[i] = rankOf(t, options.keep);
     }
   }
+  return { sets, ranks, follows, waiting, lastRoot, bad: bad.count, empty, subAgentSessions };
+}
 
-  const n = sets.n;
-  const clusters = new Clusters(n);
-  const stats = lsh(sets, clusters, banding, options);
-
+/** Per cluster root, the row the keep rule keeps (ties to the earlier row) and the cluster's size; how many clusters of two or more, and the largest. */
+function keptPerCluster(clusters: Clusters, ranks: Float64Array, n: number, keep: DedupOptions['keep']): { best: Int32Array; size: Int32Array; groups: number; largest: number } {
   const best = new Int32Array(n).fill(-1);
   const size = new Int32Array(n);
   for (let i = 0; i < n; i++) {
     const r = clusters.find(i);
     size[r]!++;
     const b = best[r]!;
-    if (b < 0 || (options.keep !== 'first' && ranks[i]! < ranks[b]!)) best[r] = i;
+    if (b < 0 || (keep !== 'first' && ranks[i]! < ranks[b]!)) best[r] = i;
   }
   let groups = 0;
   let largest = n > 0 ? 1 : 0;
@@ -331,49 +394,19 @@ export async function indexNearDuplicates(inputs: readonly string[], read: ReadO
       if (size[i]! > largest) largest = size[i]!;
     }
   }
+  return { best, size, groups, largest };
+}
+
+/** Sessions that found no later root follow the last root of their family, or none (-2: kept as they are). */
+function sessionsToRoots(rows: ReadRows): { follows: Int32Array; withoutRoot: number } {
+  const { follows } = rows;
   let withoutRoot = 0;
-  for (const [family, rows] of waiting) {
-    const root = lastRoot.get(family);
-    for (const c of rows) follows[c] = root ?? -2;
-    if (root === undefined) withoutRoot += rows.length;
+  for (const [family, list] of rows.waiting) {
+    const root = rows.lastRoot.get(family);
+    for (const c of list) follows[c] = root ?? -2;
+    if (root === undefined) withoutRoot += list.length;
   }
-  follows = follows.subarray(0, n);
-  let kept = 0;
-  let droppedWithRoot = 0;
-  for (let i = 0; i < n; i++) {
-    const f = follows[i]!;
-    if (f === -1) {
-      if (size[i]! > 0) kept++;
-    } else if (f === -2 || best[clusters.find(f)] === f) kept++;
-    else droppedWithRoot++;
-  }
-  return {
-    inputs,
-    read,
-    options,
-    banding,
-    sets,
-    clusters,
-    best,
-    size,
-    follows,
-    files,
-    summary: {
-      rows: n,
-      bad: bad.count,
-      kept,
-      dropped: n - kept,
-      clusters: groups,
-      largest_cluster: largest,
-      empty,
-      sub_agent_sessions: subAgentSessions,
-      dropped_with_root: droppedWithRoot,
-      without_root: withoutRoot,
-      bands: banding.bands,
-      rows_per_band: banding.rows,
-      ...stats,
-    },
-  };
+  return { follows: follows.subarray(0, rows.sets.n), withoutRoot };
 }
 
 /**

@@ -34,6 +34,7 @@ import { DialectName, FailureReason, JudgeStep, JudgeVerdict, RepairKind, Rollba
 import { ROW_FORMATS, type DatasetRow } from './readers.js';
 import { OutputClosedError, type JsonlWriter } from '../core/jsonl.js';
 import { childIdsOf, familyOf, parentKeyOf, sessionKeyOf } from './families.js';
+import { UserError } from '../errors.js';
 
 // ---------------------------------------------------------------------------------------
 // Fields
@@ -149,7 +150,7 @@ const NUMBER_HINTS: Record<string, string> = {
 // Errors
 
 /** A bad expression: `column` is 1-based; past the end it is the length + 1. */
-export class ExprError extends Error {
+export class ExprError extends UserError {
   readonly column: number;
   /** `hint` follows the column, so the place stays next to the problem. */
   constructor(message: string, column: number, hint?: string) {
@@ -529,7 +530,7 @@ export interface FilterSpec {
 }
 
 /** Thrown for a bad `--keep`/`--drop`: the flag and the expression are in the message. */
-export class FilterSpecError extends Error {
+export class FilterSpecError extends UserError {
   readonly flag: string;
   readonly expression: string;
   readonly column: number;

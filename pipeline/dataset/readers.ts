@@ -60,7 +60,7 @@ import { SCHEMA_VERSION, type ChatMessage, type DialectName, type ToolCallRecord
 import { extractBoxed, mcpXml } from '../dialects/mcp-xml.js';
 import { tulu } from '../dialects/tulu.js';
 import type { Dialect, Segment } from '../dialects/types.js';
-import { inputError, TrajforgeError } from '../errors.js';
+import { inputError, TrajforgeError, UserError } from '../errors.js';
 import { statPath } from '../files.js';
 import { questionIdFor } from '../core/ids.js';
 import { firstInvalidUtf8 } from '../text.js';
@@ -263,7 +263,7 @@ function describe(v: unknown): string {
 }
 
 /** A row that cannot be read; `field` is the path of the culprit when there is one. */
-class BadRow extends Error {
+class BadRow extends UserError {
   constructor(
     readonly field: string | undefined,
     message: string,

@@ -36,6 +36,7 @@ import { getDialect } from '../dialects/index.js';
 import type { Segment } from '../dialects/types.js';
 import { omittedResultText } from '../prompts.js';
 import { classifyChat } from './readers.js';
+import { UserError } from '../errors.js';
 
 export type ViewMode = 'sent' | 'full';
 export const VIEW_MODES: readonly ViewMode[] = ['sent', 'full'];
@@ -75,7 +76,7 @@ export interface ViewOptions {
 }
 
 /** A row that cannot be exported in the asked form; skipped and counted, like a bad row. */
-export class UnexportableRow extends Error {}
+export class UnexportableRow extends UserError {}
 
 /** One step of a DR Tulu row's view, in order. */
 export type Step =

@@ -9,6 +9,25 @@ import type { BoundCall, ParsedCall, ToolSpec } from './types.js';
 
 export type ParsedArguments = { readonly value: Record<string, unknown>; readonly repaired: boolean } | { readonly error: string };
 
+/**
+ * Where the JSON object that opens at `text[start]` (a `{`) closes: the index of its balancing
+ * `}`, braces inside strings ignored; -1 when it runs to the end unclosed.
+ */
+export function closingBrace(text: string, start: number): number {
+  let depth = 0;
+  let inString = false;
+  for (let i = start; i < text.length; i++) {
+    const ch = text[i];
+    if (inString) {
+      if (ch === '\\') i++;
+      else if (ch === '"') inString = false;
+    } else if (ch === '"') inString = true;
+    else if (ch === '{') depth++;
+    else if (ch === '}' && --depth === 0) return i;
+  }
+  return -1;
+}
+
 /** A JSON object, parsed strictly, else after lenient repair. Empty text is `{}`. */
 export function parseJsonArguments(text: string): ParsedArguments {
   const src = text.trim();

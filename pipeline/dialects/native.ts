@@ -19,8 +19,9 @@
 import type { ChatMessage, NativeToolCall } from '../../schemas/index.js';
 import { loadPrompt } from '../prompts.js';
 import { bindJsonCall, parseJsonArguments } from './arguments.js';
-import { escapeTagNamed } from './mcp-xml.js';
-import { citedIds, parseTrajectory as parseTulu, renderToolOutput as renderTulu } from './tulu.js';
+import { citedIds } from './citations.js';
+import { escapeTagNamed, renderToolOutput as renderTulu } from './tool-output.js';
+import { parseTrajectory as parseTulu } from './tulu.js';
 import type {
   Dialect,
   FinishReason,

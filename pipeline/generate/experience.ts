@@ -6,12 +6,12 @@
  * never depends on the summary call working.
  */
 import type { ChatMessage, Experience, RunConfig, Trajectory } from '../../schemas/index.js';
-import { parseJsonArguments } from '../dialects/arguments.js';
+import { closingBrace, parseJsonArguments } from '../dialects/arguments.js';
 import type { Dialect, ToolSpec } from '../dialects/types.js';
 import { ConversationContext } from './context.js';
 import { LlmError, type Completion, type CompletionRequest } from '../core/llm/llm.js';
 import { loadPrompt, renderPrompt } from '../prompts.js';
-import { cleanText } from '../text.js';
+import { cleanText, clip } from '../text.js';
 
 export interface SummaryDeps {
   readonly llm: { complete(req: CompletionRequest): Promise<Completion> };
@@ -71,9 +71,9 @@ export function parseSummary(reply: string, fromAttempt: number): Experience | u
     const findings = Array.isArray(useful_findings) ? useful_findings.filter((f): f is string => typeof f === 'string' && f.trim() !== '') : [];
     return {
       from_attempt: fromAttempt,
-      failure_type: clip(failure_type.trim() || 'unknown'),
-      what_happened: clip(what_happened.trim()),
-      useful_findings: findings.slice(0, MAX_FINDINGS).map((f) => clip(f.trim())),
+      failure_type: clip(failure_type.trim() || 'unknown', MAX_FIELD_CHARS),
+      what_happened: clip(what_happened.trim(), MAX_FIELD_CHARS),
+      useful_findings: findings.slice(0, MAX_FINDINGS).map((f) => clip(f.trim(), MAX_FIELD_CHARS)),
       source: 'model',
     };
   }
@@ -88,18 +88,7 @@ export function parseSummary(reply: string, fromAttempt: number): Experience | u
 function* jsonObjects(text: string, most = 5): Generator<string> {
   let from = text.indexOf('{');
   for (let n = 0; from !== -1 && n < most; n++) {
-    let depth = 0;
-    let inString = false;
-    let end = -1;
-    for (let i = from; i < text.length && end === -1; i++) {
-      const ch = text[i];
-      if (inString) {
-        if (ch === '\\') i++;
-        else if (ch === '"') inString = false;
-      } else if (ch === '"') inString = true;
-      else if (ch === '{') depth++;
-      else if (ch === '}' && --depth === 0) end = i;
-    }
+    const end = closingBrace(text, from);
     yield text.slice(from, end === -1 ? text.length : end + 1);
     if (end === -1) return;
     from = text.indexOf('{', end + 1);
@@ -118,6 +107,3 @@ export function deriveSummary(failed: Trajectory): Experience {
   return { from_attempt: failed.attempt, failure_type: failed.reason ?? 'unknown', what_happened: what, useful_findings: [], source: 'derived' };
 }
 
-function clip(s: string, max = MAX_FIELD_CHARS): string {
-  return s.length > max ? `${s.slice(0, max)}…` : s;
-}

@@ -505,32 +505,49 @@ class Session {
     return { role: 'user', content: agent?.finalAnswerPrompt === undefined ? text : text.trimEnd() };
   }
 
-  /** Out of turns, nudges, budget or room: ask for the answer, a bounded number of times. */
-  async #askForAnswer(): Promise<void> {
-    const { config } = this.#deps;
+  /**
+   * Asks with the final-answer prompt, up to `attempts` times, until a reply is taken: `take`
+   * says whether a reply is one (undefined: ask again) and records it when it is (the prompt and
+   * the reply's repairs are recorded first). False when even the prompt alone would not fit the
+   * context window (`context_overflow`, asking for `what`).
+   */
+  async #askUntilTaken(what: 'answer' | 'report', attempts: number, take: (r: TurnRepairResult) => (() => void) | undefined): Promise<boolean> {
     const ask = this.#finalAnswerAsk();
-    for (let i = 0; this.#outcome.answerText === undefined && i < config.budgets.forced_answer_attempts; i++) {
+    for (let i = 0; this.#outcome.answerText === undefined && i < attempts; i++) {
       const keep = this.#ctx.fitKeep(this.#messages, ask);
       if (keep === undefined) {
         this.#outcome.reason = 'context_overflow';
-        this.#outcome.error = `even with every tool result left out, asking for the answer would not fit the ${this.#ctx.window}-token window`;
-        return;
+        this.#outcome.error = `even with every tool result left out, asking for the ${what} would not fit the ${this.#ctx.window}-token window`;
+        return false;
       }
       const { c, r } = await this.#complete([...this.#ctx.view(this.#messages, keep), ask], true);
-      if (r.action.kind !== 'answer') continue;
+      const record = take(r);
+      if (record === undefined) continue;
       this.#messages.push(ask);
       this.#noteRepairs(c, r);
-      // Asked because the loop concluded (finalAnswer: always), the answer was not forced.
-      if (this.#concluded === undefined) {
-        this.#repairs.push({
-          turn: this.#turn,
-          kind: 'forced_answer',
-          detail: this.#guardTurn === undefined ? 'the answer came after the loop asked for it' : 'the context guard stopped the loop; the answer came after it asked',
-        });
-      }
-      this.#acceptAnswer({ ...r, action: r.action });
+      record();
       this.#turn++;
     }
+    return true;
+  }
+
+  /** Out of turns, nudges, budget or room: ask for the answer, a bounded number of times. */
+  async #askForAnswer(): Promise<void> {
+    await this.#askUntilTaken('answer', this.#deps.config.budgets.forced_answer_attempts, (r) => {
+      const action = r.action;
+      if (action.kind !== 'answer') return undefined;
+      return () => {
+        // Asked because the loop concluded (finalAnswer: always), the answer was not forced.
+        if (this.#concluded === undefined) {
+          this.#repairs.push({
+            turn: this.#turn,
+            kind: 'forced_answer',
+            detail: this.#guardTurn === undefined ? 'the answer came after the loop asked for it' : 'the context guard stopped the loop; the answer came after it asked',
+          });
+        }
+        this.#acceptAnswer({ ...r, action });
+      };
+    });
   }
 
   /**
@@ -544,30 +561,21 @@ class Session {
    */
   async #askForReport(): Promise<void> {
     const { config, dialect } = this.#deps;
-    const ask = this.#finalAnswerAsk();
-    for (let i = 0; this.#outcome.answerText === undefined && i < Math.max(1, config.budgets.forced_answer_attempts); i++) {
-      const keep = this.#ctx.fitKeep(this.#messages, ask);
-      if (keep === undefined) {
-        this.#outcome.reason = 'context_overflow';
-        this.#outcome.error = `even with every tool result left out, asking for the report would not fit the ${this.#ctx.window}-token window`;
-        return;
-      }
-      const { c, r } = await this.#complete([...this.#ctx.view(this.#messages, keep), ask], true);
-      if (r.action.kind === 'call' || r.action.kind === 'calls') continue;
+    const asked = await this.#askUntilTaken('report', Math.max(1, config.budgets.forced_answer_attempts), (r) => {
+      if (r.action.kind === 'call' || r.action.kind === 'calls') return undefined;
       const tagged = r.action.kind === 'answer' && dialect.name !== 'mcp-xml';
       const { think, rest } = splitThink(r.text);
       const report = tagged && r.action.kind === 'answer' ? r.action.answer.trim() : rest;
-      if (report === '') continue;
-      this.#messages.push(ask);
-      this.#noteRepairs(c, r);
-      this.#messages.push(this.#assistantMessage(r, []));
-      this.#pieces.push(tagged ? r.text : `${think === '' ? '' : `${think}\n`}<answer>\n${escapeAnswerTags(report)}\n</answer>`);
-      this.#outcome.answerText = report;
-      if (r.repairs.some((x) => x.kind === 'truncated')) this.#outcome.reason = 'truncated';
-      this.#turn++;
-    }
+      if (report === '') return undefined;
+      return () => {
+        this.#messages.push(this.#assistantMessage(r, []));
+        this.#pieces.push(tagged ? r.text : `${think === '' ? '' : `${think}\n`}<answer>\n${escapeAnswerTags(report)}\n</answer>`);
+        this.#outcome.answerText = report;
+        if (r.repairs.some((x) => x.kind === 'truncated')) this.#outcome.reason = 'truncated';
+      };
+    });
     // The loop's own conclusion is not the report: a sub-agent that gave none failed.
-    this.#concluded = undefined;
+    if (asked) this.#concluded = undefined;
   }
 
   #noteRepairs(c: Completion, r: TurnRepairResult): void {

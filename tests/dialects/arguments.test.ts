@@ -2,8 +2,9 @@
  * What the two JSON dialects share: lenient JSON arguments, and tool and server names matched
  * to the one tool the model can have meant.
  */
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { bindJsonCall, matchName, parseJsonArguments } from '../../pipeline/dialects/arguments.js';
+import { bindJsonCall, closingBrace, matchName, parseJsonArguments } from '../../pipeline/dialects/arguments.js';
 import { mcpXml } from '../../pipeline/dialects/mcp-xml.js';
 import type { ParsedCall, ToolSpec } from '../../pipeline/dialects/types.js';
 
@@ -186,5 +187,19 @@ describe('bindJsonCall', () => {
       expect(b.call).toEqual(original);
       expect(b.call.arguments).toBeUndefined();
     }
+  });
+});
+
+describe('closingBrace', () => {
+  it('finds where any JSON object closes, whatever its strings hold, and -1 for one cut short', () => {
+    fc.assert(
+      fc.property(fc.dictionary(fc.string(), fc.jsonValue()), fc.string(), fc.string(), (obj, before, after) => {
+        const json = JSON.stringify(obj);
+        const text = `${before.replace(/[{"]/g, '')}${json}${after}`;
+        const start = text.length - json.length - after.length;
+        expect(closingBrace(text, start)).toBe(start + json.length - 1);
+        expect(closingBrace(text.slice(0, start + json.length - 1), start)).toBe(-1);
+      }),
+    );
   });
 });

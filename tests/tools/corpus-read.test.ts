@@ -10,7 +10,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Executor } from '../../pipeline/generate/executor.js';
-import { renderToolOutput } from '../../pipeline/dialects/tulu.js';
+import { renderToolOutput } from '../../pipeline/dialects/tool-output.js';
 import { RunConfig } from '../../schemas/index.js';
 import { CORPUS_SERVER, QUESTIONS, readJsonl } from '../helpers.js';
 

@@ -4,6 +4,7 @@
  * Pyserini's `_id`/`docid`/`text`), so each field is looked up under the names these use; a
  * row that has none of them is refused naming the field, so `corpus index` can say where.
  */
+import { UserError } from '../../pipeline/errors.js';
 
 export interface CorpusRecord {
   readonly id: string;
@@ -23,7 +24,7 @@ export const RECORD_FIELDS = {
 } as const;
 
 /** A row that is not a document, with the field at fault. */
-export class RowError extends Error {
+export class RowError extends UserError {
   constructor(
     readonly field: string | undefined,
     message: string,

@@ -5,6 +5,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import MiniSearch, { type AsPlainObject, type Options } from 'minisearch';
+import { UserError } from '../../pipeline/errors.js';
 
 export interface CorpusDoc {
   paperId: string;
@@ -22,7 +23,7 @@ export interface SearchPage {
   data: CorpusDoc[];
 }
 
-export class CorpusError extends Error {
+export class CorpusError extends UserError {
   constructor(
     readonly file: string,
     readonly line: number | null,

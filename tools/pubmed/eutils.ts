@@ -10,6 +10,7 @@ import { gunzipSync } from 'node:zlib';
 import type { CorpusDoc, SearchPage } from '../corpus/search.js';
 import { LimiterUnavailable, RateLimiter, type Limiter, type Slot } from './ratelimit.js';
 import { parsePubmedXml, PubmedXmlError } from './xml.js';
+import { WireError } from '../../pipeline/errors.js';
 
 export const DEFAULT_EUTILS_BASE = 'https://eutils.ncbi.nlm.nih.gov/entrez/eutils';
 /** esearch cannot page past the first 10,000 records of a query. */
@@ -34,7 +35,7 @@ export interface EutilsOptions {
 }
 
 /** A failure the caller should report, not retry: a bad query, a refused key, retries spent. */
-export class EutilsError extends Error {
+export class EutilsError extends WireError {
   constructor(message: string) {
     super(message);
     this.name = 'EutilsError';
@@ -42,7 +43,7 @@ export class EutilsError extends Error {
 }
 
 /** Worth another try: NCBI was busy or sent something other than what was asked for. */
-class Transient extends Error {
+class Transient extends WireError {
   constructor(
     message: string,
     readonly retryAfterMs?: number,

@@ -3,6 +3,7 @@
  * a client over it gets `{"error":"API rate limit exceeded"}` and, if it keeps going, a block.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
+import { WireError } from '../../pipeline/errors.js';
 
 /** Keeps the spacing between requests this far above the limit: network jitter can bunch requests up on arrival. */
 export const RATE_MARGIN_MS = 100;
@@ -21,7 +22,7 @@ export interface Limiter {
 }
 
 /** The limit could not be asked (a shared one whose Redis does not answer): the request is not sent. */
-export class LimiterUnavailable extends Error {
+export class LimiterUnavailable extends WireError {
   constructor(message: string) {
     super(message);
     this.name = 'LimiterUnavailable';

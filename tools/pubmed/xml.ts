@@ -7,12 +7,13 @@
  */
 import { XMLParser, XMLValidator } from 'fast-xml-parser';
 import type { CorpusDoc } from '../corpus/search.js';
+import { WireError } from '../../pipeline/errors.js';
 
 /** One node of fast-xml-parser's ordered output: `{tag: children, ':@'?: attributes}` or `{'#text': text}`. */
 type XNode = Record<string, unknown>;
 
 /** The XML was not XML, or it was NCBI's `<ERROR>` instead of articles. */
-export class PubmedXmlError extends Error {
+export class PubmedXmlError extends WireError {
   constructor(
     message: string,
     /** true when the body was not XML at all (truncated, an HTML gateway page): worth retrying. */

@@ -7,8 +7,10 @@
 import { constants } from 'node:fs';
 import { open, realpath } from 'node:fs/promises';
 import { basename, isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { UserError } from '../../pipeline/errors.js';
 
-export class InputRefused extends Error {}
+/** An upload the run's allowed inputs do not hold: the model is told why. */
+export class InputRefused extends UserError {}
 
 export class AllowedInputs {
   readonly #dirs: readonly string[];

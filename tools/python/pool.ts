@@ -10,12 +10,15 @@
 import { randomBytes } from 'node:crypto';
 import type { PythonLimits } from './limits.js';
 import { buildSnapshot, SandboxProcess, type LaunchSpec, type RunResult } from './sandbox-process.js';
+import { UserError } from '../../pipeline/errors.js';
 
 /** What a run answers the server: the process's result, and whether the sandbox lost its state. */
 export type PoolRun = RunResult & { readonly restarted: boolean };
 
-export class UnknownSandboxError extends Error {}
-export class PoolFullError extends Error {}
+/** A `sandbox_id` the server does not hold (expired, or never made). */
+export class UnknownSandboxError extends UserError {}
+/** Every sandbox is busy: the model is told to wait or reuse one. */
+export class PoolFullError extends UserError {}
 
 interface Sandbox {
   readonly id: string;

@@ -18,6 +18,7 @@ import { isIP } from 'node:net';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import type { Readable } from 'node:stream';
 import { HostPolicy, type ResolvedAddress } from './policy.js';
+import { WireError } from '../../pipeline/errors.js';
 
 export const DEFAULT_MAX_BYTES = 2 * 1024 * 1024;
 export const DEFAULT_TIMEOUT_MS = 20_000;
@@ -25,7 +26,7 @@ export const DEFAULT_MAX_REDIRECTS = 5;
 const USER_AGENT = 'Mozilla/5.0 (compatible; trajforge-browse/1.0)';
 
 /** A fetch that was refused or failed; the message is meant for the model. */
-export class FetchError extends Error {
+export class FetchError extends WireError {
   constructor(
     message: string,
     /** true when the policy refused the target (not a network or HTTP failure). */

@@ -3,6 +3,7 @@
  * documents whose id is the link, in the `{data: [...]}` shape the executor reads.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
+import { WireError } from '../../pipeline/errors.js';
 
 export const DEFAULT_SERPER_BASE = 'https://google.serper.dev';
 
@@ -34,7 +35,7 @@ export interface SerperOptions {
   readonly fetch?: typeof fetch | undefined;
 }
 
-export class SerperError extends Error {
+export class SerperError extends WireError {
   constructor(message: string) {
     super(message);
     this.name = 'SerperError';

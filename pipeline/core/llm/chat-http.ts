@@ -14,6 +14,7 @@ import { Agent, request, type IncomingHttpHeaders, type IncomingMessage } from '
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { StringDecoder } from 'node:string_decoder';
 import { PACKAGE_VERSION } from '../../paths.js';
+import { WireError } from '../../errors.js';
 
 const agent = new Agent({ keepAlive: true, maxSockets: Infinity, scheduling: 'lifo' });
 const httpsAgent = new HttpsAgent({ keepAlive: true, maxSockets: Infinity, scheduling: 'lifo' });
@@ -22,9 +23,9 @@ const httpsAgent = new HttpsAgent({ keepAlive: true, maxSockets: Infinity, sched
 const MAX_ERROR_BODY = 64 * 1024;
 
 /** The endpoint answered with an error: a non-2xx status, or an `error` event inside a stream. */
-export class EndpointError extends Error {
+export class EndpointError extends WireError {
   /** Undefined for an error reported inside a stream without a numeric code. */
-  readonly status: number | undefined;
+  override readonly status: number | undefined;
   readonly code: string | undefined;
   readonly param: string | undefined;
   readonly headers: IncomingHttpHeaders;
@@ -39,7 +40,7 @@ export class EndpointError extends Error {
 }
 
 /** The connection failed or dropped before the answer was whole. */
-export class ConnectionError extends Error {
+export class ConnectionError extends WireError {
   /** The system's code, when there was one: `ECONNREFUSED`, `ENOTFOUND`, `ECONNRESET`, a TLS code… */
   readonly code: string | undefined;
   constructor(message: string, code?: string) {
@@ -50,7 +51,7 @@ export class ConnectionError extends Error {
 }
 
 /** A 2xx body that is not what the protocol promises (not JSON, an SSE event that does not parse). */
-export class MalformedResponse extends Error {
+export class MalformedResponse extends WireError {
   constructor(message: string) {
     super(message);
     this.name = 'MalformedResponse';
@@ -58,7 +59,7 @@ export class MalformedResponse extends Error {
 }
 
 /** The answer passed the byte limit the caller set (`endpoint.max_response_bytes`): it was dropped there. */
-export class ResponseTooLarge extends Error {
+export class ResponseTooLarge extends WireError {
   readonly limit: number;
   constructor(limit: number, what: string) {
     super(`${what} passed ${limit} bytes (endpoint.max_response_bytes); dropped there`);
@@ -68,7 +69,7 @@ export class ResponseTooLarge extends Error {
 }
 
 /** The request was aborted through its signal (by the caller, or by a timer the caller set). */
-export class RequestAborted extends Error {
+export class RequestAborted extends WireError {
   constructor() {
     super('aborted');
     this.name = 'RequestAborted';

@@ -10,6 +10,7 @@ import type { ChatMessage, EndpointConfig, NativeToolCall } from '../../../schem
 import { chatWire, ConnectionError, EndpointError, postJson, postStream, RequestAborted, ResponseTooLarge, type ChatWire } from './chat-http.js';
 import type { FinishReason } from '../../dialects/types.js';
 import { countTokens } from '../tokens/count.js';
+import { WireError } from '../../errors.js';
 
 export type LlmErrorKind =
   /** The endpoint refuses the request itself (401, 403, 404, 400): retrying cannot help. */
@@ -21,9 +22,9 @@ export type LlmErrorKind =
   | 'too_large'
   | 'aborted';
 
-export class LlmError extends Error {
+export class LlmError extends WireError {
   readonly kind: LlmErrorKind;
-  readonly status: number | undefined;
+  override readonly status: number | undefined;
   constructor(kind: LlmErrorKind, message: string, status?: number) {
     super(message);
     this.name = 'LlmError';

@@ -155,14 +155,24 @@ class Tally {
     }
   }
 
-  accept(t: Partial<Trajectory>, newest: number): void {
+  /** Notes a row read; its id when it is still to be counted (undefined: counted alone, without an id, or superseded by the id's accepted row). */
+  #admit(t: Partial<Trajectory>, newest: number): string | undefined {
     this.#seen(t, newest);
     const id = t.id;
-    if (typeof id !== 'string') return this.#countAlone(t);
+    if (typeof id !== 'string') {
+      this.#countAlone(t);
+      return undefined;
+    }
     if (this.accepted.has(id)) {
       this.superseded++;
-      return;
+      return undefined;
     }
+    return id;
+  }
+
+  accept(t: Partial<Trajectory>, newest: number): void {
+    const id = this.#admit(t, newest);
+    if (id === undefined) return;
     this.accepted.add(id);
     this.counted++;
     this.#count(countedAs(t), 1);
@@ -177,13 +187,8 @@ class Tally {
   }
 
   fail(t: Partial<Trajectory>, offset: number, newest: number): void {
-    this.#seen(t, newest);
-    const id = t.id;
-    if (typeof id !== 'string') return this.#countAlone(t);
-    if (this.accepted.has(id)) {
-      this.superseded++;
-      return;
-    }
+    const id = this.#admit(t, newest);
+    if (id === undefined) return;
     const attempt = typeof t.attempt === 'number' && t.attempt >= 0 ? Math.floor(t.attempt) : 0;
     const before = this.failed.get(id);
     // As `stats`: the highest attempt wins, and of equal ones the later line, which this one is.

@@ -1,0 +1,73 @@
+/**
+ * What the server side writes into the page for its scripts (rows.ts, live.ts), as the scripts
+ * read it, and what the report's script offers the live one. Types only; the two sides must
+ * agree, and rows.ts and live.ts say the same shapes.
+ */
+
+/** One row's summary: `[id, status, reason, rules, question, tool_calls, turns, tokens, repairs, rollbacks, agent]`. */
+type RowSummary = [string, string, string, string[], string, number, number | null, number | null, number, number, string];
+
+/** A segment to show: `[kind, text, characters cut]`; kind t(ext), k (think), c(all), o(utput), a(nswer). */
+type RowSegment = [SegmentKind, string, number?];
+type SegmentKind = 't' | 'k' | 'c' | 'o' | 'a';
+
+/** One row's detail, parsed when the row is opened. */
+interface RowDetail {
+  readonly m: string;
+  readonly dl: string;
+  readonly at: number | null;
+  readonly fa: string;
+  readonly seg: RowSegment[];
+  /** Issues: [rule, severity, message]. */
+  readonly iss: [string, string, string][];
+  /** Repairs and rollbacks: [turn, kind, detail]. */
+  readonly rep: [number | null, string, string][];
+  readonly rb: [number | null, string, string][];
+  readonly g?: string;
+  readonly e?: string;
+  /** Cited ids: [cited, unresolved]. */
+  readonly ci?: [number, number];
+  /** A session of a family: its agent, parent, the parent's call, depth and family. */
+  readonly fam?: { readonly ag: string; readonly p: string | null; readonly pc: number | null; readonly dp: number | null; readonly f: string };
+  /** Per call, the sub-agent session it started, or null. */
+  readonly ch?: (string | null)[];
+}
+
+/** A place in a run's files (live.ts's Cursor). */
+interface Cursor {
+  readonly generation: number;
+  readonly trajectories: number;
+  readonly failures: number;
+}
+
+/** The live figures (live.ts's LiveFigures), as the live panel reads them. */
+interface LiveFigures {
+  readonly cursor: Cursor;
+  readonly at: string;
+  readonly manifest: { readonly status?: string | null; readonly model?: string | null; readonly planned: number | null; readonly updated_at?: string | null } | null;
+  readonly manifest_error: string | null;
+  readonly rows: { readonly read: number; readonly counted: number; readonly superseded: number; readonly bad: number };
+  readonly status: Record<string, number>;
+  readonly acceptance_rate: number | null;
+  readonly reasons: Record<string, number>;
+  readonly done: number;
+  readonly rate: { readonly per_min: number | null; readonly over: 'window' | 'last session'; readonly window_s: number };
+  readonly tokens: { readonly prompt: number; readonly completion: number; readonly total: number };
+  readonly spend_usd: number | null;
+  readonly price: { readonly prompt: number; readonly completion: number } | null;
+  readonly newest: [string, string, string, string][];
+}
+
+/** What the report's script offers a script that runs after it (the live panel). */
+interface TrajforgeReport {
+  /** Rows a run wrote since the page was made: a row of a listed id replaces it, unless that one was accepted. */
+  addRows(lines: string[]): void;
+  /** Opens a trajectory by id; false when the page does not hold it. */
+  openId(id: string): boolean;
+  /** Rows the page holds. */
+  size(): number;
+}
+
+interface Window {
+  trajforgeReport?: TrajforgeReport;
+}

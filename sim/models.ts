@@ -1,0 +1,8 @@
+/** The one model the sim serves, as `GET /v1/models` lists it (any model name a request asks for is answered). */
+
+export const SIM_MODEL = 'trajforge-sim';
+
+/** A model as OpenAI's model list shows it. */
+export function modelCard(id: string): unknown {
+  return { id, object: 'model', created: 0, owned_by: 'trajforge' };
+}
