@@ -5,6 +5,7 @@ import { EXPORT_FORMATS, Exporter, exportRows, formatExportCounts, latestFilter,
 import { MASK_STRATEGIES } from '../dataset/token-rows.js';
 import { TOOL_ROLES, VIEW_MODES } from '../dataset/training-view.js';
 import { TOKEN_ENCODINGS } from '../core/tokens/count.js';
+import type { TokenLimits } from '../core/tokens/limits.js';
 import { JsonlWriter } from '../core/jsonl.js';
 import { readDataset } from '../dataset/readers.js';
 import { abortWritersOnInterrupt, datasetTokenCounter, parseDatasetArgs, readOptions } from './common.js';
@@ -42,6 +43,11 @@ other systems (DR Tulu, chat) are validated first: one that breaks a rule is a f
   --mask S            tokens: train_on_assistant (default), train_on_last, train_on_all
   --empty-think       tokens: MiroTrain's handling of turns without think for Qwen3 thinking
                       templates: an empty <think></think> block before each, masked
+  --threads N         tokens: worker threads that render and tokenise (default: the cores, at most 4)
+  --row-timeout-ms N  tokens: a row whose chat template and tokenizer run longer fails (default 60000)
+  --render-max-chars N
+                      tokens: a row whose template writes more characters fails (default 16777216)
+  --worker-heap-mb N  tokens: a row whose template needs more heap fails (default 1024)
   --max-tokens N      drop (and count) rows over N tokens (8k = 8000); tokens: num_tokens
   --keep EXPR         export only rows matching EXPR (repeatable), as trajforge filter reads it:
                       'rubric_score >= 0.7', 'judgement == correct', 'tool_calls >= 2'
@@ -61,6 +67,22 @@ function oneOf<T extends string>(flag: string, value: string | undefined, allowe
   if (value === undefined) return undefined;
   if (!(allowed as readonly string[]).includes(value)) throw new TrajforgeError('BAD_USAGE', `--${flag}: expected ${allowed.join(', ')}; got "${value}"`, { field: flag });
   return value as T;
+}
+
+/** The flags of token export's limits (core/tokens/limits.ts), by the option each sets. */
+const TOKEN_LIMIT_FLAGS = ['threads', 'row-timeout-ms', 'render-max-chars', 'worker-heap-mb'] as const;
+const LIMIT_OF = { threads: 'threads', 'row-timeout-ms': 'rowTimeoutMs', 'render-max-chars': 'renderMaxChars', 'worker-heap-mb': 'workerHeapMb' } as const;
+
+function tokenLimits(values: Partial<Record<(typeof TOKEN_LIMIT_FLAGS)[number], string>>): Partial<TokenLimits> {
+  const limits: Partial<Record<keyof TokenLimits, number>> = {};
+  for (const flag of TOKEN_LIMIT_FLAGS) {
+    const v = values[flag];
+    if (v === undefined) continue;
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 1) throw new TrajforgeError('BAD_USAGE', `--${flag}: expected a whole number of at least 1, got "${v}"`, { field: flag });
+    limits[LIMIT_OF[flag]] = n;
+  }
+  return limits;
 }
 
 function parseMaxTokens(v: string | undefined): number | undefined {
@@ -88,6 +110,10 @@ export async function run(argv: string[]): Promise<number> {
       drop: { type: 'string', multiple: true },
       agent: { type: 'string', multiple: true },
       'max-pairs': { type: 'string' },
+      threads: { type: 'string' },
+      'row-timeout-ms': { type: 'string' },
+      'render-max-chars': { type: 'string' },
+      'worker-heap-mb': { type: 'string' },
   }, HELP);
   if (!args) return 0;
   const { values, input } = args;
@@ -123,7 +149,7 @@ export async function run(argv: string[]): Promise<number> {
   // A Hugging Face tokenizer (not a named encoding) is what `tokens` renders and tokenises with.
   const tokenizerPath = (TOKEN_ENCODINGS as readonly string[]).includes(counter.name) ? undefined : counter.name;
   if (format !== 'tokens') {
-    for (const flag of ['mask', 'empty-think', 'chat-template'] as const) {
+    for (const flag of ['mask', 'empty-think', 'chat-template', ...TOKEN_LIMIT_FLAGS] as const) {
       if (values[flag] !== undefined) throw new TrajforgeError('BAD_USAGE', `--${flag} is for --format tokens`, { field: flag });
     }
   } else if (tokenizerPath === undefined) {
@@ -141,6 +167,7 @@ export async function run(argv: string[]): Promise<number> {
     maxTokens: parseMaxTokens(values['max-tokens']),
     all: values.all === true,
     onBadRow: values['on-bad-row'] === 'skip' ? 'skip' : 'error',
+    tokenLimits: tokenLimits(values),
   };
   // The tokenizer and the chat template load (and fail) here, before anything is read or written.
   const exporter = new Exporter(opts);
@@ -156,7 +183,7 @@ export async function run(argv: string[]): Promise<number> {
  * `--format dpo`: pairs from a run's accepted and failed rows (the rejected ones are failures).
  */
 async function runDpo(input: string, out: string, values: Record<string, unknown>, selected: ((row: DatasetRow) => boolean) | undefined): Promise<number> {
-  for (const flag of ['mask', 'empty-think', 'chat-template', 'max-tokens', 'all', 'tokenizer'] as const) {
+  for (const flag of ['mask', 'empty-think', 'chat-template', 'max-tokens', 'all', 'tokenizer', ...TOKEN_LIMIT_FLAGS] as const) {
     if (values[flag] !== undefined) throw new TrajforgeError('BAD_USAGE', `--${flag} is not for --format dpo${flag === 'all' ? ' (it always reads failed rows: the rejected ones are there)' : ''}`, { field: flag });
   }
   const raw = values['max-pairs'] as string | undefined;

@@ -29,6 +29,7 @@ function load(dir: string): { json: Record<string, any>; config: Record<string, 
 /** Fragments text is made of: the ones a tokenizer's rules treat specially. */
 const FRAGMENTS = [
   '<|im_start|>', '<|im_end|>', '<think>', '</think>', '<|eot_id|>', '<|begin_of_text|>', '<|start_header_id|>', '<tool_call>',
+  '<|reserved_special_token_1|>', '<|reserved_special_token_10|>', '<|reserved_special_token_1', '<|finetune_right_pad_id|>',
   '<|im_end', 'im_end|>', '<', '|', '>',
   'e\u0301', 'A\u030a', '\u1100\u1161\u11a8', 'Å', 'ﬁ', '①', 'ｶ',
   '😀', '👩‍💻', '\ud83d', '\ude00', '\ufeff', '\u200b',
