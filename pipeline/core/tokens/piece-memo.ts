@@ -129,18 +129,13 @@ export class PieceMemo {
     for (let s = 0; s < sections.length; s++) {
       const section = sections[s]!;
       if (section.length === 0) continue;
-      const added = this.#added.get(section);
+      // An added token is one id, whether it is the section as cut or (as the library also checks) as normalised.
+      const normal = this.#added.has(section) || this.#normalize === undefined ? section : this.#normalize(section);
+      if (normal.length === 0) continue;
+      const added = this.#added.get(normal);
       if (added !== undefined) {
         ids.push(added);
-        lengths.push(this.#lengthOf(added, section));
-        continue;
-      }
-      const normal = this.#normalize === undefined ? section : this.#normalize(section);
-      if (normal.length === 0) continue;
-      const addedAfter = this.#added.get(normal);
-      if (addedAfter !== undefined) {
-        ids.push(addedAfter);
-        lengths.push(this.#lengthOf(addedAfter, normal));
+        lengths.push(this.#lengthOf(added, normal));
         continue;
       }
       for (const piece of this.#first.pre_tokenize_text(normal, { section_index: s })) {
