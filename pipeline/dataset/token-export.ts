@@ -7,8 +7,7 @@
  */
 import type { Trajectory } from '../../schemas/index.js';
 import { loadHfTokenizer } from '../core/tokens/tokenizer.js';
-import type { TokenLimits } from '../core/tokens/limits.js';
-import { TOKEN_LIMITS } from '../core/tokens/limits.js';
+import { TOKEN_LIMITS, type TokenLimits } from '../core/tokens/limits.js';
 import { TokenPool, type TokenJobResult } from './token-pool.js';
 import { TokenRows, type TokensOptions } from './token-rows.js';
 import { trainingView, type ViewOptions } from './training-view.js';

@@ -10,7 +10,8 @@
  *   ends that worker, not the command, and its row fails the same way;
  * - size: a rendering longer than `renderMaxChars` fails its row (token-rows.ts).
  * A failed row is an `UnexportableRow`: the export names its file and line, or skips it under
- * `--on-bad-row skip`.
+ * `--on-bad-row skip`. The workers are killed when the export ends (`close`), and leave by
+ * themselves when the command's process dies (their message channel closes).
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -107,7 +108,8 @@ export class TokenPool {
     });
     worker.on('message', (reply: WorkerReply) => this.#onReply(slot, reply));
     worker.on('error', (err) => this.#onDeath(slot, err.message));
-    worker.on('exit', (code, signal) => this.#onDeath(slot, signal === null ? `exit code ${code}` : `signal ${signal}`));
+    // 'close', not 'exit': by then its stderr is read to the end, and says why it died.
+    worker.on('close', (code, signal) => this.#onDeath(slot, signal === null ? `exit code ${code}` : `signal ${signal}`));
   }
 
   #onReply(slot: Slot, reply: WorkerReply): void {
