@@ -9,7 +9,7 @@
  * most it held together with its worker processes.
  */
 import { spawn } from 'node:child_process';
-import { createWriteStream, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
@@ -70,6 +70,8 @@ async function writeDataset(file: string, lines: string[]): Promise<number> {
 interface Measured {
   seconds: number;
   peakRssMb: number;
+  /** User and system CPU of the command and the worker processes it waited for (GNU time); undefined without it. */
+  cpuSeconds: number | undefined;
   /** The most the process and its worker processes held at once (sampled every 50 ms). */
   treeRssMb: number;
   code: number | null;
@@ -100,28 +102,49 @@ function rssKb(pid: number, field: 'VmHWM' | 'VmRSS'): number {
   }
 }
 
+/** GNU time, when the machine has it: the CPU of a command with the worker processes it waited for. */
+const TIME = existsSync('/usr/bin/time') ? '/usr/bin/time' : undefined;
+
 function measure(args: string[]): Promise<Measured> {
   const loadBefore = loadavg()[0]!;
+  const cpuFile = join(tmpdir(), `tf-bench-cpu-${process.pid}-${Math.random().toString(36).slice(2)}`);
+  const argv = TIME === undefined ? [process.execPath, CLI, ...args] : [TIME, '-f', '%U %S', '-o', cpuFile, process.execPath, CLI, ...args];
   return new Promise((resolve, reject) => {
     const started = performance.now();
-    const child = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'ignore', 'ignore'] });
+    const child = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'ignore', 'ignore'] });
     let peakKb = 0;
     let treeKb = 0;
     const poll = setInterval(() => {
-      peakKb = Math.max(peakKb, rssKb(child.pid!, 'VmHWM'));
+      // Under GNU time the command is time's child.
+      const pids = TIME === undefined ? [child.pid!, ...descendants(child.pid!)] : descendants(child.pid!);
+      if (pids.length === 0) return;
+      peakKb = Math.max(peakKb, rssKb(pids[0]!, 'VmHWM'));
       // The process with its workers, at this moment: their peaks need not coincide.
-      treeKb = Math.max(treeKb, [child.pid!, ...descendants(child.pid!)].reduce((n, pid) => n + rssKb(pid, 'VmRSS'), 0));
+      treeKb = Math.max(treeKb, pids.reduce((n, pid) => n + rssKb(pid, 'VmRSS'), 0));
     }, 50);
     child.on('error', reject);
     child.on('close', (code) => {
       clearInterval(poll);
-      resolve({ seconds: (performance.now() - started) / 1000, peakRssMb: peakKb / 1024, treeRssMb: treeKb / 1024, code, loadBefore });
+      let cpuSeconds: number | undefined;
+      if (TIME !== undefined) {
+        const [user, sys] = readFileSync(cpuFile, 'utf8').trim().split('\n').at(-1)!.split(' ').map(Number);
+        cpuSeconds = user! + sys!;
+        rmSync(cpuFile, { force: true });
+      }
+      resolve({ seconds: (performance.now() - started) / 1000, cpuSeconds, peakRssMb: peakKb / 1024, treeRssMb: treeKb / 1024, code, loadBefore });
     });
   });
 }
 
+interface Pairs {
+  /** Each pair's wall-time ratio A/B. */
+  ratios: number[];
+  a: Measured[];
+  b: Measured[];
+}
+
 /** `a` and `b` in turn, `pairs` times (after one of each to warm the disk cache): the ratio of each pair's wall times. */
-async function alternated(a: string[], b: string[], pairs: number): Promise<{ ratios: number[]; a: Measured[]; b: Measured[] }> {
+async function alternated(a: string[], b: string[], pairs: number): Promise<Pairs> {
   await measure(a);
   await measure(b);
   const out = { ratios: [] as number[], a: [] as Measured[], b: [] as Measured[] };
@@ -168,8 +191,10 @@ export async function benchLifecycle(): Promise<string> {
   }
 }
 
-function lifecycleMarkdown(r: { bytes: number; lines: number; size: number; rows: string[]; pairs: { ratios: number[]; a: Measured[]; b: Measured[] }; loads: number[] }): string {
+function lifecycleMarkdown(r: { bytes: number; lines: number; size: number; rows: string[]; pairs: Pairs; loads: number[] }): string {
   const ratio = percentile(r.pairs.ratios, 50);
+  const cpu = r.pairs.a.map((m, i) => (m.cpuSeconds ?? NaN) / (r.pairs.b[i]!.cpuSeconds ?? NaN));
+  const cpuOf = (m: Measured): string => (m.cpuSeconds === undefined ? '–' : `${m.cpuSeconds.toFixed(1)} s`);
   const load = percentile(r.loads, 50);
   const cores = cpus().length;
   // The bench's own runs count too (the export's workers keep up to the cores busy for a minute after): more than that is someone else's.
@@ -190,11 +215,11 @@ function lifecycleMarkdown(r: { bytes: number; lines: number; size: number; rows
     '',
     `\`trajforge ${EXPORT_NAME}\` (A) and \`trajforge validate --json\` (B) on the same file, run in turn A B A B … ${r.pairs.ratios.length} times after one of each to warm the disk cache; each pair's ratio A/B, and their median. Target (#28): at most 5×.`,
     '',
-    '| pair | export | validate | export / validate |',
+    '| pair | export: wall · CPU | validate: wall · CPU | export / validate: wall · CPU |',
     '|---|---|---|---|',
-    ...r.pairs.ratios.map((x, i) => `| ${i + 1} | ${r.pairs.a[i]!.seconds.toFixed(1)} s | ${r.pairs.b[i]!.seconds.toFixed(1)} s | ${x.toFixed(1)}× |`),
+    ...r.pairs.ratios.map((x, i) => `| ${i + 1} | ${r.pairs.a[i]!.seconds.toFixed(1)} s · ${cpuOf(r.pairs.a[i]!)} | ${r.pairs.b[i]!.seconds.toFixed(1)} s · ${cpuOf(r.pairs.b[i]!)} | ${x.toFixed(1)}× · ${cpu[i]!.toFixed(1)}× |`),
     '',
-    `Median of the ratios: **${ratio.toFixed(1)}×** (${ratio <= 5 ? 'met' : 'not met'}). ${shared ? `The machine was shared while it ran: the median 1-minute load average before a run was ${load.toFixed(1)} on ${cores} cores, so the export's workers did not have the cores to themselves.` : `The machine was quiet: the median 1-minute load average before a run was ${load.toFixed(1)} on ${cores} cores.`}`,
+    `Median of the wall-time ratios: **${ratio.toFixed(1)}×** (${ratio <= 5 ? 'met' : 'not met'}); of the CPU ratios (user and system, the export's worker processes included, from GNU time): ${percentile(cpu, 50).toFixed(1)}×. The export spreads its work over the cores and \`validate\` uses one, so on a quiet machine its wall-time ratio is below its CPU ratio. ${shared ? `The machine was shared while it ran: the median 1-minute load average before a run was ${load.toFixed(1)} on ${cores} cores, so the export's workers did not have the cores to themselves.` : `The machine was quiet: the median 1-minute load average before a run was ${load.toFixed(1)} on ${cores} cores.`}`,
     '',
     `Command: \`TRAJFORGE_BENCH_GB=${gb} TRAJFORGE_BENCH_PAIRS=${r.pairs.ratios.length} npm run bench -- --write lifecycle\`.`,
     '',

@@ -44,6 +44,12 @@ interface Job {
 /** Rows a worker holds at once: one it works on, and the next, so it never waits for the command's process. */
 const DEPTH = 2;
 
+/**
+ * Rows done by one worker before a second starts, when rows are waiting: a worker costs its
+ * start (loading the tokenizer: a second or so), which a short export would not win back.
+ */
+const MORE_WORKERS_AFTER = 64;
+
 /** The last of a worker's stderr kept, to say why it died (V8 prints its fatal errors there). */
 const STDERR_KEEP = 4096;
 
@@ -66,6 +72,8 @@ export class TokenPool {
   readonly #slots = new Set<Slot>();
   readonly #waiting: Job[] = [];
   #seq = 0;
+  /** Rows answered (done or failed) so far. */
+  #answered = 0;
   #closed = false;
   /** A worker that could not load: every job from then on fails with it. */
   #broken: Error | undefined;
@@ -73,7 +81,8 @@ export class TokenPool {
   constructor(opts: TokenPoolOptions) {
     this.#limits = { ...TOKEN_LIMITS, ...opts.limits };
     this.#setup = { tokenizerPath: opts.tokenizerPath, chatTemplate: opts.chatTemplate, renderMaxChars: this.#limits.renderMaxChars, options: opts.options };
-    for (let i = 0; i < this.#limits.threads; i++) this.#spawn();
+    // One worker to start with; more as rows wait (#dispatch).
+    this.#spawn();
   }
 
   /** Renders and tokenises one row; rejects with `UnexportableRow` when the row fails (its template raised, or a bound was passed). */
@@ -126,6 +135,7 @@ export class TokenPool {
     clearTimeout(slot.timer);
     slot.timer = undefined;
     if (job === undefined || job.message.seq !== reply.seq) throw new Error(`token export: worker answered job ${reply.seq} out of turn`);
+    this.#answered++;
     if (reply.type === 'rows') job.resolve({ lines: reply.lines, tokens: reply.tokens });
     else job.reject(new UnexportableRow(reply.message));
     this.#arm(slot);
@@ -187,6 +197,8 @@ export class TokenPool {
   }
 
   #dispatch(): void {
+    const loading = [...this.#slots].some((s) => !s.ready);
+    if (this.#waiting.length > 0 && !loading && !this.#closed && this.#broken === undefined && this.#slots.size < this.#limits.threads && this.#answered >= MORE_WORKERS_AFTER) this.#spawn();
     while (this.#waiting.length > 0) {
       let best: Slot | undefined;
       for (const s of this.#slots) if (s.ready && s.jobs.length < DEPTH && (best === undefined || s.jobs.length < best.jobs.length)) best = s;
