@@ -43,7 +43,8 @@ other systems (DR Tulu, chat) are validated first: one that breaks a rule is a f
   --mask S            tokens: train_on_assistant (default), train_on_last, train_on_all
   --empty-think       tokens: MiroTrain's handling of turns without think for Qwen3 thinking
                       templates: an empty <think></think> block before each, masked
-  --threads N         tokens: worker threads that render and tokenise (default: the cores, at most 4)
+  --threads N         tokens: worker processes that render and tokenise, at most (default: the
+                      cores, at most 4; one starts, more once rows wait)
   --row-timeout-ms N  tokens: a row whose chat template and tokenizer run longer fails (default 60000)
   --render-max-chars N
                       tokens: a row whose template writes more characters fails (default 16777216)

@@ -120,7 +120,7 @@ export interface ExportOptions {
   readonly all?: boolean | undefined;
   /** `skip`: a row that cannot be exported is counted, not fatal. */
   readonly onBadRow?: 'error' | 'skip' | undefined;
-  /** `tokens`: worker threads and the bounds on each row's rendering (core/tokens/limits.ts has the defaults). */
+  /** `tokens`: worker processes and the bounds on each row's rendering (core/tokens/limits.ts has the defaults). */
   readonly tokenLimits?: Partial<TokenLimits> | undefined;
 }
 
@@ -169,7 +169,7 @@ export class Exporter {
     }
   }
 
-  /** Rows built ahead of the one being written: `tokens` rows are built on worker threads, several at once. */
+  /** Rows built ahead of the one being written: `tokens` rows are built in worker processes, several at once. */
   get window(): number {
     return this.#tokens?.window ?? 1;
   }
@@ -183,7 +183,7 @@ export class Exporter {
     return rows;
   }
 
-  /** Ends the worker threads of `tokens`, if any were started. */
+  /** Ends the worker processes of `tokens`, if any were started. */
   async close(): Promise<void> {
     await this.#tokens?.close();
   }
@@ -210,7 +210,7 @@ function rowTokens(row: ExportRow): number {
 
 /**
  * A row on its way out: what building it gave, or the error that stops the export there.
- * Rows are built ahead of the writer (`Exporter.window`: `tokens` rows on worker threads) and
+ * Rows are built ahead of the writer (`Exporter.window`: `tokens` rows in worker processes) and
  * written strictly in input order, each error at its own row, as if built one by one.
  */
 type InFlight = { readonly row: DatasetRow; readonly built: Promise<BuiltRows | { readonly failed: unknown }> } | { readonly row: DatasetRow; readonly fatal: unknown };

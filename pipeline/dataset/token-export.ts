@@ -1,6 +1,6 @@
 /**
  * The `tokens` format's side of `exportRows`: each row's training view is made here, on the
- * main thread (it reads the whole record), and rendered and tokenised on the worker threads
+ * command's process (it reads the whole record), and rendered and tokenised in the worker processes
  * of token-pool.ts, several rows at once; `exportRows` writes them back in input order. The
  * tokenizer and the template are also loaded here, once, so that a bad `--tokenizer` or
  * `--chat-template` fails before anything is read.
@@ -13,7 +13,7 @@ import { TokenRows, type TokensOptions } from './token-rows.js';
 import { trainingView, type ViewOptions } from './training-view.js';
 import type { FamilyMetadata } from './export.js';
 
-/** Rows a worker holds at once (token-pool.ts), times the workers: how far ahead of the writer rows are built. */
+/** Rows in the works per worker the export may have: how far ahead of the writer rows are built. */
 const AHEAD_PER_THREAD = 3;
 
 export interface TokenExportOptions {
@@ -30,7 +30,7 @@ export class TokenExport {
 
   constructor(opts: TokenExportOptions) {
     this.#opts = opts;
-    // Loaded (and checked) here, on the main thread; the workers load the same files again.
+    // Loaded (and checked) here, in the command's process; the workers load the same files again.
     new TokenRows(loadHfTokenizer(opts.tokenizerPath, '--tokenizer'), opts.chatTemplate, opts.limits.renderMaxChars);
   }
 

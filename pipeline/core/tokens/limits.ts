@@ -3,18 +3,18 @@
  * docs/export.md ("Limits of token export") says the same. A chat template is code from
  * outside (a tokenizer folder, `--chat-template`): a loop of a billion steps must fail its row,
  * not hang the command or take the process down, so each row is rendered and tokenised on a
- * worker thread with a deadline, a memory bound and a bound on the text a template may write.
+ * worker process with a deadline, a memory bound and a bound on the text a template may write.
  */
 import { availableParallelism } from 'node:os';
 
 export interface TokenLimits {
-  /** Worker threads that render and tokenise rows (`--threads`). Default: the cores, at most 4. */
+  /** Worker processes that render and tokenise rows, at most (`--threads`); one starts, more once rows wait. Default: the cores, at most 4. */
   readonly threads: number;
   /** A row that takes longer to render and tokenise fails (`--row-timeout-ms`): its worker is ended and replaced. */
   readonly rowTimeoutMs: number;
   /** Characters a chat template may write for one rendering of a row; more fails the row. */
   readonly renderMaxChars: number;
-  /** Heap of each worker thread, MB: a template that allocates past it fails its row, the worker is replaced. */
+  /** Heap of each worker process, MB: a template that allocates past it fails its row, the worker is replaced. */
   readonly workerHeapMb: number;
   /** Pieces the tokenizer's memo remembers (piece-memo.ts); pieces longer than `memoPieceChars` are not kept. */
   readonly memoPieces: number;
