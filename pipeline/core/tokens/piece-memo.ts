@@ -8,9 +8,10 @@
  * (`<|im_end|>`…), normalises what lies between, and its pre-tokenizer cuts that into pieces
  * with a first step (Qwen's and Llama 3's `Split` regex); every later step (`ByteLevel`) and
  * the BPE model then work on each piece alone. So a text's ids are its pieces' ids, one after
- * another, and a piece seen before needs no work. The cutting is the library's own (its
- * added-token splitter, its normaliser, its first pre-tokenizer step), and a piece seen for
- * the first time goes through the library's own later steps and model.
+ * another, and a piece seen before needs no work. The cutting follows the library (its
+ * added tokens, longest first, as its splitter cuts; its own normaliser and first
+ * pre-tokenizer step), and a piece seen for the first time goes through the library's own
+ * later steps and model.
  *
  * That holds by construction only for some pipelines: `pieceMemo` returns undefined for any
  * other (a model that fuses unknown tokens across pieces, a Metaspace step, added tokens that
