@@ -23,15 +23,20 @@ export const PARTS = [
 ] as const;
 export type Part = (typeof PARTS)[number][0];
 
-/** Ordered: the first rule that matches a frame's script URL names its part. */
+/**
+ * Ordered: the first rule that matches a frame's script URL names its part. The files are
+ * matched by their room and name (pipeline/core/llm/llm.js, pipeline/generate/executor.js…):
+ * rules that named files by their old flat place matched nothing after the move to core/ and
+ * generate/, and charged validation, the cache and the store 0%.
+ */
 const RULES: readonly [RegExp, Part | 'bench'][] = [
   [/\/dist\/bench\//, 'bench'],
-  [/\/pipeline\/(chat-http|llm)\.js$|^node:_http_/, 'endpoint'],
-  [/@modelcontextprotocol\/|\/zod\/|\/pipeline\/executor\.js$/, 'mcp'],
-  [/\/pipeline\/cache\.js$/, 'cache'],
+  [/\/pipeline\/core\/llm\/|^node:_http_/, 'endpoint'],
+  [/@modelcontextprotocol\/|\/zod\/|\/pipeline\/generate\/(executor|tool-result|stdio-lines)\.js$/, 'mcp'],
+  [/\/pipeline\/core\/cache\.js$/, 'cache'],
   [/\/pipeline\/dialects\//, 'repair'],
-  [/\/pipeline\/validator\.js$/, 'validate'],
-  [/\/pipeline\/(store|jsonl)\.js$/, 'store'],
+  [/\/pipeline\/core\/validator\.js$/, 'validate'],
+  [/\/pipeline\/generate\/store\.js$|\/pipeline\/core\/(jsonl\.js|run-dir\/)/, 'store'],
   [/\/pipeline\/|\/p-queue\/|\/eventemitter3\//, 'loop'],
 ];
 

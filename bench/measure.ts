@@ -209,3 +209,15 @@ function readChildren(pid: number): number[] {
   }
   return out;
 }
+
+/**
+ * CPU ms per turn in the windows of a run's steady part: its first and last two windows left
+ * out (start-up and the tail), or fewer when the run is too short to leave any (`bench:quick`
+ * runs a few seconds); a run shorter than one window gives its mean over the whole run, so that
+ * every run gives a number.
+ */
+export function steadyCpuWindows(r: RunMeasure, trim = 2): number[] {
+  const w = r.cpuPerTurnWindows;
+  for (let t = trim; t >= 0; t--) if (w.length > 2 * t) return w.slice(t, w.length - t);
+  return r.turns > 0 ? [(r.cpuSeconds * 1000) / r.turns] : [];
+}

@@ -24,11 +24,13 @@ import { benchPython } from './python.js';
 import { benchQueue } from './queue.js';
 import { benchShards } from './shards.js';
 import { benchCpu, benchThroughput } from './throughput.js';
+import { benchTokenizerChoice } from './tokenizer-choice.js';
 
 // Each returns one markdown section. Add new benchmark modules here.
 const benches: ReadonlyArray<readonly [string, () => Promise<string>]> = [
   ['repairer', benchRepairer],
   ['lifecycle', benchLifecycle],
+  ['tokenizer', benchTokenizerChoice],
   ['throughput', benchThroughput],
   ['cpu', benchCpu],
   ['shards', benchShards],

@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { percentile, startSimProcess, SEARCHES, TURNS } from './harness.js';
 import { PARTS, profiled, type Part } from './cpu-profile.js';
-import { measureRun, type RunMeasure } from './measure.js';
+import { measureRun, steadyCpuWindows, type RunMeasure } from './measure.js';
 
 /** Samples per second the ideal allows at every C. */
 const IDEAL_RATE = Number(process.env.TRAJFORGE_BENCH_RATE ?? '20');
@@ -130,7 +130,7 @@ async function cpuRun(label: string, patch: { endpoint?: Record<string, unknown>
     process.stderr.write(`  ${label}: C=${CPU_C}, L=${CPU_L} ms, ${CPU_SAMPLES} samples…\n`);
     const r = await measureRun({ sim, dir, concurrency: CPU_C, latencyMs: CPU_L, samples: CPU_SAMPLES, cpuWindowS: 1, around, ...patch });
     // The first and last seconds hold start-up and the tail.
-    return { label, r, windows: r.cpuPerTurnWindows.slice(2, -2) };
+    return { label, r, windows: steadyCpuWindows(r) };
   } finally {
     await sim.close();
     rmSync(dir, { recursive: true, force: true });

@@ -7,6 +7,7 @@ import { TOOL_ROLES, VIEW_MODES } from '../dataset/training-view.js';
 import { SHAREGPT_CALLS } from '../dataset/formats/sharegpt.js';
 import { exportViaParquet, planParquet, type ParquetPlan } from '../dataset/formats/parquet-export.js';
 import { TOKEN_ENCODINGS } from '../core/tokens/count.js';
+import type { TokenLimits } from '../core/tokens/limits.js';
 import { JsonlWriter } from '../core/jsonl.js';
 import { readDataset } from '../dataset/readers.js';
 import { abortWritersOnInterrupt, datasetTokenCounter, parseDatasetArgs, readOptions } from './common.js';
@@ -53,6 +54,12 @@ other systems (DR Tulu, chat) are validated first: one that breaks a rule is a f
   --mask S            tokens: train_on_assistant (default), train_on_last, train_on_all
   --empty-think       tokens: MiroTrain's handling of turns without think for Qwen3 thinking
                       templates: an empty <think></think> block before each, masked
+  --threads N         tokens: worker processes that render and tokenise, at most (default: the
+                      cores, at most 4; one starts, more once rows wait)
+  --row-timeout-ms N  tokens: a row whose chat template and tokenizer run longer fails (default 60000)
+  --render-max-chars N
+                      tokens: a row whose template writes more characters fails (default 16777216)
+  --worker-heap-mb N  tokens: a row whose template needs more heap fails (default 1024)
   --max-tokens N      drop (and count) rows over N tokens (8k = 8000); tokens: num_tokens
   --keep EXPR         export only rows matching EXPR (repeatable), as trajforge filter reads it:
                       'rubric_score >= 0.7', 'judgement == correct', 'tool_calls >= 2'
@@ -72,6 +79,22 @@ function oneOf<T extends string>(flag: string, value: string | undefined, allowe
   if (value === undefined) return undefined;
   if (!(allowed as readonly string[]).includes(value)) throw new TrajforgeError('BAD_USAGE', `--${flag}: expected ${allowed.join(', ')}; got "${value}"`, { field: flag });
   return value as T;
+}
+
+/** The flags of token export's limits (core/tokens/limits.ts), by the option each sets. */
+const TOKEN_LIMIT_FLAGS = ['threads', 'row-timeout-ms', 'render-max-chars', 'worker-heap-mb'] as const;
+const LIMIT_OF = { threads: 'threads', 'row-timeout-ms': 'rowTimeoutMs', 'render-max-chars': 'renderMaxChars', 'worker-heap-mb': 'workerHeapMb' } as const;
+
+function tokenLimits(values: Partial<Record<(typeof TOKEN_LIMIT_FLAGS)[number], string>>): Partial<TokenLimits> {
+  const limits: Partial<Record<keyof TokenLimits, number>> = {};
+  for (const flag of TOKEN_LIMIT_FLAGS) {
+    const v = values[flag];
+    if (v === undefined) continue;
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 1) throw new TrajforgeError('BAD_USAGE', `--${flag}: expected a whole number of at least 1, got "${v}"`, { field: flag });
+    limits[LIMIT_OF[flag]] = n;
+  }
+  return limits;
 }
 
 function parseMaxTokens(v: string | undefined): number | undefined {
@@ -102,6 +125,10 @@ export async function run(argv: string[]): Promise<number> {
       drop: { type: 'string', multiple: true },
       agent: { type: 'string', multiple: true },
       'max-pairs': { type: 'string' },
+      threads: { type: 'string' },
+      'row-timeout-ms': { type: 'string' },
+      'render-max-chars': { type: 'string' },
+      'worker-heap-mb': { type: 'string' },
   }, HELP);
   if (!args) return 0;
   const { values, input } = args;
@@ -140,7 +167,7 @@ export async function run(argv: string[]): Promise<number> {
   if (values['sharegpt-calls'] !== undefined && format !== 'sharegpt') throw new TrajforgeError('BAD_USAGE', '--sharegpt-calls is for --format sharegpt', { field: 'sharegpt-calls' });
   if (values['max-tokens'] !== undefined && (format === 'adp' || format === 'atif')) throw new TrajforgeError('BAD_USAGE', `--max-tokens is not for --format ${format} (its rows hold no token counts)`, { field: 'max-tokens' });
   if (format !== 'tokens') {
-    for (const flag of ['mask', 'empty-think', 'chat-template'] as const) {
+    for (const flag of ['mask', 'empty-think', 'chat-template', ...TOKEN_LIMIT_FLAGS] as const) {
       if (values[flag] !== undefined) throw new TrajforgeError('BAD_USAGE', `--${flag} is for --format tokens`, { field: flag });
     }
   } else if (tokenizerPath === undefined) {
@@ -159,6 +186,7 @@ export async function run(argv: string[]): Promise<number> {
     maxTokens: parseMaxTokens(values['max-tokens']),
     all: values.all === true,
     onBadRow: values['on-bad-row'] === 'skip' ? 'skip' : 'error',
+    tokenLimits: tokenLimits(values),
   };
   // The tokenizer and the chat template load (and fail) here, before anything is read or written.
   const exporter = new Exporter(opts);
@@ -174,7 +202,7 @@ export async function run(argv: string[]): Promise<number> {
  * `--format dpo`: pairs from a run's accepted and failed rows (the rejected ones are failures).
  */
 async function runDpo(input: string, out: string, values: Record<string, unknown>, selected: ((row: DatasetRow) => boolean) | undefined, parquet: ParquetPlan | undefined): Promise<number> {
-  for (const flag of ['mask', 'empty-think', 'chat-template', 'max-tokens', 'all', 'tokenizer', 'sharegpt-calls'] as const) {
+  for (const flag of ['mask', 'empty-think', 'chat-template', 'max-tokens', 'all', 'tokenizer', 'sharegpt-calls', ...TOKEN_LIMIT_FLAGS] as const) {
     if (values[flag] !== undefined) throw new TrajforgeError('BAD_USAGE', `--${flag} is not for --format dpo${flag === 'all' ? ' (it always reads failed rows: the rejected ones are there)' : ''}`, { field: flag });
   }
   const raw = values['max-pairs'] as string | undefined;

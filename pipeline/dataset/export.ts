@@ -25,9 +25,11 @@ import { inputFiles, readDataset, type DatasetRow, type ReadOptions, type ReadRe
 import { indexLatestFailures, type LatestIndex } from './stats.js';
 import { FAILURES } from '../core/run-dir/names.js';
 import { O200K, type TokenCounter } from '../core/tokens/count.js';
-import { loadHfTokenizer } from '../core/tokens/tokenizer.js';
 import { Counter, toMessages, toShareGpt, toText, type MessagesRow, type ShareGptRow, type TextRow } from './export-formats.js';
-import { TokenRows, type MaskStrategy, type TokensRow } from './token-rows.js';
+import type { MaskStrategy, TokensRow } from './token-rows.js';
+import { TokenExport } from './token-export.js';
+import type { TokenJobResult } from './token-pool.js';
+import type { TokenLimits } from '../core/tokens/limits.js';
 import { trainingView, UnexportableRow, type ToolRole, type ViewMode } from './training-view.js';
 import { ForeignCheck } from './foreign.js';
 import { anyRemoved, cleanJson, noneRemoved } from '../text.js';
@@ -125,6 +127,8 @@ export interface ExportOptions {
   readonly all?: boolean | undefined;
   /** `skip`: a row that cannot be exported is counted, not fatal. */
   readonly onBadRow?: 'error' | 'skip' | undefined;
+  /** `tokens`: worker processes and the bounds on each row's rendering (core/tokens/limits.ts has the defaults). */
+  readonly tokenLimits?: Partial<TokenLimits> | undefined;
 }
 
 export interface ExportCounts {
@@ -148,26 +152,47 @@ export interface ExportCounts {
   outputClosed: boolean;
 }
 
+/** A trajectory's rows, as objects, or (`tokens`) as the JSON lines a worker wrote with their token counts. */
+export type BuiltRows = ExportRow[] | TokenJobResult;
+
 /** Builds the rows of one trajectory in the asked format: one row, or for `tokens` one per part (possibly none). */
 export class Exporter {
   readonly #opts: ExportOptions;
   readonly #count: Counter;
-  readonly #tokens: TokenRows | undefined;
+  readonly #tokens: TokenExport | undefined;
 
   constructor(opts: ExportOptions) {
     this.#opts = opts;
     this.#count = new Counter(opts.counter ?? O200K);
     if (opts.format === 'tokens') {
       if (opts.tokenizerPath === undefined) throw new TrajforgeError('BAD_USAGE', 'export --format tokens needs --tokenizer PATH: the trainee\'s Hugging Face tokenizer (a folder with tokenizer.json and tokenizer_config.json)', { field: 'tokenizer' });
-      this.#tokens = new TokenRows(loadHfTokenizer(opts.tokenizerPath, '--tokenizer'), opts.chatTemplate);
+      this.#tokens = new TokenExport({
+        tokenizerPath: opts.tokenizerPath,
+        chatTemplate: opts.chatTemplate,
+        view: { view: opts.view, toolRole: opts.toolRole },
+        tokens: { strategy: opts.strategy, emptyThink: opts.emptyThink },
+        limits: opts.tokenLimits ?? {},
+      });
     }
   }
 
-  rows(t: Trajectory): ExportRow[] {
-    const rows = this.#build(t);
+  /** Rows built ahead of the one being written: `tokens` rows are built in worker processes, several at once. */
+  get window(): number {
+    return this.#tokens?.window ?? 1;
+  }
+
+  /** The rows of `t`; `tokens` rows arrive later, from a worker (a failed row rejects with `UnexportableRow`). */
+  rows(t: Trajectory): BuiltRows | Promise<BuiltRows> {
     const metadata = LINKED_INSIDE.has(this.#opts.format) ? undefined : familyMetadata(t);
+    if (this.#tokens !== undefined) return this.#tokens.build(t, metadata);
+    const rows = this.#build(t);
     if (metadata !== undefined) for (const r of rows) r.metadata = metadata;
     return rows;
+  }
+
+  /** Ends the worker processes of `tokens`, if any were started. */
+  async close(): Promise<void> {
+    await this.#tokens?.close();
   }
 
   #build(t: Trajectory): ExportRow[] {
@@ -180,7 +205,7 @@ export class Exporter {
       case 'text':
         return [toText(t, this.#count)];
       case 'tokens':
-        return this.#tokens!.rows(t.id, trainingView(t, choice), { strategy: this.#opts.strategy, emptyThink: this.#opts.emptyThink });
+        throw new Error('unreachable: tokens rows are built by TokenExport');
       case 'adp':
         return [toAdp(t, familyMetadata(t), choice)];
       case 'atif':
@@ -194,6 +219,13 @@ function rowTokens(row: ExportRow): number {
   return 'num_tokens' in row ? row.num_tokens : 'tokens' in row ? row.tokens : 0;
 }
 
+/**
+ * A row on its way out: what building it gave, or the error that stops the export there.
+ * Rows are built ahead of the writer (`Exporter.window`: `tokens` rows in worker processes) and
+ * written strictly in input order, each error at its own row, as if built one by one.
+ */
+type InFlight = { readonly row: DatasetRow; readonly built: Promise<BuiltRows | { readonly failed: unknown }> } | { readonly row: DatasetRow; readonly fatal: unknown };
+
 /** `exporter`: one built from `opts` already (the CLI builds it first, so a bad tokenizer fails before anything is read). */
 export async function exportRows(
   rows: AsyncIterable<DatasetRow>,
@@ -205,53 +237,109 @@ export async function exportRows(
 ): Promise<ExportCounts> {
   const foreign = new ForeignCheck({ counter: opts.counter });
   const counts: ExportCounts = { in: 0, written: 0, droppedOverMax: 0, skippedFailed: 0, superseded: 0, unselected: 0, unexportable: 0, cleaned: 0, outputClosed: false };
-  try {
-    for await (const row of rows) {
-      counts.in++;
-      const t = row.trajectory;
-      if (keep && !keep(row)) {
-        counts.superseded++;
-        continue;
-      }
-      foreign.check(row);
-      // After the foreign check: an expression may test the verdict it makes.
-      if (select && !select(row)) {
-        counts.unselected++;
-        continue;
-      }
-      if (!opts.all && t.status !== 'ok') {
-        counts.skippedFailed++;
-        continue;
-      }
-      // Cleaned before the row is built, so that mask spans and token counts are those of the text written.
-      const removed = noneRemoved();
-      const clean = cleanJson(t, removed);
-      if (anyRemoved(removed)) counts.cleaned++;
-      let exported: ExportRow[];
-      try {
-        exported = exporter.rows(clean);
-      } catch (err) {
-        if (!(err instanceof UnexportableRow || (err instanceof TrajforgeError && err.code === 'BAD_CONFIG'))) throw err;
-        const place = `${row.file === '-' ? '<stdin>' : row.file}:${row.line}`;
-        if (opts.onBadRow !== 'skip') throw new TrajforgeError('BAD_INPUT', `${place}: cannot export as ${opts.format}: ${err.message}`, { file: row.file, line: row.line });
-        counts.unexportable++;
-        continue;
-      }
-      for (const r of exported) {
-        if (opts.maxTokens !== undefined && rowTokens(r) > opts.maxTokens) {
-          counts.droppedOverMax++;
-          continue;
-        }
-        const p = out.write(r);
-        counts.written++;
-        if (p) await p;
-      }
+  const inFlight: InFlight[] = [];
+  // The error of the row that stopped the export, told apart from one of the reader.
+  let stopped: unknown;
+  const writeOldest = async (): Promise<void> => {
+    try {
+      await writeBuilt(inFlight.shift()!, out, opts, counts);
+    } catch (err) {
+      stopped = err;
+      throw err;
     }
+  };
+  try {
+    try {
+      for await (const row of rows) {
+        counts.in++;
+        let clean: Trajectory | undefined;
+        try {
+          clean = admitted(row, opts, counts, foreign, keep, select);
+        } catch (err) {
+          // It stops the export here: the rows before it are written (or fail) first.
+          inFlight.push({ row, fatal: err });
+          while (inFlight.length > 0) await writeOldest();
+        }
+        if (clean !== undefined) {
+          let built: Promise<BuiltRows | { failed: unknown }>;
+          try {
+            built = Promise.resolve(exporter.rows(clean)).catch((failed: unknown) => ({ failed }));
+          } catch (failed) {
+            built = Promise.resolve({ failed });
+          }
+          inFlight.push({ row, built });
+        }
+        while (inFlight.length >= exporter.window) await writeOldest();
+      }
+    } catch (err) {
+      // The reader failed after the rows in flight: they are written (or fail) first, as they would have been one by one.
+      if (err !== stopped) while (inFlight.length > 0) await writeOldest();
+      throw err;
+    }
+    while (inFlight.length > 0) await writeOldest();
   } catch (err) {
     if (!(err instanceof OutputClosedError)) throw err;
     counts.outputClosed = true;
+  } finally {
+    await exporter.close();
   }
   return counts;
+}
+
+/** The clean trajectory of `row` when it is to be exported; undefined (and counted) when it is left out. */
+function admitted(
+  row: DatasetRow,
+  opts: ExportOptions,
+  counts: ExportCounts,
+  foreign: ForeignCheck,
+  keep: ((row: DatasetRow) => boolean) | undefined,
+  select: ((row: DatasetRow) => boolean) | undefined,
+): Trajectory | undefined {
+  const t = row.trajectory;
+  if (keep && !keep(row)) {
+    counts.superseded++;
+    return undefined;
+  }
+  foreign.check(row);
+  // After the foreign check: an expression may test the verdict it makes.
+  if (select && !select(row)) {
+    counts.unselected++;
+    return undefined;
+  }
+  if (!opts.all && t.status !== 'ok') {
+    counts.skippedFailed++;
+    return undefined;
+  }
+  // Cleaned before the row is built, so that mask spans and token counts are those of the text written.
+  const removed = noneRemoved();
+  const clean = cleanJson(t, removed);
+  if (anyRemoved(removed)) counts.cleaned++;
+  return clean;
+}
+
+/** Writes one row's built rows (`--max-tokens` applied), or counts or throws why it has none. */
+async function writeBuilt(entry: InFlight, out: JsonlWriter, opts: ExportOptions, counts: ExportCounts): Promise<void> {
+  const { row } = entry;
+  if ('fatal' in entry) throw entry.fatal;
+  const built = await entry.built;
+  if ('failed' in built) {
+    const err = built.failed;
+    if (!(err instanceof UnexportableRow || (err instanceof TrajforgeError && err.code === 'BAD_CONFIG'))) throw err;
+    const place = `${row.file === '-' ? '<stdin>' : row.file}:${row.line}`;
+    if (opts.onBadRow !== 'skip') throw new TrajforgeError('BAD_INPUT', `${place}: cannot export as ${opts.format}: ${err.message}`, { file: row.file, line: row.line });
+    counts.unexportable++;
+    return;
+  }
+  const lines = Array.isArray(built) ? built.map((r) => ({ line: undefined, row: r, tokens: rowTokens(r) })) : built.lines.map((line, i) => ({ line, row: undefined, tokens: built.tokens[i]! }));
+  for (const { line, row: r, tokens } of lines) {
+    if (opts.maxTokens !== undefined && tokens > opts.maxTokens) {
+      counts.droppedOverMax++;
+      continue;
+    }
+    const p = line === undefined ? out.write(r) : out.writeLine(line);
+    counts.written++;
+    if (p) await p;
+  }
 }
 
 /** The line the command prints to stderr. */

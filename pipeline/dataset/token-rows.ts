@@ -23,6 +23,7 @@
  */
 import type { HfTokenizer } from '../core/tokens/tokenizer.js';
 import { ChatTemplate, type TemplateMessage } from '../core/tokens/chat-template.js';
+import { TOKEN_LIMITS } from '../core/tokens/limits.js';
 import { UnexportableRow, type TrainingView, type ViewMessage } from './training-view.js';
 
 export type MaskStrategy = 'train_on_assistant' | 'train_on_last' | 'train_on_all';
@@ -83,9 +84,12 @@ export class TokenRows {
   readonly #template: ChatTemplate;
   readonly #special: RegExp | undefined;
   readonly #emptyThinkOk: boolean;
+  readonly #renderMaxChars: number;
 
-  constructor(tokenizer: HfTokenizer, templateFile?: string) {
+  /** `renderMaxChars`: a rendering longer than this fails its row (a template is code from outside). */
+  constructor(tokenizer: HfTokenizer, templateFile?: string, renderMaxChars = TOKEN_LIMITS.renderMaxChars) {
     this.#tok = tokenizer;
+    this.#renderMaxChars = renderMaxChars;
     this.#template = new ChatTemplate(tokenizer, templateFile);
     const specials = [...tokenizer.specialTexts].sort((a, b) => b.length - a.length);
     this.#special = specials.length === 0 ? undefined : new RegExp(specials.map(escapeRegExp).join('|'));
@@ -118,21 +122,27 @@ export class TokenRows {
   }
 
   #render(messages: readonly TemplateMessage[], tools: readonly unknown[] | undefined, gen: boolean): string {
+    let text: string;
     try {
-      return this.#template.render(messages, tools, gen);
+      text = this.#template.render(messages, tools, gen);
     } catch (err) {
       throw new UnexportableRow(`the chat template refused the conversation: ${(err as Error).message}`);
     }
+    if (text.length > this.#renderMaxChars) {
+      throw new UnexportableRow(`the chat template wrote ${text.length} characters for this row, more than ${this.#renderMaxChars} (--render-max-chars)`);
+    }
+    return text;
   }
 
   /**
-   * The spans of the trained turns of `messages` in `text`, the template's rendering of them;
+   * The spans of the trained turns in `text`, the template's rendering of the first messages
+   * (`prefix(n, gen)` renders the first n, with the generation prompt or not);
    * or, for a turn the template renders differently once more follows it, a message saying so.
    */
-  #spans(messages: readonly TemplateMessage[], tools: readonly unknown[] | undefined, text: string, turns: readonly number[]): Span[] | string {
+  #spans(prefix: (count: number, gen: boolean) => string, text: string, turns: readonly number[]): Span[] | string {
     const spans: Span[] = [];
     for (const i of turns) {
-      const before = this.#render(messages.slice(0, i), tools, true);
+      const before = prefix(i, true);
       if (!text.startsWith(before)) return `message ${i}: the conversation before it renders differently once it follows`;
       const start = before.length;
       const hit = this.#special === undefined ? null : this.#special.exec(text.slice(start));
@@ -180,6 +190,17 @@ export class TokenRows {
     const lastTrained = trained.at(-1);
     const chosen = (turns: readonly number[]): number[] =>
       strategy === 'train_on_last' ? turns.filter((i) => i === lastTrained) : strategy === 'train_on_all' ? [...turns] : turns.filter((i) => view.messages[i]!.train);
+    // Each rendering of the first n messages is made once per row: a row split into stretches needs the same ones again.
+    const rendered = new Map<number, string>();
+    const prefix = (n: number, gen: boolean): string => {
+      const key = gen ? -1 - n : n;
+      let text = rendered.get(key);
+      if (text === undefined) {
+        text = this.#render(messages.slice(0, n), view.tools, gen);
+        rendered.set(key, text);
+      }
+      return text;
+    };
 
     const attempt = (groups: number[][]): TokensRow[] | string => {
       const rows: TokensRow[] = [];
@@ -188,9 +209,8 @@ export class TokenRows {
         const lastModel = strategy === 'train_on_all' ? group.at(-1) : turns.at(-1);
         if (lastModel === undefined) continue;
         const count = lastModel + 1;
-        const slice = messages.slice(0, count);
-        let text = this.#render(slice, view.tools, false);
-        const found = this.#spans(slice, view.tools, text, turns);
+        let text = prefix(count, false);
+        const found = this.#spans(prefix, text, turns);
         if (typeof found === 'string') return found;
         let spans = found;
         const lost = this.#lost(view, text, spans);

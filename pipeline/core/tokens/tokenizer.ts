@@ -14,6 +14,7 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { TrajforgeError } from '../../errors.js';
+import { pieceMemo, type PieceMemo } from './piece-memo.js';
 
 /** What a tokenizer's files say beyond the vocabulary: the chat template and the tokens it names. */
 export interface TokenizerFiles {
@@ -75,6 +76,16 @@ const BYTE_OF = ((): Map<number, number> => {
   return new Map(chars.map((c, i) => [c, bytes[i]!]));
 })();
 
+/** A vocabulary token's length in bytes when it is spelt in GPT-2's byte characters, else -1. */
+function byteLevelLength(token: string): number {
+  let n = 0;
+  for (const ch of token) {
+    if (!BYTE_OF.has(ch.codePointAt(0)!)) return -1;
+    n++;
+  }
+  return n;
+}
+
 export interface EncodedText {
   readonly ids: number[];
   /** UTF-8 byte offset where each token ends, in the text as given; undefined when they cannot be read back. */
@@ -96,6 +107,8 @@ export class HfTokenizer {
   /** Byte length of each added token, by id (their strings are not byte-level encoded). */
   readonly #added = new Map<number, number>();
   readonly #vocab = new Map<number, number>();
+  /** Ids of pieces seen before (piece-memo.ts); undefined for a pipeline where it would not give the library's ids. */
+  readonly #memo: PieceMemo | undefined;
 
   constructor(path: string, field = 'tokenizer') {
     const files = tokenizerFiles(path, field);
@@ -130,10 +143,11 @@ export class HfTokenizer {
     const norms = types(json.normalizer).filter((t) => t !== 'Sequence');
     this.normalForm = norms.length === 1 && ['NFC', 'NFKC', 'NFD', 'NFKD'].includes(norms[0]!) ? (norms[0] as 'NFC') : undefined;
     this.#byteLevel = types(json.decoder).includes('ByteLevel') && (norms.length === 0 || this.normalForm !== undefined);
+    this.#memo = pieceMemo(this.#tok, json, config, byteLevelLength);
   }
 
   encode(text: string): number[] {
-    return this.#tok.encode(text, { add_special_tokens: false }).ids;
+    return this.#memo?.encode(text)?.ids ?? this.#tok.encode(text, { add_special_tokens: false }).ids;
   }
 
   count(text: string): number {
@@ -151,6 +165,15 @@ export class HfTokenizer {
    * `byteEnds` is undefined and the caller must not guess.
    */
   encodeWithOffsets(text: string): EncodedText {
+    const memo = this.#memo?.encode(text);
+    if (memo !== undefined) {
+      const lengths = memo.byteLengths;
+      if (!this.#byteLevel || lengths === undefined) return { ids: memo.ids, byteEnds: undefined };
+      const ends: number[] = new Array(lengths.length);
+      let at = 0;
+      for (let i = 0; i < lengths.length; i++) ends[i] = at += lengths[i]!;
+      return { ids: memo.ids, byteEnds: at === Buffer.byteLength(text, 'utf8') ? ends : undefined };
+    }
     const { ids, tokens } = this.#tok.encode(text, { add_special_tokens: false });
     if (!this.#byteLevel) return { ids, byteEnds: undefined };
     const ends: number[] = new Array(ids.length);
