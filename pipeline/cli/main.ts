@@ -6,6 +6,7 @@ import { parseArgs } from 'node:util';
 import { TrajforgeError } from '../errors.js';
 import { fsError, isFsError } from '../files.js';
 import { PACKAGE_VERSION } from '../paths.js';
+import { printable } from '../printable.js';
 
 const HELP = `trajforge ${PACKAGE_VERSION}: agentic SFT trajectories over MCP tools
 
@@ -110,20 +111,21 @@ export async function main(argv: string[]): Promise<number> {
         throw new TrajforgeError('BAD_USAGE', `unknown command "${cmd}" (try trajforge --help)`);
     }
   } catch (err) {
+    // Messages quote what the user gave (paths, lines of files, flags): never a control character of theirs to the terminal.
     if (err instanceof TrajforgeError) {
-      process.stderr.write(`error: ${err.message}\n`);
+      process.stderr.write(`error: ${printable(err.message)}\n`);
       return err.code === 'WRITE_FAILED' || err.code === 'ENDPOINT_FATAL' || err.code === 'ENDPOINT_UNREACHABLE' || err.code === 'QUEUE_UNREACHABLE' || err.code === 'RUN_INCOMPLETE' ? 1 : 2;
     }
     // parseArgs reports unknown flags with a code of its own.
     if ((err as NodeJS.ErrnoException).code?.startsWith('ERR_PARSE_ARGS')) {
-      process.stderr.write(`error: ${(err as Error).message}\n`);
+      process.stderr.write(`error: ${printable((err as Error).message)}\n`);
       return 2;
     }
     // A path the user named that a call could not use, where no command said so itself: the
     // path and the reason still beat a stack trace.
     if (isFsError(err) && err.path !== undefined) {
       const e = fsError(err.path, err, `cannot ${err.syscall}`);
-      process.stderr.write(`error: ${e.message}\n`);
+      process.stderr.write(`error: ${printable(e.message)}\n`);
       return e.code === 'WRITE_FAILED' ? 1 : 2;
     }
     throw err;

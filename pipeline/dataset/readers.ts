@@ -63,7 +63,9 @@ import type { Dialect, Segment } from '../dialects/types.js';
 import { inputError, TrajforgeError } from '../errors.js';
 import { statPath } from '../files.js';
 import { questionIdFor } from '../core/ids.js';
-import { firstInvalidUtf8 } from '../text.js';
+import { lineProblem, maxLineBytes, readLineBatches } from '../core/lines.js';
+import { deeperThan, MAX_JSON_DEPTH } from '../core/json-depth.js';
+import { printable } from '../printable.js';
 import { FAILURES, TRAJECTORIES } from '../core/run-dir/names.js';
 
 export type RowFormat = 'trajforge' | 'drtulu' | 'chat';
@@ -81,6 +83,10 @@ export interface ReadOptions {
    * bytes in every pass (`report --serve`).
    */
   readonly until?: ReadonlyMap<string, number> | undefined;
+  /** The longest line read, in bytes (core/lines.ts); default `maxLineBytes()`. A longer line is a bad row. */
+  readonly maxLineBytes?: number | undefined;
+  /** Levels of nesting a row may have (core/json-depth.ts); default `MAX_JSON_DEPTH`. A deeper row is a bad row. */
+  readonly maxDepth?: number | undefined;
 }
 
 export interface DatasetRow {
@@ -117,103 +123,6 @@ export function inputFiles(input: string): string[] {
     return files;
   }
   return [input];
-}
-
-// ---------------------------------------------------------------------------------------
-// Lines
-
-const NL = 0x0a;
-const CR = 0x0d;
-
-function isBlank(buf: Buffer, start: number, end: number): boolean {
-  for (let i = start; i < end; i++) {
-    const c = buf[i]!;
-    if (c !== 0x20 && c !== 0x09 && c !== CR && c !== 0x0c && c !== 0x0b) return false;
-  }
-  return true;
-}
-
-export interface Line {
-  /** 1-based. */
-  readonly line: number;
-  readonly text: string;
-  /**
-   * Set when the line is not UTF-8: where its first ill-formed sequence starts, as a 1-based
-   * byte in the line and a 0-based offset in the input. `text` then holds a lenient decoding.
-   */
-  readonly invalidUtf8?: { readonly column: number; readonly offset: number } | undefined;
-}
-
-/**
- * The lines of a byte stream, a chunk's worth at a time (one await per chunk, not per line:
- * at a few KB a row the promise per line is a measurable share of the cost), with 1-based
- * numbers. Blank lines are skipped but counted; a trailing `\r` and a leading UTF-8 BOM
- * are dropped. A line split across chunks is joined once, when its end arrives. Lines are
- * decoded one by one from the Buffer: decoding a whole chunk and splitting the string is
- * slower, and a partial multi-byte character can never straddle a `\n`.
- */
-export async function* readLineBatches(stream: AsyncIterable<Buffer | string>): AsyncGenerator<Line[]> {
-  let pending: Buffer[] = [];
-  /** Where the first pending byte is in the input. */
-  let pendingAt = 0;
-  /** Bytes of the input before the current chunk. */
-  let consumed = 0;
-  let line = 0;
-  let first = true;
-  let batch: Line[] = [];
-  /** `base`: where `buf[0]` is in the input. */
-  const take = (buf: Buffer, start: number, end: number, base: number): void => {
-    line++;
-    const lineStart = start;
-    if (first) {
-      first = false;
-      if (end - start >= 3 && buf[start] === 0xef && buf[start + 1] === 0xbb && buf[start + 2] === 0xbf) start += 3;
-    }
-    if (end > start && buf[end - 1] === CR) end--;
-    if (isBlank(buf, start, end)) return;
-    const text = buf.toString('utf8', start, end);
-    // Lenient decoding puts U+FFFD where the bytes are not UTF-8: only such a line (or one that
-    // really holds U+FFFD) pays for a check of its bytes.
-    const bad = text.includes('\uFFFD') ? firstInvalidUtf8(buf, start, end) : -1;
-    batch.push(bad === -1 ? { line, text } : { line, text, invalidUtf8: { column: bad - lineStart + 1, offset: base + bad } });
-  };
-  for await (const chunk of stream) {
-    const buf = typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : chunk;
-    let start = 0;
-    let nl = buf.indexOf(NL, 0);
-    if (nl !== -1 && pending.length > 0) {
-      pending.push(buf.subarray(0, nl));
-      const joined = Buffer.concat(pending);
-      pending = [];
-      take(joined, 0, joined.length, pendingAt);
-      start = nl + 1;
-      nl = buf.indexOf(NL, start);
-    }
-    while (nl !== -1) {
-      take(buf, start, nl, consumed);
-      start = nl + 1;
-      nl = buf.indexOf(NL, start);
-    }
-    if (start < buf.length) {
-      if (pending.length === 0) pendingAt = consumed + start;
-      pending.push(start === 0 ? buf : buf.subarray(start));
-    }
-    consumed += buf.length;
-    if (batch.length > 0) {
-      yield batch;
-      batch = [];
-    }
-  }
-  if (pending.length > 0) {
-    const joined = Buffer.concat(pending);
-    take(joined, 0, joined.length, pendingAt);
-  }
-  if (batch.length > 0) yield batch;
-}
-
-/** `readLineBatches`, a line at a time. */
-export async function* readLines(stream: AsyncIterable<Buffer | string>): AsyncGenerator<Line> {
-  for await (const batch of readLineBatches(stream)) yield* batch;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -720,6 +629,8 @@ export function readDataset(input: string, opts: ReadOptions = {}): { rows: Asyn
   const forced = checkFormat(opts.format);
   const files = inputFiles(input);
   const ctx: ReadContext = { ids: new Map(), renamed: 0 };
+  const maxLine = opts.maxLineBytes ?? maxLineBytes();
+  const maxDepth = opts.maxDepth ?? MAX_JSON_DEPTH;
   async function* rows(): AsyncGenerator<DatasetRow> {
     for (const file of files) {
       const label = file === '-' ? '<stdin>' : file;
@@ -731,18 +642,22 @@ export function readDataset(input: string, opts: ReadOptions = {}): { rows: Asyn
             ? nothing()
             : createReadStream(file, { highWaterMark: 1 << 20, ...(until === undefined ? {} : { end: until - 1 }) });
       let format: RowFormat | undefined = forced === 'auto' ? undefined : forced;
-      for await (const batch of readLineBatches(stream)) for (const { line, text, invalidUtf8 } of batch) {
+      for await (const batch of readLineBatches(stream, { maxLineBytes: maxLine })) for (const l of batch) {
+        const { line, text } = l;
         report.rows++;
         let row: DatasetRow;
         try {
-          // As `generate` refuses a questions file that is not UTF-8: a lenient decoding would carry U+FFFD into the data unseen.
-          if (invalidUtf8 !== undefined) bad(undefined, `invalid UTF-8 at byte ${invalidUtf8.column} of the line (offset ${invalidUtf8.offset} in the file)`);
+          // A line too long to be a string; or not UTF-8, which `generate` refuses in a questions file
+          // too: a lenient decoding would carry U+FFFD into the data unseen.
+          const problem = lineProblem(l, maxLine);
+          if (problem !== undefined) bad(undefined, problem);
           let value: unknown;
           try {
             value = JSON.parse(text);
           } catch (err) {
             bad(undefined, `not valid JSON (${(err as Error).message})`);
           }
+          if (deeperThan(value, maxDepth)) bad(undefined, `nested deeper than ${maxDepth} levels: not a record any command can walk`);
           if (format === undefined) {
             format =
               detectRowFormat(value) ??
@@ -753,7 +668,8 @@ export function readDataset(input: string, opts: ReadOptions = {}): { rows: Asyn
           row = { file, line, format, trajectory: convert(value as Obj, format, ctx), ...(format === 'trajforge' ? { raw: text } : {}) };
         } catch (err) {
           if (!(err instanceof BadRow)) throw err;
-          const e = inputError(label, line, err.field, err.message);
+          // The message quotes the line (JSON.parse's excerpt, a key): it is printed, so no control character of the file goes with it.
+          const e = inputError(printable(label, { oneLine: true }), line, err.field === undefined ? undefined : printable(err.field, { oneLine: true }), printable(err.message, { oneLine: true }));
           if (opts.onBadRow !== 'skip') throw e;
           report.bad.push({ file, line, message: e.message });
           continue;

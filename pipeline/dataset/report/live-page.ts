@@ -79,7 +79,8 @@ const SCRIPT = String.raw`
     var state = $('live-run');
     state.textContent = m ? 'run ' + (m.status || 'in an unknown state') + (m.model ? ' · ' + m.model : '') : 'waiting for the run to start (no manifest yet)';
     $('live-when').textContent = (m && m.updated_at ? 'manifest updated ' + clock(m.updated_at) + ' · ' : '') + 'figures at ' + clock(f.at) +
-      (f.rows.bad ? ' · ' + num(f.rows.bad) + ' lines that are not records skipped' : '') + (f.manifest_error ? ' · ' + f.manifest_error : '');
+      (f.rows.bad ? ' · ' + num(f.rows.bad) + ' lines that are not records skipped' : '') + (f.manifest_error ? ' · ' + f.manifest_error : '') +
+      (f.unreadable.length ? ' · cannot read ' + f.unreadable.join(' · ') : '');
 
     var table = $('live-reasons');
     table.textContent = '';
