@@ -39,7 +39,7 @@ import { join } from 'node:path';
 import { createHash } from 'node:crypto';
 import type { Trajectory } from '../../schemas/index.js';
 import { TrajforgeError } from '../errors.js';
-import { OutputClosedError, type JsonlWriter } from '../core/jsonl.js';
+import type { JsonlWriter } from '../core/jsonl.js';
 import type { DatasetRow } from './readers.js';
 import { trainingView, UnexportableRow, type ToolRole, type ViewMessage, type ViewMode } from './training-view.js';
 import { ForeignCheck } from './foreign.js';
@@ -88,7 +88,6 @@ export interface DpoCounts {
   /** Questions with both sides, but never under the same prompt. */
   promptMismatch: number;
   pairs: number;
-  outputClosed: boolean;
 }
 
 interface Candidate {
@@ -131,7 +130,7 @@ export function pairOrder(chosen: number, rejected: number): [number, number][] 
 }
 
 export async function exportDpo(rows: AsyncIterable<DatasetRow>, out: JsonlWriter, opts: DpoOptions = {}, keep?: (row: DatasetRow) => boolean): Promise<DpoCounts> {
-  const counts: DpoCounts = { in: 0, notSelected: 0, chosen: 0, rejected: 0, notCandidates: 0, superseded: 0, unexportable: 0, questions: 0, paired: 0, onlyCorrect: 0, onlyIncorrect: 0, promptMismatch: 0, pairs: 0, outputClosed: false };
+  const counts: DpoCounts = { in: 0, notSelected: 0, chosen: 0, rejected: 0, notCandidates: 0, superseded: 0, unexportable: 0, questions: 0, paired: 0, onlyCorrect: 0, onlyIncorrect: 0, promptMismatch: 0, pairs: 0 };
   const maxPairs = opts.maxPairs ?? 1;
   const foreign = new ForeignCheck({});
   const spillDir = mkdtempSync(join(tmpdir(), 'trajforge-dpo-'));
@@ -251,9 +250,6 @@ export async function exportDpo(rows: AsyncIterable<DatasetRow>, out: JsonlWrite
       if (made > 0) counts.paired++;
       else counts.promptMismatch++;
     }
-  } catch (err) {
-    if (!(err instanceof OutputClosedError)) throw err;
-    counts.outputClosed = true;
   } finally {
     closeSync(fd);
     rmSync(spillDir, { recursive: true, force: true });

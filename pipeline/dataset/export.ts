@@ -19,7 +19,7 @@ import { basename } from 'node:path';
 import { statSync } from 'node:fs';
 import type { Trajectory } from '../../schemas/index.js';
 import { TrajforgeError } from '../errors.js';
-import { OutputClosedError, type JsonlWriter } from '../core/jsonl.js';
+import type { JsonlWriter } from '../core/jsonl.js';
 import { statPath } from '../files.js';
 import { inputFiles, readDataset, type DatasetRow, type ReadOptions, type ReadReport } from './readers.js';
 import { indexLatestFailures, type LatestIndex } from './stats.js';
@@ -137,8 +137,6 @@ export interface ExportCounts {
    * or wrote before it cleaned text), exported with them removed (pipeline/text.ts).
    */
   cleaned: number;
-  /** The reader of stdout went away before the end. */
-  outputClosed: boolean;
 }
 
 /** Builds the rows of one trajectory in the asked format: one row, or for `tokens` one per part (possibly none). */
@@ -193,52 +191,47 @@ export async function exportRows(
   select?: (row: DatasetRow) => boolean,
 ): Promise<ExportCounts> {
   const foreign = new ForeignCheck({ counter: opts.counter });
-  const counts: ExportCounts = { in: 0, written: 0, droppedOverMax: 0, skippedFailed: 0, superseded: 0, unselected: 0, unexportable: 0, cleaned: 0, outputClosed: false };
-  try {
-    for await (const row of rows) {
-      counts.in++;
-      const t = row.trajectory;
-      if (keep && !keep(row)) {
-        counts.superseded++;
-        continue;
-      }
-      foreign.check(row);
-      // After the foreign check: an expression may test the verdict it makes.
-      if (select && !select(row)) {
-        counts.unselected++;
-        continue;
-      }
-      if (!opts.all && t.status !== 'ok') {
-        counts.skippedFailed++;
-        continue;
-      }
-      // Cleaned before the row is built, so that mask spans and token counts are those of the text written.
-      const removed = noneRemoved();
-      const clean = cleanJson(t, removed);
-      if (anyRemoved(removed)) counts.cleaned++;
-      let exported: ExportRow[];
-      try {
-        exported = exporter.rows(clean);
-      } catch (err) {
-        if (!(err instanceof UnexportableRow || (err instanceof TrajforgeError && err.code === 'BAD_CONFIG'))) throw err;
-        const place = `${row.file === '-' ? '<stdin>' : row.file}:${row.line}`;
-        if (opts.onBadRow !== 'skip') throw new TrajforgeError('BAD_INPUT', `${place}: cannot export as ${opts.format}: ${err.message}`, { file: row.file, line: row.line });
-        counts.unexportable++;
-        continue;
-      }
-      for (const r of exported) {
-        if (opts.maxTokens !== undefined && rowTokens(r) > opts.maxTokens) {
-          counts.droppedOverMax++;
-          continue;
-        }
-        const p = out.write(r);
-        counts.written++;
-        if (p) await p;
-      }
+  const counts: ExportCounts = { in: 0, written: 0, droppedOverMax: 0, skippedFailed: 0, superseded: 0, unselected: 0, unexportable: 0, cleaned: 0 };
+  for await (const row of rows) {
+    counts.in++;
+    const t = row.trajectory;
+    if (keep && !keep(row)) {
+      counts.superseded++;
+      continue;
     }
-  } catch (err) {
-    if (!(err instanceof OutputClosedError)) throw err;
-    counts.outputClosed = true;
+    foreign.check(row);
+    // After the foreign check: an expression may test the verdict it makes.
+    if (select && !select(row)) {
+      counts.unselected++;
+      continue;
+    }
+    if (!opts.all && t.status !== 'ok') {
+      counts.skippedFailed++;
+      continue;
+    }
+    // Cleaned before the row is built, so that mask spans and token counts are those of the text written.
+    const removed = noneRemoved();
+    const clean = cleanJson(t, removed);
+    if (anyRemoved(removed)) counts.cleaned++;
+    let exported: ExportRow[];
+    try {
+      exported = exporter.rows(clean);
+    } catch (err) {
+      if (!(err instanceof UnexportableRow || (err instanceof TrajforgeError && err.code === 'BAD_CONFIG'))) throw err;
+      const place = `${row.file === '-' ? '<stdin>' : row.file}:${row.line}`;
+      if (opts.onBadRow !== 'skip') throw new TrajforgeError('BAD_INPUT', `${place}: cannot export as ${opts.format}: ${err.message}`, { file: row.file, line: row.line });
+      counts.unexportable++;
+      continue;
+    }
+    for (const r of exported) {
+      if (opts.maxTokens !== undefined && rowTokens(r) > opts.maxTokens) {
+        counts.droppedOverMax++;
+        continue;
+      }
+      const p = out.write(r);
+      counts.written++;
+      if (p) await p;
+    }
   }
   return counts;
 }

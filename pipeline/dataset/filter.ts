@@ -32,7 +32,7 @@
  */
 import { DialectName, FailureReason, JudgeStep, JudgeVerdict, RepairKind, RollbackCondition, Status, type Trajectory } from '../../schemas/index.js';
 import { ROW_FORMATS, type DatasetRow } from './readers.js';
-import { OutputClosedError, type JsonlWriter } from '../core/jsonl.js';
+import type { JsonlWriter } from '../core/jsonl.js';
 import { childIdsOf, familyOf, parentKeyOf, sessionKeyOf } from './families.js';
 
 // ---------------------------------------------------------------------------------------
@@ -581,18 +581,15 @@ export interface FilterCounts {
   dropped_with_parent: number;
   /** Sub-agent sessions whose parent is not in the input: dropped, except with `none`. */
   orphans: number;
-  /** true when the reader of a stdout output went away (EPIPE) and the filter stopped early. */
-  outputClosed: boolean;
 }
 
 /**
  * Writes each row's trajectory to `out` when `keep` holds, else to `rejects` (when given);
- * a family's sessions as `families` says. Waits on each writer's backpressure. Stops early,
- * without throwing, when a stdout reader goes away; the caller decides what that means for
- * the files.
+ * a family's sessions as `families` says. Waits on each writer's backpressure. A reader of
+ * stdout that goes away ends it with the writer's `OutputClosedError` (cli/output.ts).
  */
 export async function filterRows(rows: AsyncIterable<DatasetRow>, keep: RowPredicate, out: JsonlWriter, rejects?: JsonlWriter, families: FamilyMode = 'parent'): Promise<FilterCounts> {
-  const counts: FilterCounts = { in: 0, kept: 0, rejected: 0, dropped_with_parent: 0, orphans: 0, outputClosed: false };
+  const counts: FilterCounts = { in: 0, kept: 0, rejected: 0, dropped_with_parent: 0, orphans: 0 };
   const write = async (row: DatasetRow, kept: boolean): Promise<void> => {
     const w = kept ? out : rejects;
     if (kept) counts.kept++;
@@ -619,33 +616,28 @@ export async function filterRows(rows: AsyncIterable<DatasetRow>, keep: RowPredi
       for (const c of children) await decide(c, kept);
     }
   };
-  try {
-    for await (const row of rows) {
-      counts.in++;
-      const t = row.trajectory;
-      if (families === 'none' || familyOf(t) === undefined) {
-        await write(row, keep(row));
-        continue;
-      }
-      const parent = parentKeyOf(t);
-      if (parent === undefined) await decide(row, undefined);
-      else if (decided.has(parent)) await decide(row, decided.get(parent));
-      else {
-        const list = waiting.get(parent);
-        if (list === undefined) waiting.set(parent, [row]);
-        else list.push(row);
-      }
+  for await (const row of rows) {
+    counts.in++;
+    const t = row.trajectory;
+    if (families === 'none' || familyOf(t) === undefined) {
+      await write(row, keep(row));
+      continue;
     }
-    // Never came: their parent is not in the input.
-    for (const held of waiting.values()) {
-      for (const row of held) {
-        counts.orphans++;
-        await write(row, false);
-      }
+    const parent = parentKeyOf(t);
+    if (parent === undefined) await decide(row, undefined);
+    else if (decided.has(parent)) await decide(row, decided.get(parent));
+    else {
+      const list = waiting.get(parent);
+      if (list === undefined) waiting.set(parent, [row]);
+      else list.push(row);
     }
-  } catch (err) {
-    if (!(err instanceof OutputClosedError)) throw err;
-    counts.outputClosed = true;
+  }
+  // Never came: their parent is not in the input.
+  for (const held of waiting.values()) {
+    for (const row of held) {
+      counts.orphans++;
+      await write(row, false);
+    }
   }
   return counts;
 }

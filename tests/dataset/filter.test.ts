@@ -217,7 +217,7 @@ describe('filterRows', () => {
     const counts = await filterRows(rows(), compileFilter({ keep: ['verdict == pass or reason == truncated'] }), out, rej);
     await out.commit();
     await rej.commit();
-    expect(counts).toEqual({ in: 5, kept: 3, rejected: 2, dropped_with_parent: 0, orphans: 0, outputClosed: false });
+    expect(counts).toEqual({ in: 5, kept: 3, rejected: 2, dropped_with_parent: 0, orphans: 0 });
     const read = (f: string) => readFileSync(join(dir, f), 'utf8').trim().split('\n').map((l) => Trajectory.parse(JSON.parse(l)));
     const kept = read('kept.jsonl');
     const rejected = read('rejects.jsonl');
