@@ -4,11 +4,12 @@
  *
  * - A regular file, or nothing yet, is replaced whole: a temporary file beside it is renamed
  *   over it at the end (core/jsonl.ts), so a failed or interrupted command leaves the old file.
- * - A FIFO, a character device (`/dev/null`, a terminal) or a descriptor of the process itself
- *   (`/dev/stdout`, `/dev/fd/N`, `/proc/self/fd/N`, whatever it points to) is written through:
- *   opened and written as it is. A rename would put a regular file in place of the device node
- *   or the link (run as root, `--out /dev/null` made the machine's /dev/null a file), and a
- *   FIFO's reader would get nothing.
+ * - A FIFO, a character device (`/dev/null`, a terminal) or a process's descriptor
+ *   (`/dev/fd/N`, `/proc/PID/fd/N`, whatever it points to) is written through: opened and
+ *   written as it is. A rename would put a regular file in place of the device node or the link
+ *   (run as root, `--out /dev/null` made the machine's /dev/null a file), and a FIFO's reader
+ *   would get nothing. The process's own stdout by another name (`/dev/stdout`,
+ *   `/proc/self/fd/1`) is written as `-` is, whatever it is (a pipe, a socket, a file).
  * - A directory, a socket or a block device is refused.
  * - No output may be a file the command reads: an input file, a file of an input run directory
  *   (trajectories.jsonl, failures.jsonl, manifest.json), or any other file it was given to read,
@@ -31,22 +32,27 @@ const MAX_LINK_HOPS = 40;
 /**
  * Whether `path` reaches a file through a descriptor of a process (`/proc/PID/fd/N`, which
  * `/dev/stdout` and `/dev/fd/N` link to): writing it must write to what the descriptor holds,
- * never put a file in its place.
+ * never put a file in its place. `own`: the descriptor's number when it is one of this
+ * process's (`/proc/self/fd/1` is this process's stdout, whatever it is: a pipe, a socket, a file).
  */
-function viaDescriptor(path: string): boolean {
+function viaDescriptor(path: string): { own: number | undefined } | undefined {
   let p = resolve(path);
   try {
     for (let hop = 0; hop < MAX_LINK_HOPS; hop++) {
       const dir = realpathSync(dirname(p));
-      if (dir === '/proc' || dir.startsWith('/proc/')) return true;
+      if (dir === '/proc' || dir.startsWith('/proc/')) {
+        const fd = /^\/proc\/(\d+)\/fd$/.exec(dir);
+        const own = fd && Number(fd[1]) === process.pid && /^\d+$/.test(basename(p)) ? Number(basename(p)) : undefined;
+        return { own };
+      }
       const here = join(dir, basename(p));
-      if (!lstatSync(here).isSymbolicLink()) return false;
+      if (!lstatSync(here).isSymbolicLink()) return undefined;
       p = resolve(dir, readlinkSync(here));
     }
   } catch {
     // A part of the path that cannot be looked at: not a descriptor as far as anyone can tell.
   }
-  return false;
+  return undefined;
 }
 
 /** What a file that is not a regular one is, for a message. */
@@ -65,9 +71,12 @@ function kindOf(st: Stats): string {
  */
 export function outputWay(path: string, where: string): OutputWay {
   if (path === '-') return 'stdout';
+  const descriptor = viaDescriptor(path);
+  // This process's stdout by another name (`/dev/stdout`): written as `-` is, whatever it is.
+  if (descriptor?.own === 1) return 'stdout';
   const st = statPath(path, where);
   if (st === undefined || st.isFile()) {
-    if (st !== undefined && viaDescriptor(path)) return 'through';
+    if (st !== undefined && descriptor !== undefined) return 'through';
     const parent = dirname(path);
     const up = statPath(parent, where);
     if (!up) throw new TrajforgeError('BAD_USAGE', `${where}: no such directory: ${parent}`, { file: path });
@@ -125,16 +134,16 @@ export function checkOutputs(command: string, outputs: readonly (readonly [flag:
   const places: { flag: string; path: string; key: string }[] = [];
   for (const [flag, path] of outputs) {
     const where = `${command}: --${flag} ${path}`;
-    outputWay(path, where);
-    const st = path === '-' ? undefined : fileAt(path);
-    const key = path === '-' ? '-' : st ? identity(st) : resolve(path);
+    const way = outputWay(path, where);
+    const st = way === 'stdout' ? undefined : fileAt(path);
+    const key = way === 'stdout' ? '-' : st ? identity(st) : resolve(path);
     const same = places.find((p) => p.key === key || p.path === path);
     if (same) throw new TrajforgeError('BAD_USAGE', `${command}: --${same.flag} and --${flag} name the same place (${path})`, { file: path });
     places.push({ flag, path, key });
   }
   const read = readFiles(inputs);
-  for (const { flag, path } of places) {
-    if (path === '-') continue;
+  for (const { flag, path, key } of places) {
+    if (key === '-') continue;
     const st = fileAt(path);
     const what = st === undefined ? undefined : read.get(identity(st));
     if (what !== undefined) {
