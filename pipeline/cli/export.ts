@@ -1,6 +1,7 @@
 /** `trajforge export <in> --format messages|sharegpt|text|tokens|dpo --out F`: training-ready rows with loss masks, or preference pairs. */
 import { TrajforgeError } from '../errors.js';
-import { EXPORT_FORMATS, Exporter, exportRows, formatExportCounts, latestFilter, latestIndexFor, type ExportFormat, type ExportOptions } from '../dataset/export.js';
+import { EXPORT_FORMATS, Exporter, exportRows, formatExportCounts, type ExportFormat, type ExportOptions } from '../dataset/export.js';
+import { latestFilter, latestIndexFor } from '../dataset/latest.js';
 import { MASK_STRATEGIES } from '../dataset/token-rows.js';
 import { TOOL_ROLES, VIEW_MODES } from '../dataset/training-view.js';
 import { TOKEN_ENCODINGS } from '../core/tokens/count.js';

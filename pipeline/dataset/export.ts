@@ -22,7 +22,6 @@ import { TrajforgeError } from '../errors.js';
 import type { JsonlWriter } from '../core/jsonl.js';
 import { statPath } from '../files.js';
 import { inputFiles, readDataset, type DatasetRow, type ReadOptions, type ReadReport } from './readers.js';
-import { indexLatestFailures, type LatestIndex } from './stats.js';
 import { FAILURES } from '../core/run-dir/names.js';
 import { O200K, type TokenCounter } from '../core/tokens/count.js';
 import { loadHfTokenizer } from '../core/tokens/tokenizer.js';
@@ -62,40 +61,6 @@ export function familyMetadata(t: Trajectory): FamilyMetadata | undefined {
   const children = childIdsOf(t);
   if (children.length > 0 || inFamily(t)) m.child_ids = children;
   return m;
-}
-
-// ---------------------------------------------------------------------------------------
-// Latest state per id of a run directory (what `stats` counts)
-
-const LINE_SPAN = 2 ** 32;
-
-/**
- * A predicate that keeps a run directory's latest state per id, as `computeStats` does with
- * the same index: an accepted id once (the first acceptance), an id that only failed by its
- * winning attempt (`LatestIndex` keys are attempt·2^32 + line). Rows must come in the
- * reader's order: trajectories.jsonl before failures.jsonl.
- */
-export function latestFilter(latest: LatestIndex): (row: DatasetRow) => boolean {
-  const accepted = new Set<string>();
-  return (row) => {
-    const id = (row.trajectory as Partial<Trajectory>).id;
-    if (typeof id !== 'string') return true;
-    if (row.file === latest.failuresFile) {
-      const key = latest.winners.get(id);
-      return !accepted.has(id) && key !== undefined && key % LINE_SPAN === row.line;
-    }
-    if (accepted.has(id)) return false;
-    accepted.add(id);
-    return true;
-  };
-}
-
-/** The index for `latestFilter` when `input` is a run directory; undefined for a file or stdin. */
-export async function latestIndexFor(input: string, opts: ReadOptions): Promise<LatestIndex | undefined> {
-  if (input === '-' || statPath(input)?.isDirectory() !== true) return undefined;
-  const failures = inputFiles(input).find((f) => basename(f) === FAILURES);
-  if (failures === undefined) return { failuresFile: '', winners: new Map() };
-  return indexLatestFailures(readDataset(failures, opts).rows, failures);
 }
 
 // ---------------------------------------------------------------------------------------

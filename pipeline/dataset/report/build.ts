@@ -8,13 +8,13 @@
  * Memory holds one row, the figures' fixed-size sketches and, for a run directory, its ids.
  */
 import { TrajforgeError } from '../../errors.js';
-import { latestFilter, latestIndexFor } from '../export.js';
+import { latestFilter, latestIndexFor, type LatestIndex } from '../latest.js';
 import { isOutputClosed, JsonlWriter } from '../../core/jsonl.js';
 import { PACKAGE_VERSION } from '../../paths.js';
 import { readDataset, type DatasetRow, type ReadOptions, type ReadReport } from '../readers.js';
 import { ForeignCheck, validatedRows } from '../foreign.js';
 import type { TokenCounter } from '../../core/tokens/count.js';
-import { computeStats, type LatestIndex, type Stats } from '../stats.js';
+import { computeStats, type Stats } from '../stats.js';
 import { overview, pageHead, pageTail, ROWS_END } from './page.js';
 import { DEFAULT_ROW_OPTIONS, rowLine, type RowOptions } from './rows.js';
 

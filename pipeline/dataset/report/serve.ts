@@ -29,7 +29,7 @@ import type { ReportServeOptions } from '../../../schemas/index.js';
 import { TrajforgeError } from '../../errors.js';
 import { statPath } from '../../files.js';
 import type { TokenCounter } from '../../core/tokens/count.js';
-import { latestIndexFor } from '../export.js';
+import { latestIndexFor } from '../latest.js';
 import { readDataset, type DatasetRow, type ReadOptions } from '../readers.js';
 import { computeStats } from '../stats.js';
 import { writeReport, type ReportData } from './build.js';
