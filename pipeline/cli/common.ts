@@ -10,7 +10,7 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { TrajforgeError } from '../errors.js';
 import { statPath } from '../files.js';
 import type { ReadOptions } from '../dataset/readers.js';
-import { compileFilter, FilterSpecError, type RowPredicate } from '../dataset/filter.js';
+import { compileFilter, FilterSpecError, type RowPredicate } from '../dataset/filter-compile.js';
 import { tokenCounter, type TokenCounter } from '../core/tokens/count.js';
 
 type Options = NonNullable<ParseArgsConfig['options']>;

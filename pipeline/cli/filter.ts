@@ -1,6 +1,7 @@
 /** `trajforge filter <in> --keep EXPR --drop EXPR --out F [--rejects F]`: split a dataset by an expression. */
 import { TrajforgeError } from '../errors.js';
-import { FAMILY_MODES, FIELDS, filterRows, type FamilyMode } from '../dataset/filter.js';
+import { FAMILY_MODES, filterRows, type FamilyMode } from '../dataset/filter.js';
+import { FIELDS } from '../dataset/filter-fields.js';
 import { readDataset } from '../dataset/readers.js';
 import { compileExpressions, datasetTokenCounter, parseDatasetArgs, readOptions } from './common.js';
 import { Outputs } from './output.js';

@@ -8,7 +8,9 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { SCHEMA_VERSION, Trajectory, type FailureReason, type RepairKind } from '../../schemas/index.js';
-import { compileExpr, compileFilter, ExprError, filterRows, FilterSpecError, parseExpr } from '../../pipeline/dataset/filter.js';
+import { filterRows } from '../../pipeline/dataset/filter.js';
+import { compileExpr, compileFilter, FilterSpecError } from '../../pipeline/dataset/filter-compile.js';
+import { ExprError, parseExpr } from '../../pipeline/dataset/filter-expr.js';
 import { JsonlWriter } from '../../pipeline/core/jsonl.js';
 import { readDataset, type DatasetRow } from '../../pipeline/dataset/readers.js';
 import { CLI, runCli, tempDir } from '../helpers.js';
