@@ -10,7 +10,7 @@
  * always holds the id as the source wrote it. `question_id` is the unique id too: a repeated
  * source id does not mean the same question.
  */
-import type { ToolCallRecord, Trajectory } from '../../schemas/index.js';
+import { SCHEMA_VERSION, type ToolCallRecord, type Trajectory } from '../../schemas/index.js';
 import type { Segment } from '../dialects/types.js';
 import type { Obj } from './row-shapes.js';
 
@@ -48,7 +48,7 @@ export function str(v: unknown): string | undefined {
 }
 
 /** A fresh object per row: the validator's callers fill it in place. */
-export function pendingValidation(): Trajectory['validation'] {
+function pendingValidation(): Trajectory['validation'] {
   return { passed: true, issues: [] };
 }
 
@@ -57,11 +57,11 @@ export function metaFrom(entries: Iterable<[string, unknown]>, extra: Obj): Obj 
   return Object.fromEntries([...entries, ...Object.entries(extra)]);
 }
 
-export function externalUsage(): Trajectory['usage'] {
+function externalUsage(): Trajectory['usage'] {
   return { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, llm_calls: 0, estimated: true };
 }
 
-export function timingAt(when: string | undefined): Trajectory['timing'] {
+function timingAt(when: string | undefined): Trajectory['timing'] {
   return { started_at: when ?? '', finished_at: when ?? '', duration_ms: 0, llm_ms: 0, tool_ms: 0 };
 }
 
@@ -85,4 +85,19 @@ export function unresolved(cited: readonly string[], outputs: readonly { snippet
 
 export function toolsUsed(records: readonly ToolCallRecord[]): string[] {
   return [...new Set(records.map((r) => r.tool_name))];
+}
+
+/**
+ * A record's opening fields, as a row from elsewhere fills them: its id, which is also its
+ * question id (a repeated source id does not mean the same question), the question, the gold
+ * answer (the row's `gold_answer` or `answer`) and `meta`.
+ */
+export function externalHead(row: Obj, id: string, question: string, meta: Obj): Pick<Trajectory, 'schema_version' | 'id' | 'question_id' | 'question' | 'gold_answer' | 'meta'> {
+  const gold = str(row.gold_answer) ?? str(row.answer);
+  return { schema_version: SCHEMA_VERSION, id, question_id: id, question, ...(gold !== undefined ? { gold_answer: gold } : {}), meta };
+}
+
+/** A record's closing fields, which a row from elsewhere has nothing for: no repairs, no usage counted, a validation still to run. */
+export function externalTail(when: string | undefined): Pick<Trajectory, 'repairs' | 'rollbacks' | 'validation' | 'usage' | 'timing' | 'attempt' | 'run_id'> {
+  return { repairs: [], rollbacks: [], validation: pendingValidation(), usage: externalUsage(), timing: timingAt(when), attempt: 0, run_id: 'external' };
 }

@@ -36,7 +36,7 @@ import { tulu } from '../dialects/tulu.js';
 import type { Dialect, Segment } from '../dialects/types.js';
 import { questionIdFor } from '../core/ids.js';
 import { bad, isObj, type Obj } from './row-shapes.js';
-import { externalUsage, firstAnswer, idOf, metaFrom, outputsOf, pendingValidation, str, timingAt, toolsUsed, unresolved, uniqueId, type ReadContext } from './external-rows.js';
+import { externalHead, externalTail, firstAnswer, idOf, metaFrom, outputsOf, str, toolsUsed, unresolved, uniqueId, type ReadContext } from './external-rows.js';
 
 const ROLES = new Set<ChatMessage['role']>(['system', 'user', 'assistant', 'tool']);
 
@@ -299,14 +299,8 @@ export function fromChat(row: Obj, ctx: ReadContext): Trajectory {
     Object.entries(row).filter(([k]) => k !== 'messages' && k !== 'id'),
     { source_format: 'chat', source_id: sourceId, answer_source: answerSource, ...(role ? { agent_from: role.from } : {}) },
   );
-  const gold = str(row.gold_answer) ?? str(row.answer);
   return {
-    schema_version: SCHEMA_VERSION,
-    id,
-    question_id: id,
-    question,
-    ...(gold !== undefined ? { gold_answer: gold } : {}),
-    meta,
+    ...externalHead(row, id, question, meta),
     ...(role ? { agent: role.agent } : {}),
     dialect: dialect.name,
     model: str(row.model) ?? 'unknown',
@@ -320,12 +314,6 @@ export function fromChat(row: Obj, ctx: ReadContext): Trajectory {
     cited_ids: cited,
     unresolved_cited_ids: unresolved(cited, outputsOf(parsed.segments)),
     turns: turnStarts.length,
-    repairs: [],
-    rollbacks: [],
-    validation: pendingValidation(),
-    usage: externalUsage(),
-    timing: timingAt(undefined),
-    attempt: 0,
-    run_id: 'external',
+    ...externalTail(undefined),
   };
 }

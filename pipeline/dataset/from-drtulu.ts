@@ -12,7 +12,7 @@
 import { SCHEMA_VERSION, type ToolCallRecord, type Trajectory } from '../../schemas/index.js';
 import { tulu } from '../dialects/tulu.js';
 import { bad, isObj, type Obj } from './row-shapes.js';
-import { externalUsage, firstAnswer, idOf, metaFrom, outputsOf, pendingValidation, str, timingAt, toolsUsed, unresolved, uniqueId, type ReadContext } from './external-rows.js';
+import { externalHead, externalTail, firstAnswer, idOf, metaFrom, outputsOf, str, toolsUsed, unresolved, uniqueId, type ReadContext } from './external-rows.js';
 
 const DRTULU_MAPPED = new Set(['question', 'interleaved_text', 'tool_calls', 'final_answer', 'total_tool_calls', 'tools_used']);
 
@@ -69,14 +69,8 @@ export function fromDrTulu(row: Obj, ctx: ReadContext): Trajectory {
   const answer = firstAnswer(parsed.segments);
   const finalAnswer = str(traj.final_answer) ?? answer?.answer ?? '';
   const cited = finalAnswer !== '' ? tulu.citedIds(finalAnswer) : answer ? tulu.citedIds(answer.text) : [];
-  const gold = str(row.gold_answer) ?? str(row.answer);
   return {
-    schema_version: SCHEMA_VERSION,
-    id,
-    question_id: id,
-    question,
-    ...(gold !== undefined ? { gold_answer: gold } : {}),
-    meta,
+    ...externalHead(row, id, question, meta),
     dialect: 'tulu',
     model: str(metadata.model) ?? str(metadata.api_model) ?? str(row.model) ?? 'unknown',
     status: 'ok',
@@ -89,12 +83,6 @@ export function fromDrTulu(row: Obj, ctx: ReadContext): Trajectory {
     cited_ids: cited,
     unresolved_cited_ids: unresolved(cited, outputs),
     turns: records.length + 1,
-    repairs: [],
-    rollbacks: [],
-    validation: pendingValidation(),
-    usage: externalUsage(),
-    timing: timingAt(str(metadata.generation_time)),
-    attempt: 0,
-    run_id: 'external',
+    ...externalTail(str(metadata.generation_time)),
   };
 }

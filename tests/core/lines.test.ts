@@ -5,16 +5,13 @@
  * (TRAJFORGE_MAX_LINE_BYTES) on a real run, and once with a real 600 MB line in a sparse file.
  */
 import { spawn } from 'node:child_process';
-import { appendFileSync, copyFileSync, existsSync, mkdirSync, openSync, closeSync, readFileSync, writeFileSync, writeSync, ftruncateSync } from 'node:fs';
+import { appendFileSync, closeSync, existsSync, ftruncateSync, openSync, readFileSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../pipeline/core/config.js';
 import { LineSplitter, MAX_LINE_BYTES, maxLineBytes, readLines, type Line } from '../../pipeline/core/lines.js';
-import { generate } from '../../pipeline/generate/run.js';
 import { PACKAGE_ROOT } from '../../pipeline/paths.js';
-import { startSim } from '../../sim/server.js';
-import { CLI, freePort, runCli, tempDir, writeConfig } from '../helpers.js';
+import { CLI, copyRun, freePort, runCli, smallRun, tempDir } from '../helpers.js';
 
 async function linesOf(chunks: (string | Buffer)[], max: number): Promise<Line[]> {
   const out: Line[] = [];
@@ -68,29 +65,19 @@ describe('the line reader', () => {
 
 // ---------------------------------------------------------------------------------------
 
-let dir: string;
 let run: string;
 /** A limit above every line of the run, and a line one byte over it. */
 let limit: number;
 
 beforeAll(async () => {
-  const sim = await startSim({ port: 0, seed: 3 });
-  dir = tempDir('tf-lines-');
-  try {
-    await generate({ config: loadConfig(writeConfig(dir, sim.url, { budgets: { max_turns: 3, max_tool_calls: 2 } }), { limit: 4 }) });
-  } finally {
-    await sim.close();
-  }
-  run = join(dir, 'run');
+  run = await smallRun({ seed: 3, limit: 4 });
   const longest = Math.max(...readFileSync(join(run, 'trajectories.jsonl'), 'utf8').split('\n').map((l) => Buffer.byteLength(l)));
   limit = longest + 100;
 }, 120_000);
 
 /** A copy of the run whose trajectories.jsonl has, as its line 2, a valid record longer than `limit`. */
 function runWithLongLine(): { dir: string; file: string } {
-  const d = join(tempDir('tf-long-'), 'run');
-  mkdirSync(d);
-  for (const f of ['failures.jsonl', 'manifest.json']) if (existsSync(join(run, f))) copyFileSync(join(run, f), join(d, f));
+  const d = copyRun(run);
   const lines = readFileSync(join(run, 'trajectories.jsonl'), 'utf8').split('\n').filter(Boolean);
   const long = JSON.parse(lines[0]!);
   long.id = 'long';

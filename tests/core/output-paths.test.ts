@@ -7,26 +7,17 @@
  * intact afterwards.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { copyFileSync, linkSync, lstatSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { linkSync, lstatSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../pipeline/core/config.js';
-import { generate } from '../../pipeline/generate/run.js';
-import { startSim } from '../../sim/server.js';
-import { CLI, QUESTIONS, runCli, tempDir, writeConfig } from '../helpers.js';
+import { CLI, copyRun, QUESTIONS, runCli, smallRun, tempDir } from '../helpers.js';
 
 let dir: string;
 let run: string;
 
 beforeAll(async () => {
-  const sim = await startSim({ port: 0, seed: 7, misbehave: { refusal: 0.3 } });
-  dir = tempDir('tf-outputs-');
-  try {
-    await generate({ config: loadConfig(writeConfig(dir, sim.url, { budgets: { max_turns: 3, max_tool_calls: 2 } }), { limit: 8 }) });
-  } finally {
-    await sim.close();
-  }
-  run = join(dir, 'run');
+  run = await smallRun({ seed: 7, limit: 8, misbehave: { refusal: 0.3 } });
+  dir = join(run, '..');
 }, 120_000);
 
 /** Each dataset command that writes `--out`, its arguments around the output path. */
@@ -120,20 +111,12 @@ describe('an output that is not a regular file is written through', () => {
 });
 
 describe('no command overwrites what it reads', () => {
-  /** A copy of the run, so that a failing test cannot damage the others' input. */
-  function copyRun(): string {
-    const d = join(tempDir('tf-self-'), 'run');
-    mkdirSync(d);
-    for (const f of ['trajectories.jsonl', 'failures.jsonl', 'manifest.json']) copyFileSync(join(run, f), join(d, f));
-    return d;
-  }
-
   const snapshot = (d: string): Record<string, string> =>
     Object.fromEntries(['trajectories.jsonl', 'failures.jsonl', 'manifest.json'].map((f) => [f, readFileSync(join(d, f), 'utf8')]));
 
   for (const name of Object.keys(COMMANDS)) {
     it(`${name}: --out a file of the input run directory, the input file itself, a symbolic link to it, a hard link to it: exit 2, both named, data intact`, async () => {
-      const d = copyRun();
+      const d = copyRun(run);
       const before = snapshot(d);
       const file = join(d, 'trajectories.jsonl');
       const sym = join(d, '..', 'link.jsonl');
@@ -162,7 +145,7 @@ describe('no command overwrites what it reads', () => {
   }
 
   it('filter --rejects, dedup --rejects and --clusters, decontaminate --report: every output is checked', async () => {
-    const d = copyRun();
+    const d = copyRun(run);
     const before = snapshot(d);
     const out = join(d, '..', 'out.jsonl');
     for (const args of [

@@ -5,37 +5,20 @@
  * itself; nothing is written at --out either time. The merge of shards and queue workers is
  * tests/dataset/lifecycle.test.ts.
  */
-import { copyFileSync, existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../pipeline/core/config.js';
-import { generate } from '../../pipeline/generate/run.js';
-import { startSim } from '../../sim/server.js';
-import { runCli, tempDir, writeConfig } from '../helpers.js';
+import { copyRun, runCli, smallRun } from '../helpers.js';
 
 let run: string;
 
 beforeAll(async () => {
-  const sim = await startSim({ port: 0, seed: 9 });
-  const dir = tempDir('tf-merge-');
-  try {
-    await generate({ config: loadConfig(writeConfig(dir, sim.url, { budgets: { max_turns: 3, max_tool_calls: 2 } }), { limit: 4 }) });
-  } finally {
-    await sim.close();
-  }
-  run = join(dir, 'run');
+  run = await smallRun({ seed: 9, limit: 4 });
 }, 120_000);
-
-function copyRun(): string {
-  const d = join(tempDir('tf-merge-copy-'), 'run');
-  mkdirSync(d);
-  for (const f of ['trajectories.jsonl', 'failures.jsonl', 'manifest.json']) if (existsSync(join(run, f))) copyFileSync(join(run, f), join(d, f));
-  return d;
-}
 
 describe('merge refuses what it cannot copy faithfully', () => {
   it('invalid UTF-8 in a record: FILE:LINE: invalid UTF-8 at byte B of the line, exit 2, nothing written', async () => {
-    const d = copyRun();
+    const d = copyRun(run);
     const file = join(d, 'trajectories.jsonl');
     const lines = readFileSync(file, 'utf8').split('\n').filter(Boolean);
     // "café" with its é cut to a lone lead byte, inside the question of line 2.
@@ -52,7 +35,7 @@ describe('merge refuses what it cannot copy faithfully', () => {
   });
 
   it('one run given twice: refused, exit 2, not 8 false conflicts', async () => {
-    const d = copyRun();
+    const d = copyRun(run);
     const out = join(d, '..', 'merged');
     const r = await runCli(['merge', d, d, '--out', out]);
     expect(r.code, r.stderr).toBe(2);
@@ -62,7 +45,7 @@ describe('merge refuses what it cannot copy faithfully', () => {
   });
 
   it('one run given twice under two names (a symbolic link, a path with ..): refused, naming both', async () => {
-    const d = copyRun();
+    const d = copyRun(run);
     const link = join(d, '..', 'link');
     symlinkSync(d, link);
     for (const other of [link, `${d}/../run`]) {
