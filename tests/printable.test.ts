@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { printable } from '../pipeline/printable.js';
-import { runCli, tempDir } from './helpers.js';
+import { runCli, tempDir, writeConfig } from './helpers.js';
 
 /** What a terminal acts on rather than prints: C0 (tab and newline allowed unless one line), DEL, C1, separators, bidi controls. */
 function unsafe(s: string, oneLine: boolean): boolean {
@@ -60,6 +60,16 @@ describe('the CLI never echoes a control character of its input', () => {
     const r = await runCli(['validate', file, '--on-bad-row', 'skip']);
     expect(r.stderr).toContain('validate: skipped');
     expect(r.stderr).toContain('\\x1b]0;pwned\\x07');
+    expect(r.stderr).not.toMatch(RAW_CONTROL);
+  });
+
+  it('generate: a questions file whose line is not JSON is named with its bytes escaped', async () => {
+    const d = tempDir('tf-esc-q-');
+    const questions = join(d, 'q.jsonl');
+    writeFileSync(questions, '\u001b[2J{"question": "x"}\n');
+    const r = await runCli(['generate', '--config', writeConfig(d, 'http://127.0.0.1:9/v1'), '--questions', questions, '--out', join(d, 'run')]);
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr).toContain(`${questions}:1: invalid JSON: Unexpected token '\\x1b', "\\x1b[2J{`);
     expect(r.stderr).not.toMatch(RAW_CONTROL);
   });
 
