@@ -1,10 +1,12 @@
 /**
  * Paths a user named (`--out`, an input, a run directory): a failed file-system call on one
  * becomes a message that names the path and says what is wrong with it, never a stack trace.
- * Also the sweep of temporary files that a killed process left behind.
+ * Also the sweep of temporary files that a killed process left behind, and the writing of a
+ * small file in place of whatever is at its name (a symbolic link included).
  */
-import { readdirSync, rmSync, statSync, type Stats } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { closeSync, fsyncSync, lstatSync, openSync, readdirSync, renameSync, rmSync, statSync, writeSync, type Stats } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { basename, dirname, join } from 'node:path';
 import { TrajforgeError } from './errors.js';
 
 /** Codes that mean the disk, not the path, failed: the run failed (exit 1) rather than the input was bad (exit 2). */
@@ -106,4 +108,32 @@ export function removeDeadTemps(dir: string, pattern: RegExp): string[] {
     }
   }
   return removed;
+}
+
+/** What is at `path` itself (a symbolic link is not followed), or undefined when nothing is. */
+export function entryAt(path: string): Stats | undefined {
+  return lstatSync(path, { throwIfNoEntry: false });
+}
+
+/**
+ * Writes `data` as the file `path`: to a temporary file beside it, synced, then renamed over the
+ * name. Whatever was at the name is replaced, a symbolic link included: the file it pointed to
+ * (perhaps outside the folder the user named) is never written through.
+ */
+export function replaceFile(path: string, data: string | Uint8Array): void {
+  const temp = join(dirname(path), `.${basename(path)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
+  const fd = openSync(temp, 'wx');
+  try {
+    try {
+      const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
+      for (let at = 0; at < bytes.length; ) at += writeSync(fd, bytes, at);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(temp, path);
+  } catch (err) {
+    rmSync(temp, { force: true });
+    throw err;
+  }
 }

@@ -11,8 +11,8 @@ import { schemas } from './index.js';
 export function jsonSchemas(): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [name, schema] of Object.entries(schemas)) {
-    // A config is written by people, defaults omitted: its schema is the input side. Records are the output side.
-    const io = name === 'RunConfig' ? 'input' : 'output';
+    // A config or a rules file is written by people, defaults omitted: its schema is the input side. Records are the output side.
+    const io = name === 'RunConfig' || name === 'ValidationRules' ? 'input' : 'output';
     const json = z.toJSONSchema(schema, { io, unrepresentable: 'any' }) as Record<string, unknown>;
     out[`${name}.schema.json`] = `${JSON.stringify({ $id: `https://trajforge.dev/schemas/${name}.schema.json`, title: name, ...json }, null, 2)}\n`;
   }

@@ -590,11 +590,17 @@ export const JudgeConfig = z.strictObject({
 });
 export type JudgeConfig = z.infer<typeof JudgeConfig>;
 
+/** A severity given to a rule (a run config's `validation.severities`, a rules file's `severities`); `off` disables it. */
+export const RuleSeverity = z.enum(['error', 'warn', 'off']);
+
+/** How a gold answer is compared; `off` never rejects for a wrong answer. */
+export const GoldMatch = z.enum(['exact', 'contains', 'boxed', 'f1', 'off']);
+
 export const ValidationConfig = z.strictObject({
   /** Rule id → severity; `off` disables the rule. */
-  severities: z.record(z.string(), z.enum(['error', 'warn', 'off'])).default({}),
+  severities: z.record(z.string(), RuleSeverity).default({}),
   /** How a gold answer is compared; `off` never rejects for a wrong answer. */
-  gold_match: z.enum(['exact', 'contains', 'boxed', 'f1', 'off']).default('contains'),
+  gold_match: GoldMatch.default('contains'),
   /** With `gold_match: f1`, the SQuAD token F1 an answer needs; also the judge cascade's F1 step. */
   f1_threshold: z.number().min(0).max(1).default(0.8),
   /** The judge in the loop: when set, it decides whether an answer is right (the gold rule steps aside). */
@@ -958,6 +964,44 @@ export const ContaminationFlag = z.object({
 });
 export type ContaminationFlag = z.infer<typeof ContaminationFlag>;
 
+/**
+ * The `--rules` file of `trajforge validate` (YAML or JSON). Every field optional; unknown
+ * fields are errors that name them (and so are unknown rule ids: the reader checks those
+ * against the validator's rules, pipeline/dataset/validate-rules.ts).
+ */
+export const ValidationRules = z.strictObject({
+  /** Rule id → error, warn or off. */
+  severities: z.record(z.string(), RuleSeverity).default({}),
+  limits: z
+    .strictObject({
+      /** limits.turns: more model turns than this. */
+      turns: z.number().int().nonnegative().optional(),
+      /** limits.tokens: more o200k_base tokens in interleaved_text than this. */
+      tokens: z.number().int().positive().optional(),
+      /** tools.over_limit: calls that ran, per tool name. */
+      tools: z.record(z.string(), z.number().int().nonnegative()).optional(),
+    })
+    .prefault({}),
+  gold: z
+    .strictObject({
+      mode: GoldMatch.default('contains'),
+      /** With mode f1, the SQuAD token F1 an answer needs. */
+      f1_threshold: z.number().gt(0).max(1).default(0.8),
+    })
+    .prefault({}),
+  judge: z
+    .strictObject({
+      /** Default: the config's endpoint.model. */
+      model: z.string().min(1).optional(),
+      temperature: z.number().min(0).max(2).default(0),
+      max_tokens: z.number().int().positive().optional(),
+      /** Gradings in flight. */
+      concurrency: z.number().int().positive().default(8),
+    })
+    .prefault({}),
+});
+export type ValidationRules = z.infer<typeof ValidationRules>;
+
 export const schemas = {
   Question,
   ToolCallRecord,
@@ -967,4 +1011,5 @@ export const schemas = {
   RunConfig,
   DedupCluster,
   ContaminationFlag,
+  ValidationRules,
 } as const;

@@ -1,6 +1,6 @@
 /** Shared by the suites that run the whole pipeline: real sim, real corpus server, real files. */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -96,4 +96,29 @@ export function freePort(): Promise<number> {
       s.close(() => resolve(port));
     });
   });
+}
+
+/**
+ * A small real run for the dataset-side suites: the sim (with `seed` and `misbehave`) behind
+ * the demo-like config, `limit` questions, in a temp dir. Returns the run directory. The sim
+ * and the generator load only when a suite asks for a run.
+ */
+export async function smallRun(opts: { seed: number; limit: number; misbehave?: Record<string, number> }): Promise<string> {
+  const [{ startSim }, { loadConfig }, { generate }] = await Promise.all([import('../sim/server.js'), import('../pipeline/core/config.js'), import('../pipeline/generate/run.js')]);
+  const sim = await startSim({ port: 0, seed: opts.seed, ...(opts.misbehave ? { misbehave: opts.misbehave } : {}) });
+  const dir = tempDir('tf-small-run-');
+  try {
+    await generate({ config: loadConfig(writeConfig(dir, sim.url, { budgets: { max_turns: 3, max_tool_calls: 2 } }), { limit: opts.limit }) });
+  } finally {
+    await sim.close();
+  }
+  return join(dir, 'run');
+}
+
+/** A copy of a run directory's files in a new temp dir, as `run` (so a test that damages it harms no other). */
+export function copyRun(from: string): string {
+  const to = join(tempDir('tf-run-copy-'), 'run');
+  mkdirSync(to);
+  for (const f of ['trajectories.jsonl', 'failures.jsonl', 'manifest.json']) if (existsSync(join(from, f))) copyFileSync(join(from, f), join(to, f));
+  return to;
 }

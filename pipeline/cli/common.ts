@@ -1,15 +1,16 @@
 /**
  * The front every dataset command shares (validate, filter, stats, export, report): one input
- * (a file, a run directory or `-`), `--on-bad-row`, `--help`, and the reader options; dedup and
- * decontaminate take several inputs.
+ * (a file, a run directory or `-`), `--on-bad-row`, `--help`, the reader options and the
+ * `--keep`/`--drop` expressions; dedup and decontaminate take several inputs. The writing end
+ * they share is output.ts.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { TrajforgeError } from '../errors.js';
-import { abortAllWriters } from '../core/jsonl.js';
 import { statPath } from '../files.js';
 import type { ReadOptions } from '../dataset/readers.js';
+import { compileFilter, FilterSpecError, type RowPredicate } from '../dataset/filter-compile.js';
 import { tokenCounter, type TokenCounter } from '../core/tokens/count.js';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
@@ -84,21 +85,12 @@ export function datasetTokenCounter(input: string, flag: string | undefined): To
   return tokenCounter(undefined);
 }
 
-/**
- * Until `off()`: Ctrl-C or SIGTERM aborts every output being written (each is a temporary file
- * until its commit, so nothing half-written is left at the output) and exits 130.
- */
-export function abortWritersOnInterrupt(): { off(): void } {
-  const onSignal = (): void => {
-    abortAllWriters();
-    process.exit(130);
-  };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
-  return {
-    off() {
-      process.off('SIGINT', onSignal);
-      process.off('SIGTERM', onSignal);
-    },
-  };
+/** `--keep` and `--drop` expressions as one row predicate; a bad one is a usage error that points at its column. */
+export function compileExpressions(keep: string[], drop: string[]): RowPredicate {
+  try {
+    return compileFilter({ keep, drop });
+  } catch (err) {
+    if (err instanceof FilterSpecError) throw new TrajforgeError('BAD_USAGE', `${err.message}\n  ${err.expression}\n  ${' '.repeat(err.column - 1)}^`);
+    throw err;
+  }
 }

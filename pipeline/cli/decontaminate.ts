@@ -1,11 +1,9 @@
 /** `trajforge decontaminate <in…> --against F… [--drop] --out F [--report F]`: flag (or drop) rows that overlap eval sets. */
-import { statSync } from 'node:fs';
-import { resolve } from 'node:path';
 import { DECONTAMINATION_FIELDS, DecontaminateOptions } from '../../schemas/index.js';
 import { decontaminate, EvalIndex, type DecontaminateSummary, type EvalFormat } from '../dataset/decontaminate.js';
 import { TrajforgeError } from '../errors.js';
-import { JsonlWriter } from '../core/jsonl.js';
-import { abortWritersOnInterrupt, parseDatasetInputs, readOptions } from './common.js';
+import { parseDatasetInputs, readOptions } from './common.js';
+import { Outputs } from './output.js';
 import { checkedOptions, numberFlag } from './flags.js';
 
 const D = DecontaminateOptions.parse({});
@@ -43,10 +41,6 @@ Several inputs are one dataset, read in order. Files are written whole or not at
 `;
 
 const FLAGS: Record<string, string> = { n: 'n', min_words: 'min-words', min_ngrams: 'min-ngrams', fields: 'fields', eval_fields: 'eval-field' };
-
-function samePlace(a: string, b: string): boolean {
-  return a === b || (a !== '-' && b !== '-' && resolve(a) === resolve(b));
-}
 
 export function formatDecontaminateSummary(s: DecontaminateSummary): string {
   const pct = s.rows ? ` (${((100 * s.flagged) / s.rows).toFixed(2)}%)` : '';
@@ -100,43 +94,14 @@ export async function run(argv: string[]): Promise<number> {
   if (values.out === undefined && values.report === undefined) throw new TrajforgeError('BAD_USAGE', 'decontaminate: give --out F (the rows with their flags) or --report F (the flagged rows), or both');
   if (values.rejects !== undefined && !values.drop) throw new TrajforgeError('BAD_USAGE', 'decontaminate: --rejects takes the rows --drop leaves out; add --drop');
   if (values.drop && values.out === undefined) throw new TrajforgeError('BAD_USAGE', 'decontaminate: --drop needs --out F for the clean rows');
-  const outputs: [string, string][] = [];
-  for (const [flag, path] of [['out', values.out], ['rejects', values.rejects], ['report', values.report]] as const) if (path !== undefined) outputs.push([flag, path]);
-  for (const [flag, path] of outputs) {
-    if (path !== '-' && statSync(path, { throwIfNoEntry: false })?.isDirectory()) throw new TrajforgeError('BAD_USAGE', `decontaminate: --${flag} ${path} is a directory; name a file`);
-    for (const [other, p] of outputs) if (flag < other && samePlace(path, p)) throw new TrajforgeError('BAD_USAGE', `decontaminate: --${flag} and --${other} name the same place (${path})`);
-    for (const input of [...inputs, ...against]) if (path !== '-' && samePlace(path, input)) throw new TrajforgeError('BAD_USAGE', `decontaminate: --${flag} ${path} is also an input`);
-  }
-  if (values.json && outputs.some(([, p]) => p === '-')) throw new TrajforgeError('BAD_USAGE', 'decontaminate: --json prints on stdout, so no output can be -');
+  const outputs = Outputs.check('decontaminate', { out: values.out, rejects: values.rejects, report: values.report }, [...inputs, ...against]);
+  if (values.json && [values.out, values.rejects, values.report].includes('-')) throw new TrajforgeError('BAD_USAGE', 'decontaminate: --json prints on stdout, so no output can be -');
   const read = readOptions(values.format, values['on-bad-row']);
-
-  const writers: JsonlWriter[] = [];
-  const interrupt = abortWritersOnInterrupt();
-  try {
-    const open = (path: string | undefined): JsonlWriter | undefined => {
-      if (path === undefined) return undefined;
-      const w = new JsonlWriter(path);
-      writers.push(w);
-      return w;
-    };
-    const out = open(values.out);
-    const rejects = open(values.rejects);
-    const report = open(values.report);
-    const index = await EvalIndex.load(against, options, evalFormat);
-    const summary = await decontaminate(inputs, read, index, { out, rejects, report, drop: values.drop === true });
-    if (summary === undefined) {
-      for (const w of writers) w.abort();
-      return 0;
-    }
-    for (const w of writers) await w.commit();
-    if (values.json) process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
-    process.stderr.write(formatDecontaminateSummary(summary));
-    return 0;
-  } catch (err) {
-    for (const w of writers) w.abort();
-    if ((err as Error).name === 'OutputClosedError') return 0;
-    throw err;
-  } finally {
-    interrupt.off();
-  }
+  return outputs.write(
+    async (w) => decontaminate(inputs, read, await EvalIndex.load(against, options, evalFormat), { out: w.out, rejects: w.rejects, report: w.report, drop: values.drop === true }),
+    (summary) => {
+      if (values.json) process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
+      process.stderr.write(formatDecontaminateSummary(summary));
+    },
+  );
 }

@@ -1,12 +1,10 @@
 /** `trajforge dedup <in…> --out F [--rejects F] [--clusters F]`: drop near-duplicate rows, one kept per cluster. */
-import { statSync } from 'node:fs';
-import { resolve } from 'node:path';
 import { DEDUP_KEEP_RULES, DedupOptions } from '../../schemas/index.js';
 import { indexNearDuplicates, writeDeduplicated, type DedupSummary } from '../dataset/dedup.js';
 import { banding, minimumHashes } from '../dataset/minhash.js';
 import { TrajforgeError } from '../errors.js';
-import { JsonlWriter } from '../core/jsonl.js';
-import { abortWritersOnInterrupt, parseDatasetInputs, readOptions } from './common.js';
+import { parseDatasetInputs, readOptions } from './common.js';
+import { Outputs } from './output.js';
 import { checkedOptions, numberFlag } from './flags.js';
 
 const D = DedupOptions.parse({});
@@ -50,10 +48,6 @@ const FLAGS: Record<string, string> = {
   bucket_window: 'bucket-window',
 };
 
-function samePlace(a: string, b: string): boolean {
-  return a === b || (a !== '-' && b !== '-' && resolve(a) === resolve(b));
-}
-
 export function formatDedupSummary(s: DedupSummary): string {
   const parts = [`dedup: ${s.rows} rows in, ${s.kept} kept, ${s.dropped} dropped in ${s.clusters} clusters (largest ${s.largest_cluster})`];
   if (s.bad) parts.push(`${s.bad} bad rows skipped`);
@@ -94,45 +88,21 @@ export async function run(argv: string[]): Promise<number> {
     slot_guard: values['slots-may-differ'] ? false : undefined,
   }, FLAGS);
   if (!values.out) throw new TrajforgeError('BAD_USAGE', 'dedup: --out F is required (- for stdout)');
-  const outputs: [string, string][] = [];
-  for (const [flag, path] of [['out', values.out], ['rejects', values.rejects], ['clusters', values.clusters]] as const) if (path !== undefined) outputs.push([flag, path]);
-  for (const [flag, path] of outputs) {
-    if (path !== '-' && statSync(path, { throwIfNoEntry: false })?.isDirectory()) throw new TrajforgeError('BAD_USAGE', `dedup: --${flag} ${path} is a directory; name a file`);
-    for (const [other, p] of outputs) if (other !== flag && samePlace(path, p) && flag < other) throw new TrajforgeError('BAD_USAGE', `dedup: --${flag} and --${other} name the same place (${path})`);
-    for (const input of inputs) if (path !== '-' && samePlace(path, input)) throw new TrajforgeError('BAD_USAGE', `dedup: --${flag} ${path} is also an input`);
-  }
-  if (values.json && outputs.some(([, p]) => p === '-')) throw new TrajforgeError('BAD_USAGE', 'dedup: --json prints on stdout, so no output can be -');
+  const outputs = Outputs.check('dedup', { out: values.out, rejects: values.rejects, clusters: values.clusters }, inputs);
+  if (values.json && [values.out, values.rejects, values.clusters].includes('-')) throw new TrajforgeError('BAD_USAGE', 'dedup: --json prints on stdout, so no output can be -');
   if (banding(options.threshold, options.max_hashes) === undefined) {
     throw new TrajforgeError('BAD_USAGE', `dedup: --max-hashes ${options.max_hashes} is too few for --threshold ${options.threshold}: LSH needs at least ${minimumHashes(options.threshold)}`);
   }
   const read = readOptions(values.format, values['on-bad-row']);
-
-  const writers: JsonlWriter[] = [];
-  const interrupt = abortWritersOnInterrupt();
-  try {
-    // Opened first, so a bad path fails before the input is read.
-    const out = new JsonlWriter(values.out);
-    writers.push(out);
-    const rejects = values.rejects === undefined ? undefined : new JsonlWriter(values.rejects);
-    if (rejects) writers.push(rejects);
-    const clusters = values.clusters === undefined ? undefined : new JsonlWriter(values.clusters);
-    if (clusters) writers.push(clusters);
-
-    const index = await indexNearDuplicates(inputs, read, options);
-    const finished = await writeDeduplicated(index, { out, rejects, clusters });
-    if (!finished) {
-      for (const w of writers) w.abort();
-      return 0;
-    }
-    for (const w of writers) await w.commit();
-    if (values.json) process.stdout.write(`${JSON.stringify(index.summary, null, 2)}\n`);
-    process.stderr.write(formatDedupSummary(index.summary));
-    return 0;
-  } catch (err) {
-    for (const w of writers) w.abort();
-    if ((err as Error).name === 'OutputClosedError') return 0;
-    throw err;
-  } finally {
-    interrupt.off();
-  }
+  return outputs.write(
+    async (w) => {
+      const index = await indexNearDuplicates(inputs, read, options);
+      await writeDeduplicated(index, { out: w.out!, rejects: w.rejects, clusters: w.clusters });
+      return index.summary;
+    },
+    (summary) => {
+      if (values.json) process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
+      process.stderr.write(formatDedupSummary(summary));
+    },
+  );
 }

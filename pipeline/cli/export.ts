@@ -1,19 +1,17 @@
 /** `trajforge export <in> --format messages|sharegpt|text|tokens|adp|atif|dpo --out F`: training-ready rows with loss masks, or preference pairs. */
 import { TrajforgeError } from '../errors.js';
-import { checkOutputFile } from '../files.js';
-import { EXPORT_FORMATS, Exporter, exportRows, formatExportCounts, latestFilter, latestIndexFor, type ExportFormat, type ExportOptions } from '../dataset/export.js';
+import { EXPORT_FORMATS, Exporter, exportRows, formatExportCounts, type ExportFormat, type ExportOptions } from '../dataset/export.js';
+import { latestFilter, latestIndexFor } from '../dataset/latest.js';
 import { MASK_STRATEGIES } from '../dataset/token-rows.js';
 import { TOOL_ROLES, VIEW_MODES } from '../dataset/training-view.js';
 import { SHAREGPT_CALLS } from '../dataset/formats/sharegpt.js';
 import { exportViaParquet, planParquet, type ParquetPlan } from '../dataset/formats/parquet-export.js';
 import { TOKEN_ENCODINGS } from '../core/tokens/count.js';
 import type { TokenLimits } from '../core/tokens/limits.js';
-import { JsonlWriter } from '../core/jsonl.js';
-import { readDataset } from '../dataset/readers.js';
-import { abortWritersOnInterrupt, datasetTokenCounter, parseDatasetArgs, readOptions } from './common.js';
-import { compileFilter, FilterSpecError } from '../dataset/filter.js';
+import { readDataset, type DatasetRow } from '../dataset/readers.js';
+import { compileExpressions, datasetTokenCounter, parseDatasetArgs, readOptions } from './common.js';
 import { exportDpo, formatDpoCounts } from '../dataset/export-dpo.js';
-import type { DatasetRow } from '../dataset/readers.js';
+import { Outputs } from './output.js';
 
 const HELP = `Usage: trajforge export <file|run|-> --format messages|sharegpt|text|tokens|adp|atif|dpo --out F [options]
 
@@ -137,18 +135,9 @@ export async function run(argv: string[]): Promise<number> {
   if (format === undefined) throw new TrajforgeError('BAD_USAGE', `export: --format is required (${formats.join(', ')})`);
   if (!formats.includes(format)) throw new TrajforgeError('BAD_USAGE', `--format: expected ${formats.join(', ')}; got "${format}" (the input's row format is --format-in)`, { field: 'format' });
   if (!values.out) throw new TrajforgeError('BAD_USAGE', 'export: --out F is required (- for stdout)');
-  const out = values.out;
-  checkOutputFile('export', 'out', out);
-  const parquet = planParquet(out, format, input, { card: values.card, license: values.license });
-  let selected: ((row: DatasetRow) => boolean) | undefined;
-  if (values.keep?.length || values.drop?.length) {
-    try {
-      selected = compileFilter({ keep: values.keep ?? [], drop: values.drop ?? [] });
-    } catch (err) {
-      if (err instanceof FilterSpecError) throw new TrajforgeError('BAD_USAGE', `${err.message}\n  ${err.expression}\n  ${' '.repeat(err.column - 1)}^`);
-      throw err;
-    }
-  }
+  const outputs = Outputs.check('export', { out: values.out }, [input, values.tokenizer, values['chat-template']]);
+  let selected = values.keep?.length || values.drop?.length ? compileExpressions(values.keep ?? [], values.drop ?? []) : undefined;
+  const parquet = planParquet(values.out, format, input, { card: values.card, license: values.license });
   if (values.agent?.length) {
     const agents = new Set(values.agent);
     const byExpr = selected;
@@ -157,7 +146,7 @@ export async function run(argv: string[]): Promise<number> {
   }
   if (format === 'dpo') {
     if (values.agent?.length) throw new TrajforgeError('BAD_USAGE', '--agent is not for --format dpo (pairs are of main sessions; use --keep)', { field: 'agent' });
-    return runDpo(input, out, values, selected, parquet);
+    return runDpo(input, outputs, values, selected, parquet);
   }
   if (values['max-pairs'] !== undefined) throw new TrajforgeError('BAD_USAGE', '--max-pairs is for --format dpo', { field: 'max-pairs' });
   // Checked (and loaded) before anything is read or written.
@@ -194,14 +183,18 @@ export async function run(argv: string[]): Promise<number> {
   // Failed attempts matter only with --all; then a run directory counts each id once, by its latest state.
   const latest = opts.all ? await latestIndexFor(input, read) : undefined;
   const { rows, report } = readDataset(input, read);
-
-  return writeTo(out, parquet, (path) => writeRows(path, (writer) => exportRows(rows, writer, opts, latest ? latestFilter(latest) : undefined, exporter, selected), (counts) => formatExportCounts(counts, report, opts)));
+  return writeTo(parquet, outputs, (o) =>
+    o.write(
+      (w) => exportRows(rows, w.out!, opts, latest ? latestFilter(latest) : undefined, exporter, selected),
+      (counts) => process.stderr.write(formatExportCounts(counts, report, opts)),
+    ),
+  );
 }
 
 /**
  * `--format dpo`: pairs from a run's accepted and failed rows (the rejected ones are failures).
  */
-async function runDpo(input: string, out: string, values: Record<string, unknown>, selected: ((row: DatasetRow) => boolean) | undefined, parquet: ParquetPlan | undefined): Promise<number> {
+async function runDpo(input: string, outputs: Outputs<'out'>, values: Record<string, unknown>, selected: ((row: DatasetRow) => boolean) | undefined, parquet: ParquetPlan | undefined): Promise<number> {
   for (const flag of ['mask', 'empty-think', 'chat-template', 'max-tokens', 'all', 'tokenizer', 'sharegpt-calls', ...TOKEN_LIMIT_FLAGS] as const) {
     if (values[flag] !== undefined) throw new TrajforgeError('BAD_USAGE', `--${flag} is not for --format dpo${flag === 'all' ? ' (it always reads failed rows: the rejected ones are there)' : ''}`, { field: flag });
   }
@@ -217,37 +210,15 @@ async function runDpo(input: string, out: string, values: Record<string, unknown
   };
   const { rows, report } = readDataset(input, read);
   // exportDpo keeps the latest state of each sample id itself (a run directory, or rows cut from one).
-  return writeTo(out, parquet, (path) => writeRows(path, (writer) => exportDpo(rows, writer, opts, selected), (counts) => formatDpoCounts(counts, report.bad.length)));
+  return writeTo(parquet, outputs, (o) =>
+    o.write(
+      (w) => exportDpo(rows, w.out!, opts, selected),
+      (counts) => process.stderr.write(formatDpoCounts(counts, report.bad.length)),
+    ),
+  );
 }
 
-/** The rows to `out` as JSONL, or through a JSONL beside it into Parquet and its card. */
-function writeTo(out: string, parquet: ParquetPlan | undefined, write: (path: string) => Promise<number>): Promise<number> {
-  return parquet === undefined ? write(out) : exportViaParquet(parquet, write);
-}
-
-/**
- * Writes `out` (a file, committed whole at the end, or `-`) with `write`, then prints its
- * counts on stderr. Ctrl-C drops the file; a reader that closed stdout (`| head`) ends the
- * command quietly, with nothing committed.
- */
-async function writeRows<C extends { outputClosed?: boolean }>(out: string, write: (writer: JsonlWriter) => Promise<C>, describe: (counts: C) => string): Promise<number> {
-  const interrupt = abortWritersOnInterrupt();
-  let writer: JsonlWriter | undefined;
-  try {
-    writer = new JsonlWriter(out);
-    const counts = await write(writer);
-    if (counts.outputClosed) {
-      writer.abort();
-      return 0;
-    }
-    await writer.commit();
-    process.stderr.write(describe(counts));
-    return 0;
-  } catch (err) {
-    writer?.abort();
-    if ((err as Error).name === 'OutputClosedError') return 0;
-    throw err;
-  } finally {
-    interrupt.off();
-  }
+/** The rows to `--out` as JSONL, or through a JSONL beside it into Parquet and its card. */
+function writeTo(parquet: ParquetPlan | undefined, outputs: Outputs<'out'>, write: (outputs: Outputs<'out'>) => Promise<number>): Promise<number> {
+  return parquet === undefined ? write(outputs) : exportViaParquet(parquet, (jsonl) => write(outputs.through('out', jsonl)));
 }

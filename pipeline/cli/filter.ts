@@ -1,11 +1,10 @@
 /** `trajforge filter <in> --keep EXPR --drop EXPR --out F [--rejects F]`: split a dataset by an expression. */
-import { resolve } from 'node:path';
 import { TrajforgeError } from '../errors.js';
-import { checkOutputFile } from '../files.js';
-import { compileFilter, FAMILY_MODES, FIELDS, FilterSpecError, filterRows, type FamilyMode } from '../dataset/filter.js';
-import { JsonlWriter } from '../core/jsonl.js';
+import { FAMILY_MODES, filterRows, type FamilyMode } from '../dataset/filter.js';
+import { FIELDS } from '../dataset/filter-fields.js';
 import { readDataset } from '../dataset/readers.js';
-import { abortWritersOnInterrupt, datasetTokenCounter, parseDatasetArgs, readOptions } from './common.js';
+import { compileExpressions, datasetTokenCounter, parseDatasetArgs, readOptions } from './common.js';
+import { Outputs } from './output.js';
 import { ForeignCheck, validatedRows } from '../dataset/foreign.js';
 
 const HELP = `Usage: trajforge filter <file|run|-> [--keep EXPR]… [--drop EXPR]… --out F [--rejects F]
@@ -57,59 +56,24 @@ export async function run(argv: string[]): Promise<number> {
   if (!args) return 0;
   const { values, input } = args;
   if (!values.out) throw new TrajforgeError('BAD_USAGE', 'filter: --out F is required (- for stdout)');
-  const out = values.out;
-  const rejectsPath = values.rejects;
-  if (rejectsPath !== undefined && (rejectsPath === out ? true : out !== '-' && rejectsPath !== '-' && resolve(out) === resolve(rejectsPath))) {
-    throw new TrajforgeError('BAD_USAGE', `filter: --out and --rejects name the same place (${out})`);
-  }
   const families = (values.families ?? 'parent') as FamilyMode;
   if (!FAMILY_MODES.includes(families)) throw new TrajforgeError('BAD_USAGE', `filter: --families: expected ${FAMILY_MODES.join(', ')}; got ${JSON.stringify(values.families)}`, { field: 'families' });
-  checkOutputFile('filter', 'out', out);
-  if (rejectsPath !== undefined) checkOutputFile('filter', 'rejects', rejectsPath);
-  let keep;
-  try {
-    keep = compileFilter({ keep: [...(values.keep ?? []), ...(values.valid ? ['verdict == pass'] : [])], drop: values.drop ?? [] });
-  } catch (err) {
-    if (err instanceof FilterSpecError) {
-      const pad = ' '.repeat(err.column - 1);
-      throw new TrajforgeError('BAD_USAGE', `${err.message}\n  ${err.expression}\n  ${pad}^`);
-    }
-    throw err;
-  }
+  const outputs = Outputs.check('filter', { out: values.out, rejects: values.rejects }, [input, values.tokenizer]);
+  const keep = compileExpressions([...(values.keep ?? []), ...(values.valid ? ['verdict == pass'] : [])], values.drop ?? []);
   const read = readOptions(values.format, values['on-bad-row']);
   const counter = datasetTokenCounter(input, values.tokenizer);
   const { rows: read_, report } = readDataset(input, read);
   const rows = validatedRows(read_, new ForeignCheck({ counter, countTokens: true }));
-
-  const writers: JsonlWriter[] = [];
-  const interrupt = abortWritersOnInterrupt();
-  try {
-    const outWriter = new JsonlWriter(out);
-    writers.push(outWriter);
-    const rejectsWriter = rejectsPath === undefined ? undefined : new JsonlWriter(rejectsPath);
-    if (rejectsWriter) writers.push(rejectsWriter);
-
-    const counts = await filterRows(rows, keep, outWriter, rejectsWriter, families);
-    if (counts.outputClosed) {
-      // The reader of stdout went away (`| head`): what it read is what it wanted. A file
-      // written alongside would be partial, so it is dropped.
-      for (const w of writers) w.abort();
-      return 0;
-    }
-    for (const w of writers) await w.commit();
-    const bad = report.bad.length ? `, ${report.bad.length} bad rows skipped` : '';
-    const fam = [
-      counts.dropped_with_parent ? `${counts.dropped_with_parent} matched but dropped with their parent` : '',
-      counts.orphans ? `${counts.orphans} sub-agent sessions without their parent in the input dropped` : '',
-    ].filter(Boolean);
-    const famNote = fam.length ? ` (${fam.join('; ')}; --families none keeps them)` : '';
-    process.stderr.write(`filter: ${counts.in} rows in, ${counts.kept} kept, ${counts.rejected} rejected${bad}${famNote}\n`);
-    return 0;
-  } catch (err) {
-    for (const w of writers) w.abort();
-    if ((err as Error).name === 'OutputClosedError') return 0;
-    throw err;
-  } finally {
-    interrupt.off();
-  }
+  return outputs.write(
+    (w) => filterRows(rows, keep, w.out!, w.rejects, families),
+    (counts) => {
+      const bad = report.bad.length ? `, ${report.bad.length} bad rows skipped` : '';
+      const fam = [
+        counts.dropped_with_parent ? `${counts.dropped_with_parent} matched but dropped with their parent` : '',
+        counts.orphans ? `${counts.orphans} sub-agent sessions without their parent in the input dropped` : '',
+      ].filter(Boolean);
+      const famNote = fam.length ? ` (${fam.join('; ')}; --families none keeps them)` : '';
+      process.stderr.write(`filter: ${counts.in} rows in, ${counts.kept} kept, ${counts.rejected} rejected${bad}${famNote}\n`);
+    },
+  );
 }

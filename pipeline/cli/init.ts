@@ -36,6 +36,7 @@ export async function run(argv: string[]): Promise<number> {
   const show = (f: string): string => shellWord(f);
   const out = (l: string): void => void process.stdout.write(`${l}\n`);
   out(`wrote ${show(written.config)}: ${preset.summary}`);
+  for (const l of written.linksReplaced) out(`note: ${show(l.path)} was a symbolic link to ${l.target}: replaced by the file; ${l.target} is untouched`);
   out(written.questionsKept ? `kept  ${show(written.questions)} (the bundled questions already)` : `wrote ${show(written.questions)}: the bundled questions (${written.questionCount}, with gold answers the corpus supports)`);
   out('next:');
   out(`  ${CLI_COMMAND} generate --config ${show(written.config)} --dry-run   # the prompts and the first request; sends nothing`);

@@ -6,6 +6,7 @@ import { parseArgs } from 'node:util';
 import { TrajforgeError, UserError } from '../errors.js';
 import { fsError, isFsError } from '../files.js';
 import { PACKAGE_VERSION } from '../paths.js';
+import { printable } from '../printable.js';
 
 const HELP = `trajforge ${PACKAGE_VERSION}: agentic SFT trajectories over MCP tools
 
@@ -115,7 +116,8 @@ export async function main(argv: string[]): Promise<number> {
     const user = asUserError(err);
     // Anything else is a bug, or a wire error no command turned into a message: bin.ts prints its stack.
     if (user === undefined) throw err;
-    process.stderr.write(`error: ${user.message}\n`);
+    // Messages quote what the user gave (paths, lines of files, flags): never a control character of theirs to the terminal.
+    process.stderr.write(`error: ${printable(user.message)}\n`);
     return user.exitCode;
   }
 }

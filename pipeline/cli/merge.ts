@@ -4,6 +4,7 @@ import { TrajforgeError } from '../errors.js';
 import { merge } from '../dataset/merge.js';
 import { checkRunName, parseQueueUrl } from '../generate/queue.js';
 import { queueLedger } from '../generate/worker.js';
+import { printable } from '../printable.js';
 
 const USAGE = `trajforge merge <run…> --out DIR [--allow-mismatch] [--allow-missing] [--queue URL --run NAME]
 
@@ -46,19 +47,22 @@ export async function run(argv: string[]): Promise<number> {
   } else if (values.run !== undefined) {
     throw new TrajforgeError('BAD_USAGE', 'merge: --run goes with --queue URL');
   }
+  // The notes quote ids and paths read from the runs: never a control character of theirs to the terminal.
+  const say = (text: string): void => void process.stderr.write(printable(text));
+  const out = (text: string): void => void process.stdout.write(printable(text));
   const r = await merge({ runs: positionals, out: values.out, allowMismatch: values['allow-mismatch'], queue, allowMissing: values['allow-missing'] });
-  for (const i of r.incomplete) process.stderr.write(`note: ${i}; merged without them (--allow-missing)\n`);
-  if (r.missing.count) process.stderr.write(`note: ${r.missing.count} planned samples have no accepted record here (${r.missing.first.join(', ')}${r.missing.count > r.missing.first.length ? ', …' : ''}); merged without them (--allow-missing)\n`);
-  for (const l of r.live) process.stderr.write(`note: ${l.dir} is still being written (pid ${l.pid}): merged the records it held when merge started\n`);
-  if (r.unrecorded.length) process.stderr.write(`note: some runs do not record ${r.unrecorded.join(', ')} (an earlier trajforge wrote them), so those could not be compared\n`);
-  for (const c of r.cut) process.stderr.write(`note: ${c.file}: left out its last ${c.bytes} bytes, a line that is not whole (a write under way, or cut by a crash)\n`);
+  for (const i of r.incomplete) say(`note: ${i}; merged without them (--allow-missing)\n`);
+  if (r.missing.count) say(`note: ${r.missing.count} planned samples have no accepted record here (${r.missing.first.join(', ')}${r.missing.count > r.missing.first.length ? ', …' : ''}); merged without them (--allow-missing)\n`);
+  for (const l of r.live) say(`note: ${l.dir} is still being written (pid ${l.pid}): merged the records it held when merge started\n`);
+  if (r.unrecorded.length) say(`note: some runs do not record ${r.unrecorded.join(', ')} (an earlier trajforge wrote them), so those could not be compared\n`);
+  for (const c of r.cut) say(`note: ${c.file}: left out its last ${c.bytes} bytes, a line that is not whole (a write under way, or cut by a crash)\n`);
   const subs = r.sub_agents ? ` (and ${r.sub_agents.accepted} accepted, ${r.sub_agents.failed} failed sub-agent sessions)` : '';
-  process.stdout.write(`merged ${positionals.length} runs into ${r.out}: ${r.accepted} accepted, ${r.failed} failed${subs}, ${r.superseded} superseded records left out\n`);
-  if (r.orphans) process.stderr.write(`${r.orphans} sub-agent sessions left out: their family's root session is in none of the runs\n`);
+  out(`merged ${positionals.length} runs into ${r.out}: ${r.accepted} accepted, ${r.failed} failed${subs}, ${r.superseded} superseded records left out\n`);
+  if (r.orphans) say(`${r.orphans} sub-agent sessions left out: their family's root session is in none of the runs\n`);
   if (r.conflicts.length) {
-    process.stderr.write(`${r.conflicts.length} ids were accepted in more than one run (the later run kept):\n`);
-    for (const c of r.conflicts.slice(0, 20)) process.stderr.write(`  ${c.id}: ${c.runs.join(', ')} → kept ${c.kept}\n`);
-    if (r.conflicts.length > 20) process.stderr.write(`  … and ${r.conflicts.length - 20} more\n`);
+    say(`${r.conflicts.length} ids were accepted in more than one run (the later run kept):\n`);
+    for (const c of r.conflicts.slice(0, 20)) say(`  ${c.id}: ${c.runs.join(', ')} → kept ${c.kept}\n`);
+    if (r.conflicts.length > 20) say(`  … and ${r.conflicts.length - 20} more\n`);
   }
   return 0;
 }

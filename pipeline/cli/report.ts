@@ -1,12 +1,12 @@
 /** `trajforge report <file|run|-> --out report.html`: one self-contained HTML report and trajectory viewer; `--serve RUN`: the same page, live. */
 import { ReportServeOptions } from '../../schemas/index.js';
 import { TrajforgeError } from '../errors.js';
-import { checkOutputFile } from '../files.js';
 import { untilStopped } from '../wait.js';
-import { buildReport } from '../dataset/report/build.js';
+import { pageInto, reportData } from '../dataset/report/build.js';
 import { DEFAULT_ROW_OPTIONS } from '../dataset/report/rows.js';
 import { isLoopback, serveReport } from '../dataset/report/serve.js';
-import { abortWritersOnInterrupt, datasetTokenCounter, parseDatasetArgs, readOptions } from './common.js';
+import { datasetTokenCounter, parseDatasetArgs, readOptions } from './common.js';
+import { Outputs } from './output.js';
 import { checkedOptions, numberFlag } from './flags.js';
 
 const S = ReportServeOptions.parse({});
@@ -99,25 +99,22 @@ export async function run(argv: string[]): Promise<number> {
   if (serveOnly) throw new TrajforgeError('BAD_USAGE', `report: --${serveOnly} goes with --serve`);
   if (!values.out) throw new TrajforgeError('BAD_USAGE', 'report: --out F is required (- for stdout)');
   const out = values.out;
-  checkOutputFile('report', 'out', out);
+  const outputs = Outputs.check('report', { out }, [input, values.tokenizer]);
   const outputChars = positiveInt('output-chars', values['output-chars']);
   const read = readOptions(values.format, values['on-bad-row']);
-
-  const interrupt = abortWritersOnInterrupt();
-  try {
-    const started = performance.now();
-    const result = await buildReport(input, out, { read, counter: datasetTokenCounter(input, values.tokenizer), ...(values.title ? { title: values.title } : {}), ...(outputChars ? { outputChars } : {}) });
-    if (result.outputClosed || !result.stats) return 0;
-    const s = result.stats;
-    const bad = s.rows.bad ? `, ${s.rows.bad} bad rows skipped` : '';
-    const secs = ((performance.now() - started) / 1000).toFixed(1);
-    process.stderr.write(
-      `report: ${result.listed} trajectories (${s.status.ok ?? 0} ok, ${s.status.failed ?? 0} failed${bad}), ${(result.bytes / 1024 / 1024).toFixed(1)} MB, ${secs} s → ${out === '-' ? 'stdout' : out}\n`,
-    );
-    return 0;
-  } finally {
-    interrupt.off();
-  }
+  const opts = { read, counter: datasetTokenCounter(input, values.tokenizer), ...(values.title ? { title: values.title } : {}), ...(outputChars ? { outputChars } : {}) };
+  const started = performance.now();
+  return outputs.write(
+    async (w) => pageInto(await reportData(input, read), w.out!, opts),
+    (result) => {
+      const s = result.stats;
+      const bad = s.rows.bad ? `, ${s.rows.bad} bad rows skipped` : '';
+      const secs = ((performance.now() - started) / 1000).toFixed(1);
+      process.stderr.write(
+        `report: ${result.listed} trajectories (${s.status.ok ?? 0} ok, ${s.status.failed ?? 0} failed${bad}), ${(result.bytes / 1024 / 1024).toFixed(1)} MB, ${secs} s → ${out === '-' ? 'stdout' : out}\n`,
+      );
+    },
+  );
 }
 
 type Values = Partial<Record<string, string | boolean>>;

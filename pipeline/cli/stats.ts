@@ -1,5 +1,6 @@
 /** `trajforge stats <file|run|->`: the shape of a dataset, as a table or one JSON object. */
-import { formatStats, statsForInput, statsToJson } from '../dataset/stats.js';
+import { statsForInput, statsToJson } from '../dataset/stats.js';
+import { formatStats } from '../dataset/stats-format.js';
 import { datasetTokenCounter, parseDatasetArgs, readOptions } from './common.js';
 
 const HELP = `Usage: trajforge stats <file|run|-> [--json] [--format F] [--on-bad-row skip] [--tokenizer T]

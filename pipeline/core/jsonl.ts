@@ -1,33 +1,42 @@
 /**
- * Streaming JSONL output for the dataset commands (`filter`, and whatever else writes rows).
+ * Streaming JSONL output for the dataset commands (`filter`, `export`, `report`, `dedup`, …).
  *
  * - `-` is stdout. When the reader goes away (`| head`), the writer fails with
  *   `OutputClosedError`, which commands treat as a quiet end, not an error.
- * - Anything else is written to a temp file beside the target and renamed over it by
- *   `commit()`, after an fsync, so a command that fails or is interrupted leaves the old
- *   file (or none), never half of one. A killed writer's temp file is removed by the next
- *   writer of the same target.
+ * - A regular file (or a name with nothing there yet) is written to a temp file beside the
+ *   target and renamed over it by `commit()`, after an fsync, so a command that fails or is
+ *   interrupted leaves the old file (or none), never half of one. A killed writer's temp file
+ *   is removed by the next writer of the same target.
+ * - A FIFO, a character device or a process's descriptor (output-paths.ts) is written through,
+ *   as it is: nothing to rename, nothing to sync. A FIFO's reader that goes away is the same
+ *   quiet end as stdout's.
  * - `write()` returns a promise only when the stream asked us to wait, so the caller pays
  *   for backpressure only when there is some: `const p = w.write(row); if (p) await p;`.
  *
  * Also `appendWhole`, the synchronous append of one record that the run store and the
  * tool-result cache use.
  */
-import { closeSync, createWriteStream, fsyncSync, openSync, renameSync, unlinkSync, writeSync, type WriteStream } from 'node:fs';
+import { closeSync, constants, createWriteStream, fsyncSync, openSync, renameSync, unlinkSync, writeSync, type WriteStream } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
 import { TrajforgeError, WireError } from '../errors.js';
 import { fsReason, removeDeadTemps } from '../files.js';
+import { outputWay, type OutputWay } from './output-paths.js';
 
 /** Bytes gathered before one `write` to the stream; rows are usually tens of KB, so this mostly batches small ones. */
 const BATCH_BYTES = 1 << 16;
 
-/** The reader of a stdout pipe went away (EPIPE). Not a failure of ours: stop quietly. */
+/** The reader of a stdout pipe (or of a FIFO written through) went away (EPIPE). Not a failure of ours: stop quietly. */
 export class OutputClosedError extends WireError {
   constructor(cause?: unknown) {
     super('output closed by the reader', cause === undefined ? undefined : { cause });
     this.name = 'OutputClosedError';
   }
+}
+
+/** Whether `err` says the reader of the output went away: a quiet end of the command, not a failure. */
+export function isOutputClosed(err: unknown): err is OutputClosedError {
+  return err instanceof OutputClosedError;
 }
 
 export interface JsonlWriterOptions {
@@ -38,8 +47,9 @@ export interface JsonlWriterOptions {
 export class JsonlWriter {
   /** The path as given (`-` for stdout). */
   readonly path: string;
+  /** How it is written (output-paths.ts). */
+  readonly way: OutputWay;
   readonly #stream: NodeJS.WritableStream;
-  readonly #toStdout: boolean;
   readonly #tmp: string | undefined;
   readonly #fd: number | undefined;
   #batch: string[] = [];
@@ -51,9 +61,15 @@ export class JsonlWriter {
 
   constructor(path: string, opts: JsonlWriterOptions = {}) {
     this.path = path;
-    this.#toStdout = path === '-';
-    if (this.#toStdout) {
+    this.way = outputWay(path, path);
+    if (this.way === 'stdout') {
       this.#stream = opts.stdout ?? process.stdout;
+    } else if (this.way === 'through') {
+      // Opened on the thread pool, so waiting for a FIFO's reader blocks neither signals nor the
+      // reads; never created or truncated: it is there, as it is.
+      // (Numeric flags: fs.open takes them, the typings want a string.)
+      this.#stream = createWriteStream(path, { flags: (constants.O_WRONLY | constants.O_APPEND) as unknown as string });
+      live.add(this);
     } else {
       const name = basename(path);
       this.#tmp = join(dirname(path), `.${name}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
@@ -123,7 +139,7 @@ export class JsonlWriter {
     if (this.#error) return;
     const code = (err as NodeJS.ErrnoException).code;
     this.#error =
-      this.#toStdout && (code === 'EPIPE' || code === 'ERR_STREAM_DESTROYED')
+      (this.way === 'stdout' && (code === 'EPIPE' || code === 'ERR_STREAM_DESTROYED')) || (this.way === 'through' && code === 'EPIPE')
         ? new OutputClosedError(err)
         : new TrajforgeError('WRITE_FAILED', `${this.path}: write failed (${err.message})`, { file: this.path, cause: err });
     const w = this.#waiting;
@@ -138,7 +154,7 @@ export class JsonlWriter {
     if (pending) await pending;
     if (this.#error) throw this.#error;
     this.#done = true;
-    if (this.#toStdout) {
+    if (this.way === 'stdout') {
       // Stdout is not ours to end; wait until what we wrote has left the process.
       await new Promise<void>((resolve, reject) => {
         this.#stream.write('', (err) => (err ? reject(this.#error ?? err) : resolve()));
@@ -151,18 +167,26 @@ export class JsonlWriter {
         this.#stream.once('error', reject);
         this.#stream.end(() => resolve());
       });
-      fsyncSync(this.#fd!);
-      closeSync(this.#fd!);
-      renameSync(this.#tmp!, this.path);
+      if (this.#error) throw this.#error;
+      if (this.way === 'replace') {
+        fsyncSync(this.#fd!);
+        closeSync(this.#fd!);
+        renameSync(this.#tmp!, this.path);
+      }
       live.delete(this);
-    } catch (err) {
+    } catch (caught) {
+      // The stream's own error, as #onError made it (a FIFO's reader gone is a quiet end).
+      const err = this.#error ?? caught;
       this.abort();
-      if (err instanceof TrajforgeError) throw err;
+      if (err instanceof TrajforgeError || err instanceof OutputClosedError) throw err;
       throw new TrajforgeError('WRITE_FAILED', `${this.path}: write failed (${(err as Error).message})`, { file: this.path, cause: err });
     }
   }
 
-  /** Drops what was written: the temp file is removed, the target is left as it was. Synchronous, so signal handlers can call it. */
+  /**
+   * Drops what was written: the temp file is removed, the target is left as it was (what went
+   * through to a FIFO or a device is gone already). Synchronous, so signal handlers can call it.
+   */
   abort(): void {
     if (!live.has(this)) {
       this.#done = true;
@@ -171,6 +195,7 @@ export class JsonlWriter {
     this.#done = true;
     live.delete(this);
     (this.#stream as WriteStream).destroy();
+    if (this.way !== 'replace') return;
     try {
       closeSync(this.#fd!);
     } catch {

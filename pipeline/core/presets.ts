@@ -3,10 +3,10 @@
  * any directory) and the writing of one, beside a copy of the bundled questions, into a folder
  * of the user's. Nothing a user wrote is ever overwritten without `--force`.
  */
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { TrajforgeError } from '../errors.js';
-import { fsError, statPath } from '../files.js';
+import { entryAt, fsError, replaceFile, statPath } from '../files.js';
 import { PACKAGE_ROOT } from '../paths.js';
 
 export interface Preset {
@@ -43,11 +43,22 @@ export interface Written {
   readonly questionsKept: boolean;
   /** Questions in it. */
   readonly questionCount: number;
+  /** Symbolic links that `--force` replaced with the file (the files they pointed to are untouched): name and target. */
+  readonly linksReplaced: readonly { readonly path: string; readonly target: string }[];
+}
+
+/** How a name already there is described: a symbolic link says where it points. */
+function described(path: string): string {
+  const at = entryAt(path);
+  return at?.isSymbolicLink() ? `${path} (a symbolic link to ${readlinkSync(path)})` : path;
 }
 
 /**
- * Writes `<preset>.yaml` and `questions.jsonl` into `dir` (made when missing). A file already
- * there is an error unless `force`; a questions file identical to the bundled one is kept.
+ * Writes `<preset>.yaml` and `questions.jsonl` into `dir` (made when missing). Anything already
+ * at either name (a symbolic link too, even one that points nowhere) is an error unless
+ * `force`; a questions file identical to the bundled one is kept. Each file is written in place
+ * of the name (files.ts `replaceFile`): a symbolic link there is replaced, never written through,
+ * so the file it points to, inside `dir` or out of it, stays as it was.
  */
 export function writePreset(preset: Preset, dir: string, force = false): Written {
   const config = join(dir, `${preset.name}.yaml`);
@@ -55,20 +66,25 @@ export function writePreset(preset: Preset, dir: string, force = false): Written
   const bank = readFileSync(join(PACKAGE_ROOT, 'data', QUESTIONS));
   const there = statPath(dir, `init: --out ${dir}`);
   if (there !== undefined && !there.isDirectory()) throw new TrajforgeError('BAD_USAGE', `init: --out ${dir}: a file, not a directory`, { file: dir });
-  const configThere = statPath(config, `init: ${config}`) !== undefined;
-  const questionsThere = statPath(questions, `init: ${questions}`) !== undefined;
-  const questionsKept = questionsThere && readFileSync(questions).equals(bank);
+  statPath(config, `init: ${config}`);
+  const configAt = entryAt(config);
+  const questionsAt = entryAt(questions);
+  // Read, never written: a link to a copy of the bundled bank is as good as the copy.
+  const questionsKept = statPath(questions, `init: ${questions}`)?.isFile() === true && readFileSync(questions).equals(bank);
   if (!force) {
-    const inWay = [configThere ? config : undefined, questionsThere && !questionsKept ? questions : undefined].filter((f) => f !== undefined);
+    const inWay = [configAt ? config : undefined, questionsAt && !questionsKept ? questions : undefined].filter((f) => f !== undefined).map(described);
     if (inWay.length > 0) throw new TrajforgeError('BAD_USAGE', `init: ${inWay.join(' and ')} already there; nothing was written (--force replaces ${inWay.length > 1 ? 'them' : 'it'}, or choose another --out)`);
   }
+  const linksReplaced = [configAt?.isSymbolicLink() ? config : undefined, !questionsKept && questionsAt?.isSymbolicLink() ? questions : undefined]
+    .filter((f) => f !== undefined)
+    .map((path) => ({ path, target: readlinkSync(path) }));
   try {
     mkdirSync(dir, { recursive: true });
-    writeFileSync(config, presetText(preset));
-    if (!questionsKept) writeFileSync(questions, bank);
+    replaceFile(config, presetText(preset));
+    if (!questionsKept) replaceFile(questions, bank);
   } catch (err) {
     throw fsError(dir, err, 'cannot write the starter config');
   }
   const questionCount = bank.toString('utf8').split('\n').filter((l) => l.trim() !== '').length;
-  return { config, questions, questionsKept, questionCount };
+  return { config, questions, questionsKept, questionCount, linksReplaced };
 }

@@ -36,8 +36,9 @@ import { createReadStream } from 'node:fs';
 import { QuestionsConfig, SCHEMA_VERSION, type ContaminationFlag, type ContaminationMatch, type DecontaminateOptions, type Decontamination, type Trajectory } from '../../schemas/index.js';
 import { inputError, TrajforgeError } from '../errors.js';
 import { readQuestions } from '../core/questions/read.js';
-import { OutputClosedError, type JsonlWriter } from '../core/jsonl.js';
-import { readDataset, readLines, type DatasetRow, type ReadOptions } from './readers.js';
+import type { JsonlWriter } from '../core/jsonl.js';
+import { readDataset, type DatasetRow, type ReadOptions } from './readers.js';
+import { lineProblem, maxLineBytes, readLines } from '../core/lines.js';
 import { forEachNgram, hashWord, STOPWORDS, words } from './shingles.js';
 import { familyOf, FamilyGroups } from './families.js';
 
@@ -222,7 +223,12 @@ async function* evalItems(file: string, options: DecontaminateOptions, format: E
     let stream;
     try {
       stream = createReadStream(file);
-      for await (const { line, text } of readLines(stream)) yield { id: `line ${line}`, text };
+      const max = maxLineBytes();
+      for await (const l of readLines(stream, { maxLineBytes: max })) {
+        const problem = lineProblem(l, max);
+        if (problem !== undefined) throw inputError(file, l.line, undefined, problem);
+        yield { id: `line ${l.line}`, text: l.text };
+      }
     } catch (err) {
       if (err instanceof TrajforgeError) throw err;
       throw inputError(file, undefined, undefined, `cannot read: ${(err as Error).message}`);
@@ -369,8 +375,8 @@ interface Scanned {
   readonly found: ScanMatch[];
 }
 
-/** One pass over `inputs`. Returns undefined when a stdout reader went away before the end. */
-export async function decontaminate(inputs: readonly string[], read: ReadOptions, index: EvalIndex, writers: DecontaminateWriters): Promise<DecontaminateSummary | undefined> {
+/** One pass over `inputs`. A reader of stdout that goes away ends it with the writer's OutputClosedError (cli/output.ts). */
+export async function decontaminate(inputs: readonly string[], read: ReadOptions, index: EvalIndex, writers: DecontaminateWriters): Promise<DecontaminateSummary> {
   const summary: DecontaminateSummary = { rows: 0, bad: 0, flagged: 0, clean: 0, by_field: {}, by_eval_file: {}, families_flagged: 0, rows_in_flagged_families: 0, eval: index.summary };
   const against = index.summary.files;
   const n = index.options.n;
@@ -406,33 +412,28 @@ export async function decontaminate(inputs: readonly string[], read: ReadOptions
     for (const s of rows) await write(s, flagged);
   };
 
-  try {
-    for (const input of inputs) {
-      const { rows, report } = readDataset(input, read);
-      for await (const row of rows) {
-        summary.rows++;
-        const t = row.trajectory as Partial<Trajectory>;
-        const found = scanRow(t, index);
-        const matches = found.map((f) => f.match);
-        if (matches.length > 0) {
-          summary.flagged++;
-          for (const f of new Set(matches.map((m) => m.field))) summary.by_field[f] = (summary.by_field[f] ?? 0) + 1;
-          for (const f of new Set(matches.map((m) => m.eval_file))) summary.by_eval_file[f] = (summary.by_eval_file[f] ?? 0) + 1;
-        } else summary.clean++;
-        // A row of a family already written (a scattered dataset) can only be judged alone.
-        if (familyOf(t) === undefined || families.isClosed(t)) {
-          await write({ row, found }, familyOf(t) === undefined ? undefined : found.length > 0);
-          continue;
-        }
-        const whole = families.push(t, { row, found });
-        if (whole !== undefined) await writeFamily(whole);
+  for (const input of inputs) {
+    const { rows, report } = readDataset(input, read);
+    for await (const row of rows) {
+      summary.rows++;
+      const t = row.trajectory as Partial<Trajectory>;
+      const found = scanRow(t, index);
+      const matches = found.map((f) => f.match);
+      if (matches.length > 0) {
+        summary.flagged++;
+        for (const f of new Set(matches.map((m) => m.field))) summary.by_field[f] = (summary.by_field[f] ?? 0) + 1;
+        for (const f of new Set(matches.map((m) => m.eval_file))) summary.by_eval_file[f] = (summary.by_eval_file[f] ?? 0) + 1;
+      } else summary.clean++;
+      // A row of a family already written (a scattered dataset) can only be judged alone.
+      if (familyOf(t) === undefined || families.isClosed(t)) {
+        await write({ row, found }, familyOf(t) === undefined ? undefined : found.length > 0);
+        continue;
       }
-      summary.bad += report.bad.length;
+      const whole = families.push(t, { row, found });
+      if (whole !== undefined) await writeFamily(whole);
     }
-    for (const rest of families.finish()) await writeFamily(rest);
-  } catch (err) {
-    if (err instanceof OutputClosedError) return undefined;
-    throw err;
+    summary.bad += report.bad.length;
   }
+  for (const rest of families.finish()) await writeFamily(rest);
   return summary;
 }

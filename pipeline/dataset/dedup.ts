@@ -37,7 +37,7 @@
 import { statSync } from 'node:fs';
 import { SCHEMA_VERSION, type DedupCluster, type DedupOptions, type Trajectory } from '../../schemas/index.js';
 import { TrajforgeError } from '../errors.js';
-import { OutputClosedError, type JsonlWriter } from '../core/jsonl.js';
+import type { JsonlWriter } from '../core/jsonl.js';
 import { banding as bandingFor, jaccard, minimumHashes, MinHasher, type Banding } from './minhash.js';
 import { inputFiles, readDataset, type DatasetRow, type ReadOptions } from './readers.js';
 import { textShingles, type ShingleSet } from './shingles.js';
@@ -514,67 +514,61 @@ interface Member {
 }
 
 /**
- * Pass 2: each row to `out` (kept) or `rejects` (dropped), then the clusters. Returns false
- * when a stdout reader went away before the end (the caller drops the files).
+ * Pass 2: each row to `out` (kept) or `rejects` (dropped), then the clusters. A reader of
+ * stdout that goes away ends it with the writer's OutputClosedError (cli/output.ts drops the files).
  */
-export async function writeDeduplicated(index: DedupIndex, writers: DedupWriters): Promise<boolean> {
+export async function writeDeduplicated(index: DedupIndex, writers: DedupWriters): Promise<void> {
   checkUnchanged(index.files);
   const { sets, clusters, best, size, options } = index;
   const members = new Map<number, Member[]>();
   let i = 0;
-  try {
-    for await (const row of rowsOf(index.inputs, index.read, { count: 0 })) {
-      if (i >= sets.n) {
-        // More rows than the first pass saw: counted for the error below, never written.
-        i++;
-        continue;
-      }
-      const r = clusters.find(i);
-      const f = index.follows[i]!;
-      const kept = f === -1 ? best[r] === i : f === -2 || best[clusters.find(f)] === f;
-      const w = kept ? writers.out : writers.rejects;
-      if (w) {
-        const p = row.raw === undefined ? w.write(row.trajectory) : w.writeLine(row.raw);
-        if (p) await p;
-      }
-      if (size[r]! >= 2 && writers.clusters) {
-        const t = row.trajectory as Partial<Trajectory>;
-        let list = members.get(r);
-        if (!list) members.set(r, (list = []));
-        list.push({ row: i, input: row.file === '-' ? '<stdin>' : row.file, line: row.line, id: typeof t.id === 'string' ? t.id : '', text: comparedText(t, options.by).slice(0, REPORT_TEXT_CHARS) });
-      }
+  for await (const row of rowsOf(index.inputs, index.read, { count: 0 })) {
+    if (i >= sets.n) {
+      // More rows than the first pass saw: counted for the error below, never written.
       i++;
+      continue;
     }
-    checkUnchanged(index.files);
-    if (i !== sets.n) {
-      throw new TrajforgeError('BAD_INPUT', `the input held ${sets.n} rows on the first pass and ${i} on the second; run dedup on a finished run or a copy. Nothing was written.`);
+    const r = clusters.find(i);
+    const f = index.follows[i]!;
+    const kept = f === -1 ? best[r] === i : f === -2 || best[clusters.find(f)] === f;
+    const w = kept ? writers.out : writers.rejects;
+    if (w) {
+      const p = row.raw === undefined ? w.write(row.trajectory) : w.writeLine(row.raw);
+      if (p) await p;
     }
-    if (writers.clusters) {
-      let number = 0;
-      for (const root of [...members.keys()].sort((a, b) => a - b)) {
-        const list = members.get(root)!;
-        const keptRow = best[root]!;
-        const record: DedupCluster = {
-          schema_version: SCHEMA_VERSION,
-          cluster: ++number,
-          size: list.length,
-          keep: options.keep,
-          members: list.map((m) => ({
-            input: m.input,
-            line: m.line,
-            id: m.id,
-            kept: m.row === keptRow,
-            similarity: m.row === keptRow ? 1 : Math.max(0, Math.round(similarity(index.sets, m.row, keptRow, { ...options, slot_guard: false }) * 1e4) / 1e4),
-            text: m.text,
-          })),
-        };
-        const p = writers.clusters.write(record);
-        if (p) await p;
-      }
+    if (size[r]! >= 2 && writers.clusters) {
+      const t = row.trajectory as Partial<Trajectory>;
+      let list = members.get(r);
+      if (!list) members.set(r, (list = []));
+      list.push({ row: i, input: row.file === '-' ? '<stdin>' : row.file, line: row.line, id: typeof t.id === 'string' ? t.id : '', text: comparedText(t, options.by).slice(0, REPORT_TEXT_CHARS) });
     }
-  } catch (err) {
-    if (err instanceof OutputClosedError) return false;
-    throw err;
+    i++;
   }
-  return true;
+  checkUnchanged(index.files);
+  if (i !== sets.n) {
+    throw new TrajforgeError('BAD_INPUT', `the input held ${sets.n} rows on the first pass and ${i} on the second; run dedup on a finished run or a copy. Nothing was written.`);
+  }
+  if (writers.clusters) {
+    let number = 0;
+    for (const root of [...members.keys()].sort((a, b) => a - b)) {
+      const list = members.get(root)!;
+      const keptRow = best[root]!;
+      const record: DedupCluster = {
+        schema_version: SCHEMA_VERSION,
+        cluster: ++number,
+        size: list.length,
+        keep: options.keep,
+        members: list.map((m) => ({
+          input: m.input,
+          line: m.line,
+          id: m.id,
+          kept: m.row === keptRow,
+          similarity: m.row === keptRow ? 1 : Math.max(0, Math.round(similarity(index.sets, m.row, keptRow, { ...options, slot_guard: false }) * 1e4) / 1e4),
+          text: m.text,
+        })),
+      };
+      const p = writers.clusters.write(record);
+      if (p) await p;
+    }
+  }
 }

@@ -39,7 +39,7 @@ import { join } from 'node:path';
 import { createHash } from 'node:crypto';
 import type { Trajectory } from '../../schemas/index.js';
 import { TrajforgeError } from '../errors.js';
-import { OutputClosedError, type JsonlWriter } from '../core/jsonl.js';
+import type { JsonlWriter } from '../core/jsonl.js';
 import type { DatasetRow } from './readers.js';
 import { trainingView, UnexportableRow, type ToolRole, type ViewMessage, type ViewMode } from './training-view.js';
 import { ForeignCheck } from './foreign.js';
@@ -88,7 +88,6 @@ export interface DpoCounts {
   /** Questions with both sides, but never under the same prompt. */
   promptMismatch: number;
   pairs: number;
-  outputClosed: boolean;
 }
 
 interface Candidate {
@@ -130,16 +129,51 @@ export function pairOrder(chosen: number, rejected: number): [number, number][] 
   return out;
 }
 
-export async function exportDpo(rows: AsyncIterable<DatasetRow>, out: JsonlWriter, opts: DpoOptions = {}, keep?: (row: DatasetRow) => boolean): Promise<DpoCounts> {
-  const counts: DpoCounts = { in: 0, notSelected: 0, chosen: 0, rejected: 0, notCandidates: 0, superseded: 0, unexportable: 0, questions: 0, paired: 0, onlyCorrect: 0, onlyIncorrect: 0, promptMismatch: 0, pairs: 0, outputClosed: false };
-  const maxPairs = opts.maxPairs ?? 1;
+/** The views of the candidates, spilled to a temporary file (they can be many and long), each read back by its place when it is paired. */
+class Spill {
+  readonly #dir = mkdtempSync(join(tmpdir(), 'trajforge-dpo-'));
+  readonly #fd = openSync(join(this.#dir, 'views.jsonl'), 'w+');
+  #written = 0;
+
+  /** Appends one view; where it is. */
+  add(view: SpilledView): { offset: number; length: number } {
+    const line = Buffer.from(`${JSON.stringify(view)}\n`, 'utf8');
+    writeSync(this.#fd, line, 0, line.length, this.#written);
+    const at = { offset: this.#written, length: line.length };
+    this.#written += line.length;
+    return at;
+  }
+
+  read(c: { offset: number; length: number }): SpilledView {
+    const buf = Buffer.alloc(c.length);
+    readSync(this.#fd, buf, 0, c.length, c.offset);
+    return JSON.parse(buf.toString('utf8'));
+  }
+
+  close(): void {
+    closeSync(this.#fd);
+    rmSync(this.#dir, { recursive: true, force: true });
+  }
+}
+
+/** What a candidate's view keeps: the prompt (up to its first model turn), the rest, the tools, the rubric score. */
+interface SpilledView {
+  prompt: DpoMessage[];
+  rest: DpoMessage[];
+  tools?: unknown[];
+  score?: number;
+}
+
+/** Question id → its candidates, in input order; a Map keeps the questions in first-seen order. */
+type Questions = Map<string, Candidate[]>;
+
+/**
+ * Pass 1: every row's latest state (an earlier attempt of a sample is superseded, and so is a
+ * candidate it made), the selection, its side, and its view spilled: the candidates by question.
+ */
+async function collectCandidates(rows: AsyncIterable<DatasetRow>, spill: Spill, counts: DpoCounts, opts: DpoOptions, keep: ((row: DatasetRow) => boolean) | undefined): Promise<Questions> {
   const foreign = new ForeignCheck({});
-  const spillDir = mkdtempSync(join(tmpdir(), 'trajforge-dpo-'));
-  const spill = join(spillDir, 'views.jsonl');
-  const fd = openSync(spill, 'w+');
-  let written = 0;
-  /** Question id → its candidates, in input order; a Map keeps the questions in first-seen order. */
-  const questions = new Map<string, Candidate[]>();
+  const questions: Questions = new Map();
   /** Sample id → its latest state so far, and that row's candidate if it was one. */
   const latest = new Map<string, { ok: boolean; attempt: number; candidate?: Candidate | undefined }>();
   const supersede = (t: Trajectory): boolean => {
@@ -156,107 +190,107 @@ export async function exportDpo(rows: AsyncIterable<DatasetRow>, out: JsonlWrite
     latest.set(t.id, { ok, attempt });
     return true;
   };
-  try {
-    for await (const row of rows) {
-      counts.in++;
-      foreign.check(row);
-      const t = cleanJson(row.trajectory);
-      if (!supersede(t)) {
-        counts.superseded++;
-        continue;
-      }
-      // The selection reads a sample's latest state: one it leaves out is no candidate.
-      if (keep && !keep(row)) {
-        counts.notSelected++;
-        continue;
-      }
-      const side = sideOf(t);
-      if (side === undefined) {
-        counts.notCandidates++;
-        continue;
-      }
-      let view;
-      try {
-        view = trainingView(t, { view: opts.view, toolRole: opts.toolRole });
-        const first = view.messages.findIndex((m) => m.role === 'assistant');
-        if (first < 1) throw new UnexportableRow('the view has no model turn after a prompt');
-        if (view.messages[first - 1]!.role !== 'user') throw new UnexportableRow(`the turn before the first model turn is ${view.messages[first - 1]!.role}, not the user's (TRL renders the prompt with the generation prompt after a user turn)`);
-        const prompt = view.messages.slice(0, first).map(bare);
-        const rest = view.messages.slice(first).map(bare);
-        const score = t.judgement?.rubric_score;
-        const line = Buffer.from(`${JSON.stringify({ prompt, rest, ...(view.tools === undefined ? {} : { tools: view.tools }), ...(score === undefined ? {} : { score }) })}\n`, 'utf8');
-        writeSync(fd, line, 0, line.length, written);
-        const promptKey = createHash('sha256').update(JSON.stringify([prompt, view.tools ?? null])).digest('hex').slice(0, 16);
-        let list = questions.get(t.question_id);
-        if (list === undefined) questions.set(t.question_id, (list = []));
-        const candidate: Candidate = { live: true, chosen: side === 'chosen', id: t.id, index: sampleIndex(t), prompt: promptKey, offset: written, length: line.length };
-        list.push(candidate);
-        latest.get(t.id)!.candidate = candidate;
-        written += line.length;
-        if (side === 'chosen') counts.chosen++;
-        else counts.rejected++;
-      } catch (err) {
-        if (!(err instanceof UnexportableRow)) throw err;
-        const place = `${row.file === '-' ? '<stdin>' : row.file}:${row.line}`;
-        if (opts.onBadRow !== 'skip') throw new TrajforgeError('BAD_INPUT', `${place}: cannot export as dpo: ${err.message}`, { file: row.file, line: row.line });
-        counts.unexportable++;
-      }
+  for await (const row of rows) {
+    counts.in++;
+    foreign.check(row);
+    const t = cleanJson(row.trajectory);
+    if (!supersede(t)) {
+      counts.superseded++;
+      continue;
     }
+    // The selection reads a sample's latest state: one it leaves out is no candidate.
+    if (keep && !keep(row)) {
+      counts.notSelected++;
+      continue;
+    }
+    const side = sideOf(t);
+    if (side === undefined) {
+      counts.notCandidates++;
+      continue;
+    }
+    try {
+      const view = trainingView(t, { view: opts.view, toolRole: opts.toolRole });
+      const first = view.messages.findIndex((m) => m.role === 'assistant');
+      if (first < 1) throw new UnexportableRow('the view has no model turn after a prompt');
+      if (view.messages[first - 1]!.role !== 'user') throw new UnexportableRow(`the turn before the first model turn is ${view.messages[first - 1]!.role}, not the user's (TRL renders the prompt with the generation prompt after a user turn)`);
+      const prompt = view.messages.slice(0, first).map(bare);
+      const rest = view.messages.slice(first).map(bare);
+      const score = t.judgement?.rubric_score;
+      const at = spill.add({ prompt, rest, ...(view.tools === undefined ? {} : { tools: view.tools }), ...(score === undefined ? {} : { score }) });
+      const promptKey = createHash('sha256').update(JSON.stringify([prompt, view.tools ?? null])).digest('hex').slice(0, 16);
+      let list = questions.get(t.question_id);
+      if (list === undefined) questions.set(t.question_id, (list = []));
+      const candidate: Candidate = { live: true, chosen: side === 'chosen', id: t.id, index: sampleIndex(t), prompt: promptKey, ...at };
+      list.push(candidate);
+      latest.get(t.id)!.candidate = candidate;
+      if (side === 'chosen') counts.chosen++;
+      else counts.rejected++;
+    } catch (err) {
+      if (!(err instanceof UnexportableRow)) throw err;
+      const place = `${row.file === '-' ? '<stdin>' : row.file}:${row.line}`;
+      if (opts.onBadRow !== 'skip') throw new TrajforgeError('BAD_INPUT', `${place}: cannot export as dpo: ${err.message}`, { file: row.file, line: row.line });
+      counts.unexportable++;
+    }
+  }
+  return questions;
+}
 
-    const read = (c: Candidate): { prompt: DpoMessage[]; rest: DpoMessage[]; tools?: unknown[]; score?: number } => {
-      const buf = Buffer.alloc(c.length);
-      readSync(fd, buf, 0, c.length, c.offset);
-      return JSON.parse(buf.toString('utf8'));
-    };
-    const bySample = (a: Candidate, b: Candidate): number => a.index - b.index || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
-    for (const [qid, all] of questions) {
-      const list = all.filter((c) => c.live);
-      if (list.length === 0) continue;
-      counts.questions++;
-      const hasChosen = list.some((c) => c.chosen);
-      const hasRejected = list.some((c) => !c.chosen);
-      if (!hasRejected) counts.onlyCorrect++;
-      if (!hasChosen) counts.onlyIncorrect++;
-      if (!hasChosen || !hasRejected) continue;
-      let made = 0;
-      // Prompt groups in the order their first candidate came.
-      const groups = [...new Set(list.map((c) => c.prompt))];
-      for (const key of groups) {
+const bySample = (a: Candidate, b: Candidate): number => a.index - b.index || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+
+/** Pass 2: per question, up to `maxPairs` pairs of a chosen and a rejected candidate under the same prompt. */
+async function writePairs(questions: Questions, spill: Spill, out: JsonlWriter, counts: DpoCounts, maxPairs: number): Promise<void> {
+  for (const [qid, all] of questions) {
+    const list = all.filter((c) => c.live);
+    if (list.length === 0) continue;
+    counts.questions++;
+    const hasChosen = list.some((c) => c.chosen);
+    const hasRejected = list.some((c) => !c.chosen);
+    if (!hasRejected) counts.onlyCorrect++;
+    if (!hasChosen) counts.onlyIncorrect++;
+    if (!hasChosen || !hasRejected) continue;
+    let made = 0;
+    // Prompt groups in the order their first candidate came.
+    const groups = [...new Set(list.map((c) => c.prompt))];
+    for (const key of groups) {
+      if (made >= maxPairs) break;
+      const chosen = list.filter((c) => c.chosen && c.prompt === key).sort(bySample);
+      const rejected = list.filter((c) => !c.chosen && c.prompt === key).sort(bySample);
+      for (const [i, j] of pairOrder(chosen.length, rejected.length)) {
         if (made >= maxPairs) break;
-        const chosen = list.filter((c) => c.chosen && c.prompt === key).sort(bySample);
-        const rejected = list.filter((c) => !c.chosen && c.prompt === key).sort(bySample);
-        for (const [i, j] of pairOrder(chosen.length, rejected.length)) {
-          if (made >= maxPairs) break;
-          const c = chosen[i]!;
-          const r = rejected[j]!;
-          const cv = read(c);
-          const rv = read(r);
-          const row: DpoRow = {
-            id: qid,
-            chosen_id: c.id,
-            rejected_id: r.id,
-            prompt: cv.prompt,
-            chosen: cv.rest,
-            rejected: rv.rest,
-            ...(cv.tools === undefined ? {} : { tools: cv.tools }),
-            ...(cv.score === undefined ? {} : { chosen_score: cv.score }),
-            ...(rv.score === undefined ? {} : { rejected_score: rv.score }),
-          };
-          const p = out.write(row);
-          if (p) await p;
-          counts.pairs++;
-          made++;
-        }
+        const c = chosen[i]!;
+        const r = rejected[j]!;
+        const cv = spill.read(c);
+        const rv = spill.read(r);
+        const row: DpoRow = {
+          id: qid,
+          chosen_id: c.id,
+          rejected_id: r.id,
+          prompt: cv.prompt,
+          chosen: cv.rest,
+          rejected: rv.rest,
+          ...(cv.tools === undefined ? {} : { tools: cv.tools }),
+          ...(cv.score === undefined ? {} : { chosen_score: cv.score }),
+          ...(rv.score === undefined ? {} : { rejected_score: rv.score }),
+        };
+        const p = out.write(row);
+        if (p) await p;
+        counts.pairs++;
+        made++;
       }
-      if (made > 0) counts.paired++;
-      else counts.promptMismatch++;
     }
-  } catch (err) {
-    if (!(err instanceof OutputClosedError)) throw err;
-    counts.outputClosed = true;
+    if (made > 0) counts.paired++;
+    else counts.promptMismatch++;
+  }
+}
+
+export async function exportDpo(rows: AsyncIterable<DatasetRow>, out: JsonlWriter, opts: DpoOptions = {}, keep?: (row: DatasetRow) => boolean): Promise<DpoCounts> {
+  const counts: DpoCounts = { in: 0, notSelected: 0, chosen: 0, rejected: 0, notCandidates: 0, superseded: 0, unexportable: 0, questions: 0, paired: 0, onlyCorrect: 0, onlyIncorrect: 0, promptMismatch: 0, pairs: 0 };
+  const spill = new Spill();
+  try {
+    const questions = await collectCandidates(rows, spill, counts, opts, keep);
+    await writePairs(questions, spill, out, counts, opts.maxPairs ?? 1);
   } finally {
-    closeSync(fd);
-    rmSync(spillDir, { recursive: true, force: true });
+    spill.close();
   }
   return counts;
 }

@@ -19,10 +19,9 @@ import { basename } from 'node:path';
 import { statSync } from 'node:fs';
 import type { Trajectory } from '../../schemas/index.js';
 import { TrajforgeError } from '../errors.js';
-import { OutputClosedError, type JsonlWriter } from '../core/jsonl.js';
+import type { JsonlWriter } from '../core/jsonl.js';
 import { statPath } from '../files.js';
 import { inputFiles, readDataset, type DatasetRow, type ReadOptions, type ReadReport } from './readers.js';
-import { indexLatestFailures, type LatestIndex } from './stats.js';
 import { FAILURES } from '../core/run-dir/names.js';
 import { O200K, type TokenCounter } from '../core/tokens/count.js';
 import { Counter, toMessages, toShareGpt, toText, type MessagesRow, type ShareGptRow, type TextRow } from './export-formats.js';
@@ -72,40 +71,6 @@ export function familyMetadata(t: Trajectory): FamilyMetadata | undefined {
 }
 
 // ---------------------------------------------------------------------------------------
-// Latest state per id of a run directory (what `stats` counts)
-
-const LINE_SPAN = 2 ** 32;
-
-/**
- * A predicate that keeps a run directory's latest state per id, as `computeStats` does with
- * the same index: an accepted id once (the first acceptance), an id that only failed by its
- * winning attempt (`LatestIndex` keys are attempt·2^32 + line). Rows must come in the
- * reader's order: trajectories.jsonl before failures.jsonl.
- */
-export function latestFilter(latest: LatestIndex): (row: DatasetRow) => boolean {
-  const accepted = new Set<string>();
-  return (row) => {
-    const id = (row.trajectory as Partial<Trajectory>).id;
-    if (typeof id !== 'string') return true;
-    if (row.file === latest.failuresFile) {
-      const key = latest.winners.get(id);
-      return !accepted.has(id) && key !== undefined && key % LINE_SPAN === row.line;
-    }
-    if (accepted.has(id)) return false;
-    accepted.add(id);
-    return true;
-  };
-}
-
-/** The index for `latestFilter` when `input` is a run directory; undefined for a file or stdin. */
-export async function latestIndexFor(input: string, opts: ReadOptions): Promise<LatestIndex | undefined> {
-  if (input === '-' || statPath(input)?.isDirectory() !== true) return undefined;
-  const failures = inputFiles(input).find((f) => basename(f) === FAILURES);
-  if (failures === undefined) return { failuresFile: '', winners: new Map() };
-  return indexLatestFailures(readDataset(failures, opts).rows, failures);
-}
-
-// ---------------------------------------------------------------------------------------
 // The stream
 
 export interface ExportOptions {
@@ -148,8 +113,6 @@ export interface ExportCounts {
    * or wrote before it cleaned text), exported with them removed (pipeline/text.ts).
    */
   cleaned: number;
-  /** The reader of stdout went away before the end. */
-  outputClosed: boolean;
 }
 
 /** A trajectory's rows, as objects, or (`tokens`) as the JSON lines a worker wrote with their token counts. */
@@ -236,7 +199,7 @@ export async function exportRows(
   select?: (row: DatasetRow) => boolean,
 ): Promise<ExportCounts> {
   const foreign = new ForeignCheck({ counter: opts.counter });
-  const counts: ExportCounts = { in: 0, written: 0, droppedOverMax: 0, skippedFailed: 0, superseded: 0, unselected: 0, unexportable: 0, cleaned: 0, outputClosed: false };
+  const counts: ExportCounts = { in: 0, written: 0, droppedOverMax: 0, skippedFailed: 0, superseded: 0, unselected: 0, unexportable: 0, cleaned: 0 };
   const inFlight: InFlight[] = [];
   // The error of the row that stopped the export, told apart from one of the reader.
   let stopped: unknown;
@@ -277,9 +240,6 @@ export async function exportRows(
       throw err;
     }
     while (inFlight.length > 0) await writeOldest();
-  } catch (err) {
-    if (!(err instanceof OutputClosedError)) throw err;
-    counts.outputClosed = true;
   } finally {
     await exporter.close();
   }

@@ -10,10 +10,10 @@
  */
 import { createReadStream, existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { SCHEMA_VERSION, type FailureReason, type RunConfig, type Trajectory } from '../../schemas/index.js';
 import { fingerprintFields, redactConfig } from '../core/config.js';
-import { TrajforgeError } from '../errors.js';
+import { inputError, TrajforgeError } from '../errors.js';
+import { lineProblem, maxLineBytes, readLines } from '../core/lines.js';
 import { runSession, type GenerateOptions, type GenerateSummary, type PlannedSample } from '../generate/run.js';
 import { FAILURES, MANIFEST } from '../core/run-dir/names.js';
 import { RunStore } from '../generate/store.js';
@@ -66,10 +66,11 @@ export async function rerun(opts: RerunOptions): Promise<GenerateSummary> {
       const size = existsSync(file) ? statSync(file).size : 0;
       async function* samples(): AsyncGenerator<PlannedSample> {
         if (size === 0 || due.size === 0) return;
-        const rl = createInterface({ input: createReadStream(file, { encoding: 'utf8', end: size - 1 }), crlfDelay: Infinity });
-        for await (const line of rl) {
-          if (line.trim() === '') continue;
-          const rec = JSON.parse(line) as Trajectory;
+        const max = maxLineBytes();
+        for await (const l of readLines(createReadStream(file, { highWaterMark: 1 << 20, end: size - 1 }), { maxLineBytes: max })) {
+          const problem = lineProblem(l, max);
+          if (problem !== undefined) throw inputError(file, l.line, undefined, problem);
+          const rec = JSON.parse(l.text) as Trajectory;
           if (due.get(rec.id) !== rec.attempt) continue;
           due.delete(rec.id);
           yield {

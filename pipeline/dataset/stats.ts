@@ -1,173 +1,27 @@
 /**
  * `trajforge stats`: the shape of a dataset, in one streaming pass and constant memory.
  *
- * Every figure is a counter or a fixed-size sketch, so a row is forgotten once it is
- * counted. Quantiles come from `Sketch`: values below 1024 are counted exactly, larger
- * ones in log-spaced buckets no wider than 0.2% of their value (tool calls and turns are
- * exact in practice; token quantiles are approximate to that bound, and say so).
- *
- * A run directory is read for its latest state per id (an accepted id counts once, as
- * accepted; an id only in failures.jsonl counts once, by its latest attempt). That needs
- * to know, when a failed attempt is read, whether it is the last one: a first pass over
- * failures.jsonl keeps id → (attempt, line) of the winner, ids only, and the second pass
- * counts the rows that won.
+ * Every figure is a counter or a fixed-size sketch (sketch.ts), so a row is forgotten once it
+ * is counted. A run directory is counted by its latest state per id (latest.ts). The terminal
+ * view of the figures is stats-format.ts.
  *
  * Records of a run with agents (README "Agents") are also counted by agent and by family.
  * The family figures need to know, per family, how many sessions it has and whether its root
  * was seen: a map of family keys to two small numbers, the one figure that grows with the
  * dataset (as the latest-state index does), and only for records that carry family fields.
  */
-import { basename } from 'node:path';
 import type { Trajectory } from '../../schemas/index.js';
-import { statPath } from '../files.js';
-import { inputFiles, readDataset, type DatasetRow, type ReadOptions, type ReadReport } from './readers.js';
+import { readDataset, type DatasetRow, type ReadOptions, type ReadReport } from './readers.js';
 import { ForeignCheck, validatedRows } from './foreign.js';
 import type { TokenCounter } from '../core/tokens/count.js';
-import { FAILURES } from '../core/run-dir/names.js';
 import { PassCounter, type PassAtK } from './pass-at-k.js';
 import { familyOf, isChild } from './families.js';
+import { Sketch, type Distribution, type HistogramBin } from './sketch.js';
+import { latestFilter, latestIndexFor, type LatestIndex } from './latest.js';
 
-// ---------------------------------------------------------------------------------------
-// Quantile sketch
+export type { Distribution, HistogramBin } from './sketch.js';
 
-/** Values below 2^SUB_BITS get a bucket each; above, buckets keep the top SUB_BITS bits. */
-const SUB_BITS = 10;
-const EXACT_BELOW = 1 << SUB_BITS;
-const HALF = EXACT_BELOW >> 1;
-/** Enough buckets for any double up to 2^53. */
-const BUCKETS = EXACT_BELOW + (53 - SUB_BITS) * HALF;
 
-function log2Floor(v: number): number {
-  if (v < 2 ** 31) return 31 - Math.clz32(v);
-  let e = Math.floor(Math.log2(v));
-  // Math.log2 can round across a power of two.
-  if (2 ** e > v) e--;
-  else if (2 ** (e + 1) <= v) e++;
-  return e;
-}
-
-function bucketOf(v: number): number {
-  if (v < EXACT_BELOW) return v;
-  const e = log2Floor(v);
-  const shift = e - SUB_BITS + 1;
-  const mant = Math.floor(v / 2 ** shift);
-  return EXACT_BELOW + (e - SUB_BITS) * HALF + (mant - HALF);
-}
-
-/** The values a bucket holds, inclusive. */
-function bucketRange(i: number): [number, number] {
-  if (i < EXACT_BELOW) return [i, i];
-  const j = i - EXACT_BELOW;
-  const shift = Math.floor(j / HALF) + 1;
-  const mant = HALF + (j % HALF);
-  return [mant * 2 ** shift, (mant + 1) * 2 ** shift - 1];
-}
-
-/** Counts of non-negative integers: exact below 1024, within 0.2% above. Fixed size (~180 KB). */
-export class Sketch {
-  readonly #counts = new Float64Array(BUCKETS);
-  #n = 0;
-  #sum = 0;
-  #min = Infinity;
-  #max = -Infinity;
-
-  /** Non-finite and negative values are ignored; fractions are rounded for bucketing (the mean keeps them). */
-  add(value: number): void {
-    if (!(value >= 0) || value === Infinity) return;
-    this.#counts[bucketOf(Math.min(Math.round(value), 2 ** 53 - 1))]!++;
-    this.#n++;
-    this.#sum += value;
-    if (value < this.#min) this.#min = value;
-    if (value > this.#max) this.#max = value;
-  }
-
-  get count(): number {
-    return this.#n;
-  }
-
-  /** Nearest rank: the smallest value with at least ⌈q·n⌉ values at or below it. */
-  quantile(q: number): { value: number; exact: boolean } | null {
-    if (this.#n === 0) return null;
-    const rank = Math.max(1, Math.ceil(q * this.#n));
-    // The ends are known exactly whatever their bucket.
-    if (rank === 1) return { value: this.#min, exact: true };
-    if (rank === this.#n) return { value: this.#max, exact: true };
-    let seen = 0;
-    for (let i = 0; i < BUCKETS; i++) {
-      seen += this.#counts[i]!;
-      if (seen >= rank) {
-        const [lo, hi] = bucketRange(i);
-        if (lo === hi) return { value: lo, exact: true };
-        // A bucket's values are unknown: its midpoint, never outside what was seen.
-        const from = Math.max(lo, this.#min);
-        const to = Math.min(hi, this.#max);
-        return { value: Math.round((from + to) / 2), exact: from === to };
-      }
-    }
-    return { value: this.#max, exact: true };
-  }
-
-  summary(): Distribution {
-    const p50 = this.quantile(0.5);
-    const p90 = this.quantile(0.9);
-    return {
-      count: this.#n,
-      mean: this.#n ? this.#sum / this.#n : null,
-      min: this.#n ? this.#min : null,
-      p50: p50?.value ?? null,
-      p90: p90?.value ?? null,
-      max: this.#n ? this.#max : null,
-      quantiles_exact: (p50?.exact ?? true) && (p90?.exact ?? true),
-    };
-  }
-
-  /** At most `maxBins` bins of equal, round width (1, 2, 5 × 10^k) covering min..max. */
-  histogram(maxBins = 10): HistogramBin[] {
-    if (this.#n === 0) return [];
-    const min = Math.floor(this.#min);
-    const max = Math.floor(this.#max);
-    let width = 1;
-    for (let k = 1; (max - min + 1) / width > maxBins; ) {
-      for (const m of [2, 5, 10]) {
-        width = m * k;
-        if ((max - min + 1) / width <= maxBins) break;
-      }
-      k *= 10;
-    }
-    const start = Math.floor(min / width) * width;
-    const bins: HistogramBin[] = [];
-    for (let lo = start; lo <= max; lo += width) bins.push({ from: lo, to: lo + width - 1, count: 0 });
-    for (let i = 0; i < BUCKETS; i++) {
-      const c = this.#counts[i]!;
-      if (c === 0) continue;
-      const [lo, hi] = bucketRange(i);
-      const v = Math.min(max, Math.max(min, lo === hi ? lo : Math.round((lo + hi) / 2)));
-      bins[Math.min(bins.length - 1, Math.floor((v - start) / width))]!.count += c;
-    }
-    return bins;
-  }
-}
-
-// ---------------------------------------------------------------------------------------
-// The figures
-
-export interface Distribution {
-  /** Trajectories that had the value. */
-  count: number;
-  mean: number | null;
-  min: number | null;
-  p50: number | null;
-  p90: number | null;
-  max: number | null;
-  /** false when p50 or p90 fell in a bucket wider than one value (only above 1024): then within 0.2%. */
-  quantiles_exact: boolean;
-}
-
-export interface HistogramBin {
-  from: number;
-  to: number;
-  count: number;
-}
 
 export interface Stats {
   /** Run directory read for its latest state per id, or every row counted. */
@@ -250,32 +104,6 @@ export interface FamilyFigures {
   sub_agent_calls_failed: number;
   /** Sessions by depth (0 = main). */
   by_depth: Record<string, number>;
-}
-
-/**
- * Which failed attempt of each id counts: id → attempt·2^32 + line of the winner, so the
- * highest attempt wins and, among equal attempts, the later line.
- */
-export interface LatestIndex {
-  /** The failures file, as `DatasetRow.file` names it. */
-  readonly failuresFile: string;
-  readonly winners: Map<string, number>;
-}
-
-const LINE_SPAN = 2 ** 32;
-
-/** The first pass over a run's failures.jsonl: ids only, never records. */
-export async function indexLatestFailures(rows: AsyncIterable<DatasetRow>, failuresFile: string): Promise<LatestIndex> {
-  const winners = new Map<string, number>();
-  for await (const row of rows) {
-    const t = row.trajectory as Partial<Trajectory>;
-    if (typeof t.id !== 'string') continue;
-    const attempt = typeof t.attempt === 'number' && t.attempt >= 0 ? Math.floor(t.attempt) : 0;
-    const key = attempt * LINE_SPAN + row.line;
-    const prev = winners.get(t.id);
-    if (prev === undefined || key > prev) winners.set(t.id, key);
-  }
-  return { failuresFile, winners };
 }
 
 export interface StatsOptions {
@@ -501,26 +329,14 @@ export async function computeStats(rows: AsyncIterable<DatasetRow>, opts: StatsO
   const families = new FamilyTracker();
   const byAgent = new Map<string, Accumulator>();
   let withoutAgent = 0;
-  const latest = opts.latest;
-  // Accepted ids seen, so failures of an accepted id (and a duplicate acceptance) are left out.
-  const accepted = latest ? new Set<string>() : undefined;
+  // A run directory: only each id's latest state counts (latest.ts).
+  const latest = opts.latest === undefined ? undefined : latestFilter(opts.latest);
   for await (const row of rows) {
     acc.read++;
     const t = row.trajectory as Partial<Trajectory>;
-    if (latest && accepted && typeof t.id === 'string') {
-      if (row.file === latest.failuresFile) {
-        const key = latest.winners.get(t.id);
-        if (accepted.has(t.id) || key === undefined || key % LINE_SPAN !== row.line) {
-          acc.superseded++;
-          continue;
-        }
-      } else {
-        if (accepted.has(t.id)) {
-          acc.superseded++;
-          continue;
-        }
-        accepted.add(t.id);
-      }
+    if (latest && !latest(row)) {
+      acc.superseded++;
+      continue;
     }
     acc.add(t);
     families.add(t);
@@ -536,7 +352,7 @@ export async function computeStats(rows: AsyncIterable<DatasetRow>, opts: StatsO
     .sort((a, b) => b[1].trajectories - a[1].trajectories || b[1].calls - a[1].calls || (a[0] < b[0] ? -1 : 1));
   const ok = acc.status.get('ok') ?? 0;
   return {
-    latest_per_id: latest !== undefined,
+    latest_per_id: opts.latest !== undefined,
     rows: { read: acc.read, counted: acc.counted, superseded: acc.superseded, bad: opts.report?.bad.length ?? 0 },
     status: sorted(acc.status),
     acceptance_rate: acc.counted ? ok / acc.counted : null,
@@ -567,14 +383,7 @@ export async function computeStats(rows: AsyncIterable<DatasetRow>, opts: StatsO
  * failures.jsonl for the latest attempt of each id, then both files for the figures.
  */
 export async function statsForInput(input: string, opts: ReadOptions = {}, counter?: TokenCounter): Promise<Stats> {
-  const isRun = input !== '-' && statPath(input)?.isDirectory() === true;
-  let latest: LatestIndex | undefined;
-  if (isRun) {
-    const files = inputFiles(input);
-    const failures = files.find((f) => basename(f) === FAILURES);
-    latest = { failuresFile: '', winners: new Map() };
-    if (failures !== undefined) latest = await indexLatestFailures(readDataset(failures, opts).rows, failures);
-  }
+  const latest = await latestIndexFor(input, opts);
   const { rows, report } = readDataset(input, opts);
   // Rows from other systems carry no verdict and no token count of their own: both are made here.
   const foreign = new ForeignCheck({ counter, countTokens: true });
@@ -587,135 +396,4 @@ export async function statsForInput(input: string, opts: ReadOptions = {}, count
 export function statsToJson(stats: Stats): Omit<Stats, 'histograms'> {
   const { histograms: _histograms, ...rest } = stats;
   return rest;
-}
-
-// ---------------------------------------------------------------------------------------
-// The terminal view
-
-/** Columns aligned: the first to the left, the others to the right (numbers read best that way) unless `left`. */
-function table(rows: (string | number)[][], indent = '', left = false): string[] {
-  const cells = rows.map((r) => r.map(String));
-  const widths: number[] = [];
-  for (const r of cells) r.forEach((c, i) => (widths[i] = Math.max(widths[i] ?? 0, c.length)));
-  return cells.map((r) => indent + r.map((c, i) => (i === 0 || left ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ').trimEnd());
-}
-
-const pct = (n: number, of: number): string => (of ? `${((100 * n) / of).toFixed(1)}%` : '-');
-const num = (v: number | null, digits = 0): string => (v === null ? '-' : digits ? v.toFixed(digits) : String(Math.round(v)));
-
-function histogramLines(title: string, bins: HistogramBin[], width = 30): string[] {
-  if (bins.length === 0) return [];
-  const top = Math.max(...bins.map((b) => b.count));
-  // A bin with any rows shows at least one mark, so a rare value does not read as none.
-  const bar = (n: number): string => '#'.repeat(n === 0 ? 0 : Math.max(1, Math.round((width * n) / top))).padEnd(width);
-  return [title, ...table(bins.map((b) => [b.from === b.to ? String(b.from) : `${b.from}-${b.to}`, bar(b.count), b.count]), '  ')];
-}
-
-/** A readable report of `stats` for a terminal: aligned tables, then small histograms. */
-export function formatStats(stats: Stats, source?: string): string {
-  const out: string[] = [];
-  const r = stats.rows;
-  const head = source === undefined ? 'stats' : `stats of ${source}`;
-  out.push(stats.latest_per_id ? `${head} (run directory: the latest state of each id)` : head);
-  const rowParts = [`${r.counted} counted`];
-  if (r.read !== r.counted) rowParts.push(`of ${r.read} read (${r.superseded} earlier attempts superseded)`);
-  if (r.bad) rowParts.push(`${r.bad} bad rows skipped`);
-  out.push(...table([
-    ['rows', rowParts.join(', ')],
-    ['accepted', stats.acceptance_rate === null ? '-' : `${stats.status.ok ?? 0} of ${r.counted} (${pct(stats.status.ok ?? 0, r.counted)})`],
-    ['validation', `${stats.validation.passed} passed, ${stats.validation.failed} failed${stats.validation.validated_here ? ` (${stats.validation.validated_here} rows from other systems validated here)` : ''}`],
-    ['dialects', Object.entries(stats.dialects).map(([k, n]) => `${k} ${n}`).join(', ') || '-'],
-  ], '', true));
-
-  const section = (header: (string | number)[], rows: (string | number)[][], empty = 'none'): void => {
-    out.push('');
-    if (rows.length === 0) out.push(`${header[0]}: ${empty}`);
-    else out.push(...table([header, ...rows]));
-  };
-
-  section(['status', 'count', 'share'], Object.entries(stats.status).map(([k, n]) => [k, n, pct(n, r.counted)]));
-  section(['reason', 'count', 'share'], Object.entries(stats.reasons).map(([k, n]) => [k, n, pct(n, r.counted)]));
-
-  const d = stats.per_trajectory;
-  const dist = (name: string, x: Distribution, digits: number): (string | number)[] => [name, x.count, num(x.mean, digits), `${x.quantiles_exact ? '' : '~'}${num(x.p50)}`, `${x.quantiles_exact ? '' : '~'}${num(x.p90)}`, num(x.max)];
-  section(['per trajectory', 'n', 'mean', 'p50', 'p90', 'max'], [dist('tool calls', d.tool_calls, 2), dist('turns', d.turns, 2), dist('tokens', d.tokens, 1)]);
-  if (!d.tool_calls.quantiles_exact || !d.turns.quantiles_exact || !d.tokens.quantiles_exact) {
-    out.push('~ approximate: from log-spaced buckets, within 0.2% of the value');
-  }
-
-  section(['tool', 'trajectories', 'calls', 'skipped', 'cached'], Object.entries(stats.tools).map(([k, x]) => [k, x.trajectories, x.calls, x.skipped, x.cached]));
-  section(['repair', 'count', 'trajectories'], Object.entries(stats.repairs).map(([k, x]) => [k, x.count, x.trajectories]));
-  section(['rollback', 'count', 'trajectories'], Object.entries(stats.rollbacks).map(([k, x]) => [k, x.count, x.trajectories]));
-  const c = stats.citations;
-  section(['citations', 'ids'], [
-    ['cited', c.cited],
-    ['resolved', c.resolved],
-    ['unresolved', `${c.unresolved}${c.unresolved ? ` (in ${c.trajectories_with_unresolved} trajectories)` : ''}`],
-  ]);
-  section(['failed rule (error)', 'trajectories'], Object.entries(stats.failures_by_rule));
-  if (Object.keys(stats.warnings_by_rule).length) section(['warned rule', 'trajectories'], Object.entries(stats.warnings_by_rule));
-  const dc = stats.decontamination;
-  if (dc.checked > 0) {
-    section(['decontamination', 'rows', 'share'], [
-      ['checked', dc.checked, pct(dc.checked, r.counted)],
-      ['flagged', dc.flagged, pct(dc.flagged, dc.checked)],
-      ...Object.entries(dc.by_field).map(([f, n]): (string | number)[] => [`  in ${f}`, n, pct(n, dc.checked)]),
-      ...Object.entries(dc.by_eval_file).map(([f, n]): (string | number)[] => [`  from ${f}`, n, pct(n, dc.checked)]),
-    ]);
-  }
-
-  const j = stats.judgement;
-  if (j !== null) {
-    section(['judged', 'rows', 'share'], [
-      ...Object.entries(j.verdicts).map(([v, n]): (string | number)[] => [v, n, pct(n, j.judged)]),
-      ...Object.entries(j.steps).map(([v, n]): (string | number)[] => [`  by ${v}`, n, pct(n, j.judged)]),
-      ...(j.rubric.scored ? [['rubric scored', j.rubric.scored, `mean ${num(j.rubric.mean, 3)}`]] : []),
-    ]);
-  }
-  const p = stats.pass_at_k;
-  if (p !== null) {
-    const row = (name: string, f: PassAtK['overall']): (string | number)[] => [name, f.questions, num(f.pass_at_1, 3), f.questions_at_k, num(f.pass_at_k, 3)];
-    section([`pass@k (k = ${p.k}, ${p.method === 'unbiased' ? 'unbiased estimator' : p.method === 'first_correct' ? 'first correct sample, --until-correct' : 'mixed'})`, 'questions', 'pass@1', 'questions', `pass@${p.k}`], [
-      row('all', p.overall),
-      ...Object.entries(p.by_split).map(([name, f]) => row(`  split ${name}`, f)),
-    ]);
-    if (p.unjudged_questions) out.push(`${p.unjudged_questions} questions left out: a sample of theirs is unjudged (trajforge rerun RUN --reason unjudged)`);
-  }
-
-  const ba = stats.by_agent;
-  if (ba !== null) {
-    const top = (m: Record<string, number>): string => Object.entries(m).slice(0, 2).map(([k, n]) => `${k} ${n}`).join(', ') || '-';
-    section(['agent', 'sessions', 'accepted', 'share', 'tool calls', 'turns', 'tokens', 'reasons'], [
-      ...Object.entries(ba.agents).map(([name, a]): (string | number)[] => {
-        const ok = a.status.ok ?? 0;
-        const p = a.per_trajectory;
-        return [name, a.counted, ok, pct(ok, a.counted), num(p.tool_calls.mean, 2), num(p.turns.mean, 2), num(p.tokens.mean, 1), top(a.reasons)];
-      }),
-      ...(ba.without_agent ? [['(no agent)', ba.without_agent, '', '', '', '', '', '']] : []),
-    ]);
-    out.push('(tool calls, turns, tokens: the mean per session)');
-  }
-  const f = stats.families;
-  if (f !== null) {
-    const distRow = (name: string, x: Distribution): (string | number)[] => [name, x.count, num(x.mean, 2), num(x.p50), num(x.p90), num(x.max)];
-    section(['families', 'n', 'mean', 'p50', 'p90', 'max'], [distRow('sessions per family', f.sessions_per_family), distRow('sub-agent calls per main', f.sub_agent_calls_per_main)]);
-    out.push(
-      ...table([
-        ['families', `${f.families}${f.without_root ? ` (${f.without_root} without their root session in this data)` : ''}`],
-        ['sub-agent calls', `${f.sub_agent_calls}, ${f.sub_agent_calls_failed} of them failed (a tool error for the caller)`],
-        ['sessions by depth', Object.entries(f.by_depth).map(([d, n]) => `${d}: ${n}`).join(', ')],
-      ], '', true),
-    );
-  }
-
-  const h = stats.histograms;
-  for (const [title, bins] of [
-    ['tool calls per trajectory', h.tool_calls],
-    ['turns per trajectory', h.turns],
-    ['tokens per trajectory', h.tokens],
-  ] as const) {
-    const lines = histogramLines(title, bins);
-    if (lines.length) out.push('', ...lines);
-  }
-  return `${out.join('\n')}\n`;
 }

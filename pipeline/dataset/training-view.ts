@@ -35,7 +35,7 @@ import type { ChatMessage, NativeToolCall, Trajectory } from '../../schemas/inde
 import { getDialect } from '../dialects/index.js';
 import type { Segment } from '../dialects/types.js';
 import { omittedResultText } from '../prompts.js';
-import { classifyChat } from './readers.js';
+import { classifyChat } from './from-chat.js';
 import { UserError } from '../errors.js';
 
 export type ViewMode = 'sent' | 'full';

@@ -24,6 +24,7 @@ import { LlmClient, LlmError, PAST_MAX_TOKENS, type Completion } from '../core/l
 import { probeEndpoint, unreachableHint, type Reachability } from '../core/llm/probe.js';
 import { countSamples, sampleQuestions } from './sampler.js';
 import { MANIFEST } from '../core/run-dir/names.js';
+import { notARunPlace } from '../core/run-dir/place.js';
 import { configWarnings, noToolsListedWarning } from './warnings.js';
 import { createJudge, judgeSettings } from '../core/judge/judge.js';
 import { resolveJudgeKey } from '../core/judge/settings.js';
@@ -156,6 +157,8 @@ function checkOutput(config: RunConfig, env: NodeJS.ProcessEnv, say: Say): void 
     }
     return say('ok', 'output', `${dir} holds a run this config resumes (${accepted} accepted, ${failed} failed)`);
   }
+  const notRun = notARunPlace(dir);
+  if (notRun !== undefined) return say('FAIL', 'output', `${notRun}: choose another output.dir (or --out)`);
   // The nearest part of the path that exists must be a directory we can make files in.
   let existing = resolve(dir);
   while (!exists(existing) && dirname(existing) !== existing) existing = dirname(existing);

@@ -26,6 +26,7 @@ import { Scrubber } from '../core/secrets.js';
 import { fsError } from '../files.js';
 import { releaseLock, takeLock } from '../core/run-dir/lock.js';
 import { FAILURES, MANIFEST, TRAJECTORIES } from '../core/run-dir/names.js';
+import { checkRunPlace } from '../core/run-dir/place.js';
 import { cutOrphans, describeTailRepair, parseRunLine, repairTail, type RunLine } from '../core/run-dir/run-lines.js';
 
 
@@ -200,6 +201,7 @@ export class RunStore {
 
   static async open(opts: OpenRunOptions): Promise<RunStore> {
     const { dir } = opts;
+    checkRunPlace(dir);
     try {
       await mkdir(dir, { recursive: true });
     } catch (err) {

@@ -4,7 +4,7 @@
  * commands, and each of them works on the run it made.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
@@ -111,6 +111,32 @@ describe('trajforge init, around what is there', () => {
 
     const forced = await cli(['init', '--preset', 'vllm-tulu', '--force'], dir);
     expect(forced.code).toBe(0);
+    expect(readFileSync(join(dir, 'vllm-tulu.yaml'), 'utf8')).toContain('rl-research/DR-Tulu-8B');
+  });
+
+  it('--force never writes through a symbolic link planted at a file\'s name: the link is replaced, the file outside --out untouched', async () => {
+    const root = tempDir('tf-init-link-');
+    const dir = join(root, 'here');
+    mkdirSync(dir);
+    const outside = join(root, 'outside.txt');
+    writeFileSync(outside, 'precious\n');
+    const gone = join(root, 'not-yet.txt');
+    symlinkSync(outside, join(dir, 'vllm-tulu.yaml'));
+    symlinkSync(gone, join(dir, 'questions.jsonl')); // dangling: writing through it would create the file outside
+
+    const refused = await cli(['init', '--preset', 'vllm-tulu'], dir);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toBe(
+      `error: init: vllm-tulu.yaml (a symbolic link to ${outside}) and questions.jsonl (a symbolic link to ${gone}) already there; nothing was written (--force replaces them, or choose another --out)\n`,
+    );
+
+    const forced = await cli(['init', '--preset', 'vllm-tulu', '--force'], dir);
+    expect(forced.code, forced.stderr).toBe(0);
+    expect(forced.stdout).toContain(`note: vllm-tulu.yaml was a symbolic link to ${outside}: replaced by the file; ${outside} is untouched`);
+    expect(forced.stdout).toContain(`note: questions.jsonl was a symbolic link to ${gone}: replaced by the file`);
+    expect(readFileSync(outside, 'utf8')).toBe('precious\n');
+    expect(existsSync(gone)).toBe(false);
+    for (const f of ['vllm-tulu.yaml', 'questions.jsonl']) expect(lstatSync(join(dir, f)).isFile()).toBe(true);
     expect(readFileSync(join(dir, 'vllm-tulu.yaml'), 'utf8')).toContain('rl-research/DR-Tulu-8B');
   });
 

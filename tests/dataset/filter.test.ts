@@ -8,7 +8,9 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { SCHEMA_VERSION, Trajectory, type FailureReason, type RepairKind } from '../../schemas/index.js';
-import { compileExpr, compileFilter, ExprError, filterRows, FilterSpecError, parseExpr } from '../../pipeline/dataset/filter.js';
+import { filterRows } from '../../pipeline/dataset/filter.js';
+import { compileExpr, compileFilter, FilterSpecError } from '../../pipeline/dataset/filter-compile.js';
+import { ExprError, parseExpr } from '../../pipeline/dataset/filter-expr.js';
 import { JsonlWriter } from '../../pipeline/core/jsonl.js';
 import { readDataset, type DatasetRow } from '../../pipeline/dataset/readers.js';
 import { CLI, runCli, tempDir } from '../helpers.js';
@@ -217,7 +219,7 @@ describe('filterRows', () => {
     const counts = await filterRows(rows(), compileFilter({ keep: ['verdict == pass or reason == truncated'] }), out, rej);
     await out.commit();
     await rej.commit();
-    expect(counts).toEqual({ in: 5, kept: 3, rejected: 2, dropped_with_parent: 0, orphans: 0, outputClosed: false });
+    expect(counts).toEqual({ in: 5, kept: 3, rejected: 2, dropped_with_parent: 0, orphans: 0 });
     const read = (f: string) => readFileSync(join(dir, f), 'utf8').trim().split('\n').map((l) => Trajectory.parse(JSON.parse(l)));
     const kept = read('kept.jsonl');
     const rejected = read('rejects.jsonl');

@@ -6,7 +6,9 @@ import { mcpXml } from '../../pipeline/dialects/mcp-xml.js';
 import { tulu } from '../../pipeline/dialects/tulu.js';
 import type { Segment } from '../../pipeline/dialects/types.js';
 import { TrajforgeError } from '../../pipeline/errors.js';
-import { detectRowFormat, inputFiles, readDataset, readLines, type DatasetRow, type ReadOptions } from '../../pipeline/dataset/readers.js';
+import { inputFiles, readDataset, type DatasetRow, type ReadOptions } from '../../pipeline/dataset/readers.js';
+import { detectRowFormat } from '../../pipeline/dataset/row-shapes.js';
+import { readLines } from '../../pipeline/core/lines.js';
 import { FailureRecord, Trajectory } from '../../schemas/index.js';
 import { FIXTURES, tempDir } from '../helpers.js';
 
@@ -395,9 +397,9 @@ describe('inputs', () => {
     const got: { line: number; text: string }[] = [];
     for await (const l of readLines(Readable.from([Buffer.from('a\n\n  \r\nb'), Buffer.from('c\r\n'), 'é\n']))) got.push(l);
     expect(got).toEqual([
-      { line: 1, text: 'a' },
-      { line: 4, text: 'bc' },
-      { line: 5, text: 'é' },
+      { line: 1, offset: 0, text: 'a' },
+      { line: 4, offset: 7, text: 'bc' },
+      { line: 5, offset: 11, text: 'é' },
     ]);
   });
 

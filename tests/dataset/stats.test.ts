@@ -10,7 +10,9 @@ import { SCHEMA_VERSION, Trajectory, type FailureReason, type RepairKind, type R
 import { loadConfig } from '../../pipeline/core/config.js';
 import { generate } from '../../pipeline/generate/run.js';
 import { readDataset, type DatasetRow } from '../../pipeline/dataset/readers.js';
-import { computeStats, formatStats, Sketch, statsForInput, statsToJson, type Stats } from '../../pipeline/dataset/stats.js';
+import { computeStats, statsForInput, statsToJson, type Stats } from '../../pipeline/dataset/stats.js';
+import { formatStats } from '../../pipeline/dataset/stats-format.js';
+import { Sketch } from '../../pipeline/dataset/sketch.js';
 import { startSim } from '../../sim/server.js';
 import { readJsonl, runCli, tempDir, writeConfig } from '../helpers.js';
 

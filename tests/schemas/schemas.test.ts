@@ -10,7 +10,7 @@ describe('JSON Schema files', () => {
 
   it('cover every record that crosses a file boundary', () => {
     expect(Object.keys(generated).sort()).toEqual(
-      ['ContaminationFlag', 'DedupCluster', 'FailureRecord', 'Question', 'RunConfig', 'RunManifest', 'ToolCallRecord', 'Trajectory'].map((n) => `${n}.schema.json`),
+      ['ContaminationFlag', 'DedupCluster', 'FailureRecord', 'Question', 'RunConfig', 'RunManifest', 'ToolCallRecord', 'Trajectory', 'ValidationRules'].map((n) => `${n}.schema.json`),
     );
   });
 
@@ -33,5 +33,12 @@ describe('JSON Schema files', () => {
     expect(schema.required).toEqual(['endpoint']);
     expect(schema.properties.endpoint.required).toEqual(['model']);
     expect(RunConfig.safeParse({ endpoint: {} }).success).toBe(false);
+  });
+
+  it('describe the validate --rules file as written by people: nothing required, no field but its own', () => {
+    const schema = JSON.parse(generated['ValidationRules.schema.json']!);
+    expect(schema.required ?? []).toEqual([]);
+    expect(Object.keys(schema.properties).sort()).toEqual(['gold', 'judge', 'limits', 'severities']);
+    expect(schema.additionalProperties).toBe(false);
   });
 });

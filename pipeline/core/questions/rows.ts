@@ -2,6 +2,8 @@
  * What every question-file reader hands on: a row with its line number and parsed value, or
  * the reason the row is bad. The readers (jsonl.ts, csv.ts, json-array.ts) share these helpers.
  */
+import { printable } from '../../printable.js';
+
 export type Bad = { bad: { field?: string | undefined; message: string } };
 export type RawRow = { line: number; value: unknown } | ({ line: number } & Bad);
 
@@ -20,6 +22,8 @@ export function fsMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
+/** A parser's message, at most 200 characters, its control characters escaped: it quotes the file's bytes, and is printed. */
 export function cap(message: string): string {
-  return message.length > 200 ? message.slice(0, 200) + '…' : message;
+  const short = message.length > 200 ? message.slice(0, 200) + '…' : message;
+  return printable(short, { oneLine: true });
 }

@@ -9,6 +9,7 @@ import { basename } from 'node:path';
 import type { TailRepair } from '../../../schemas/index.js';
 import { TrajforgeError } from '../../errors.js';
 import { appendWhole } from '../jsonl.js';
+import { MAX_LINE_BYTES } from '../lines.js';
 
 /** The bytes of `fd` from `start` to `end`. */
 function readRange(fd: number, start: number, end: number): Buffer {
@@ -53,6 +54,8 @@ export function tailOf(fd: number): Tail {
 }
 
 function isWholeLine(tail: Buffer): boolean {
+  // No string holds it, so no reader could take it as a record: a write cut short, as far as anyone can tell.
+  if (tail.length > MAX_LINE_BYTES) return false;
   const text = tail.toString('utf8');
   if (text.trim() === '') return true;
   try {

@@ -8,13 +8,13 @@
  * Memory holds one row, the figures' fixed-size sketches and, for a run directory, its ids.
  */
 import { TrajforgeError } from '../../errors.js';
-import { latestFilter, latestIndexFor } from '../export.js';
-import { JsonlWriter, OutputClosedError } from '../../core/jsonl.js';
+import { latestFilter, latestIndexFor, type LatestIndex } from '../latest.js';
+import { isOutputClosed, JsonlWriter } from '../../core/jsonl.js';
 import { PACKAGE_VERSION } from '../../paths.js';
 import { readDataset, type DatasetRow, type ReadOptions, type ReadReport } from '../readers.js';
 import { ForeignCheck, validatedRows } from '../foreign.js';
 import type { TokenCounter } from '../../core/tokens/count.js';
-import { computeStats, type LatestIndex, type Stats } from '../stats.js';
+import { computeStats, type Stats } from '../stats.js';
 import { overview, pageHead, pageTail, ROWS_END } from './page.js';
 import { DEFAULT_ROW_OPTIONS, rowLine, type RowOptions } from './rows.js';
 
@@ -32,7 +32,7 @@ export interface ReportOptions extends Partial<RowOptions> {
 }
 
 export interface ReportResult {
-  /** Undefined only when the output closed early. */
+  /** Undefined only when the output closed early (`writeReport`). */
   readonly stats: Stats | undefined;
   /** Trajectories in the list. */
   readonly listed: number;
@@ -42,12 +42,17 @@ export interface ReportResult {
   readonly outputClosed: boolean;
 }
 
+/** The page of an input path, written whole to the file `out` (or `-`). */
 export async function buildReport(input: string, out: string, opts: ReportOptions = {}): Promise<ReportResult> {
-  const read = opts.read ?? {};
   checkRowOptions(opts);
+  return writeReport(await reportData(input, opts.read ?? {}), out, opts);
+}
+
+/** What the page of an input path is made of; a run directory's failures are indexed first (one pass over them). */
+export async function reportData(input: string, read: ReadOptions): Promise<ReportData> {
   const latest = await latestIndexFor(input, read);
   const { rows, report } = readDataset(input, read);
-  return writeReport({ rows, report, latest, source: input === '-' ? 'stdin' : input }, out, opts);
+  return { rows, report, latest, source: input === '-' ? 'stdin' : input };
 }
 
 /** What a page is made of: the rows as read, what the reader counted, and a run directory's latest-state index. */
@@ -67,45 +72,53 @@ function checkRowOptions(opts: Partial<RowOptions>): RowOptions {
   return rowOpts;
 }
 
-/** The page of `data`, streamed to `out`: `buildReport` for an input path, `serve.ts` for a run being written. */
+/** The page of `data`, streamed to `out` and committed: `buildReport`, and what `serve.ts` sends for a run being written. */
 export async function writeReport(data: ReportData, out: string, opts: ReportOptions = {}): Promise<ReportResult> {
+  const writer = new JsonlWriter(out, opts.stdout ? { stdout: opts.stdout } : {});
+  try {
+    const result = await pageInto(data, writer, opts);
+    await writer.commit();
+    return result;
+  } catch (err) {
+    writer.abort();
+    if (isOutputClosed(err)) return { stats: undefined, listed: 0, bytes: 0, outputClosed: true };
+    throw err;
+  }
+}
+
+/**
+ * The page of `data`, written to `writer`, which the caller commits (cli/output.ts). A reader of
+ * stdout that goes away ends it with the writer's OutputClosedError.
+ */
+export async function pageInto(data: ReportData, writer: JsonlWriter, opts: ReportOptions): Promise<ReportResult & { stats: Stats }> {
   const rowOpts = checkRowOptions(opts);
   const { latest, report, source } = data;
   // Rows from other systems get their verdict and token count here, as in `stats`.
   const foreign = new ForeignCheck({ counter: opts.counter, countTokens: true });
   const rows = validatedRows(data.rows, foreign);
   const listedRow = latest ? latestFilter(latest) : undefined;
-
-  const writer = new JsonlWriter(out, opts.stdout ? { stdout: opts.stdout } : {});
   let bytes = 0;
   const put = (s: string): Promise<void> | undefined => {
     bytes += Buffer.byteLength(s, 'utf8') + 1;
     return writer.writeLine(s);
   };
   let listed = 0;
-  try {
-    await put(pageHead({ title: opts.title ?? `trajforge report: ${source}`, source, generatedAt: opts.generatedAt ?? new Date().toISOString().replace(/\.\d+Z$/, 'Z'), version: PACKAGE_VERSION }));
-    async function* tee(): AsyncGenerator<DatasetRow> {
-      for await (const row of rows) {
-        if (listedRow === undefined || listedRow(row)) {
-          listed++;
-          const p = put(rowLine(row.trajectory, rowOpts));
-          if (p) await p;
-        }
-        yield row;
+  await put(pageHead({ title: opts.title ?? `trajforge report: ${source}`, source, generatedAt: opts.generatedAt ?? new Date().toISOString().replace(/\.\d+Z$/, 'Z'), version: PACKAGE_VERSION }));
+  async function* tee(): AsyncGenerator<DatasetRow> {
+    for await (const row of rows) {
+      if (listedRow === undefined || listedRow(row)) {
+        listed++;
+        const p = put(rowLine(row.trajectory, rowOpts));
+        if (p) await p;
       }
+      yield row;
     }
-    const stats = await computeStats(tee(), { latest, report });
-    stats.validation.validated_here = foreign.validated;
-    await put(ROWS_END);
-    await put(overview(stats, listed, rowOpts));
-    if (opts.live) await put(opts.live.html);
-    await put(pageTail(opts.live?.script));
-    await writer.commit();
-    return { stats, listed, bytes, outputClosed: false };
-  } catch (err) {
-    writer.abort();
-    if (err instanceof OutputClosedError) return { stats: undefined, listed, bytes, outputClosed: true };
-    throw err;
   }
+  const stats = await computeStats(tee(), { latest, report });
+  stats.validation.validated_here = foreign.validated;
+  await put(ROWS_END);
+  await put(overview(stats, listed, rowOpts));
+  if (opts.live) await put(opts.live.html);
+  await put(pageTail(opts.live?.script));
+  return { stats, listed, bytes, outputClosed: false };
 }

@@ -22,6 +22,8 @@ import { FAILURES, MANIFEST, TRAJECTORIES } from '../../core/run-dir/names.js';
 import { IdSet } from '../../id-set.js';
 import { rowLine, type RowOptions } from './rows.js';
 import { FileTail, linesBetween, type TailLine } from './tail.js';
+import { lineProblem, maxLineBytes } from '../../core/lines.js';
+import { deeperThan, MAX_JSON_DEPTH } from '../../core/json-depth.js';
 
 export interface LiveOptions {
   /** The recent window of samples per minute, in milliseconds. */
@@ -32,7 +34,12 @@ export interface LiveOptions {
   readonly chunkBytes: number;
   /** US dollars per million prompt and completion tokens; spend in tokens only without. */
   readonly price?: { readonly prompt: number; readonly completion: number } | undefined;
+  /** The longest line read (core/lines.ts); default `maxLineBytes()`. */
+  readonly maxLineBytes?: number | undefined;
 }
+
+/** Lines that could not be read named in the figures, the first ones found. */
+const UNREADABLE_SHOWN = 5;
 
 /** What the manifest says, as far as the live panel needs it. */
 export interface ManifestView {
@@ -64,6 +71,8 @@ export interface LiveFigures {
   readonly manifest_error: string | null;
   /** As `stats --json`: rows read, counted (latest per id), superseded, and lines that are not records. */
   readonly rows: { read: number; counted: number; superseded: number; bad: number };
+  /** The first lines that could not be read at all (too long, not UTF-8), as `FILE:LINE: why`; counted in `rows.bad`. */
+  readonly unreadable: string[];
   readonly status: Record<string, number>;
   readonly acceptance_rate: number | null;
   readonly reasons: Record<string, number>;
@@ -116,6 +125,7 @@ class Tally {
   counted = 0;
   superseded = 0;
   bad = 0;
+  readonly unreadable: string[] = [];
   readonly status: Counts = new Map();
   readonly reasons: Counts = new Map();
   readonly accepted = new IdSet();
@@ -237,7 +247,7 @@ function parseRow(text: string): Partial<Trajectory> | undefined {
   } catch {
     return undefined;
   }
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) return undefined;
+  if (typeof v !== 'object' || v === null || Array.isArray(v) || deeperThan(v, MAX_JSON_DEPTH)) return undefined;
   const t = v as Partial<Trajectory>;
   // What the readers require of a trajforge row: the page lists the same rows as the figures count.
   if (typeof t.id !== 'string' || typeof t.interleaved_text !== 'string') return undefined;
@@ -266,6 +276,7 @@ export class LiveRun {
   readonly #opts: LiveOptions;
   readonly #traj: FileTail;
   readonly #fail: FileTail;
+  readonly #maxLine: number;
   #tally = new Tally();
   #generation = 0;
   #manifest: ManifestView | null = null;
@@ -278,8 +289,9 @@ export class LiveRun {
   constructor(dir: string, opts: LiveOptions) {
     this.dir = dir;
     this.#opts = opts;
-    this.#traj = new FileTail(join(dir, TRAJECTORIES));
-    this.#fail = new FileTail(join(dir, FAILURES));
+    this.#maxLine = opts.maxLineBytes ?? maxLineBytes();
+    this.#traj = new FileTail(join(dir, TRAJECTORIES), { maxLineBytes: this.#maxLine });
+    this.#fail = new FileTail(join(dir, FAILURES), { maxLineBytes: this.#maxLine });
   }
 
   /** Changes with every change to the figures or the files' rows. */
@@ -312,8 +324,8 @@ export class LiveRun {
         this.#startOver();
         continue;
       }
-      for (const line of t.lines) this.#take(line, true);
-      for (const line of f.lines) this.#take(line, false);
+      for (const line of t.lines) this.#take(line, true, this.#traj.path);
+      for (const line of f.lines) this.#take(line, false, this.#fail.path);
       if (t.lines.length === 0 && f.lines.length === 0) break;
       this.#version++;
     }
@@ -329,7 +341,14 @@ export class LiveRun {
     this.#fail.restart();
   }
 
-  #take(line: TailLine, accepted: boolean): void {
+  #take(line: TailLine, accepted: boolean, path: string): void {
+    // A line no reader can take (too long for a string, not UTF-8) is said on the page, not only counted.
+    const problem = lineProblem(line, this.#maxLine);
+    if (problem !== undefined) {
+      this.#tally.bad++;
+      if (this.#tally.unreadable.length < UNREADABLE_SHOWN) this.#tally.unreadable.push(`${path}:${line.line}: ${problem}`);
+      return;
+    }
     const t = parseRow(line.text);
     if (!t) {
       this.#tally.bad++;
@@ -382,6 +401,7 @@ export class LiveRun {
       manifest: m,
       manifest_error: this.#manifestError,
       rows: { read: t.read, counted: t.counted, superseded: t.superseded, bad: t.bad },
+      unreadable: [...t.unreadable],
       status: sorted(t.status),
       acceptance_rate: t.counted ? ok / t.counted : null,
       reasons: sorted(t.reasons),
@@ -406,10 +426,10 @@ export class LiveRun {
     const valid = (n: number, max: number): boolean => Number.isSafeInteger(n) && n >= 0 && n <= max;
     if (cursor.generation !== to.generation || !valid(cursor.trajectories, to.trajectories) || !valid(cursor.failures, to.failures)) return { reload: true };
     let budget = this.#opts.chunkBytes;
-    const t = await linesBetween(this.#traj.path, cursor.trajectories, to.trajectories, budget);
+    const t = await linesBetween(this.#traj.path, cursor.trajectories, to.trajectories, budget, this.#maxLine);
     if (t) budget = Math.max(1, budget - (t.end - cursor.trajectories));
     // The failures wait until the accepted rows are all sent, so the page never holds a failure whose acceptance it skipped.
-    const f = t && t.end === to.trajectories ? await linesBetween(this.#fail.path, cursor.failures, to.failures, budget) : { lines: [], end: cursor.failures };
+    const f = t && t.end === to.trajectories ? await linesBetween(this.#fail.path, cursor.failures, to.failures, budget, this.#maxLine) : { lines: [], end: cursor.failures };
     if (!t || !f || this.#generation !== to.generation) return { reload: true };
     const rows: { finished: number; line: string }[] = [];
     const tally = this.#tally;
@@ -417,12 +437,14 @@ export class LiveRun {
       const finished = Date.parse(str(row.timing?.finished_at) ?? '');
       rows.push({ finished: Number.isFinite(finished) ? finished : 0, line: rowLine(row, rowOpts) });
     };
+    // Lines the figures counted as unreadable are not rows here either.
+    const readable = (l: TailLine): Partial<Trajectory> | undefined => (lineProblem(l, this.#maxLine) === undefined ? parseRow(l.text) : undefined);
     for (const line of t.lines) {
-      const row = parseRow(line.text);
+      const row = readable(line);
       if (row) add(row);
     }
     for (const line of f.lines) {
-      const row = parseRow(line.text);
+      const row = readable(line);
       if (!row) continue;
       const id = row.id!;
       if (!tally.accepted.has(id) && tally.failed.get(id)?.offset === line.offset) add(row);

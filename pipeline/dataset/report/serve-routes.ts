@@ -18,7 +18,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Writable } from 'node:stream';
 import { statPath } from '../../files.js';
 import type { TokenCounter } from '../../core/tokens/count.js';
-import { latestIndexFor } from '../export.js';
+import { latestIndexFor } from '../latest.js';
 import { readDataset, type DatasetRow, type ReadOptions } from '../readers.js';
 import { computeStats } from '../stats.js';
 import { writeReport, type ReportData } from './build.js';

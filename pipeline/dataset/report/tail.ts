@@ -14,12 +14,19 @@
  * new file: the follower says so (`reset`) and starts over from byte 0.
  */
 import { open, type FileHandle } from 'node:fs/promises';
+import { LineSplitter, maxLineBytes, type Line } from '../../core/lines.js';
 
-/** One whole line of the file. */
+/** One whole line of the file, as the one line reader (core/lines.ts) splits it. */
 export interface TailLine {
   /** Byte offset of its first byte: the line's identity while the file is not reset. */
   readonly offset: number;
+  /** The line's number in the file; 0 where the reader started in the middle (`linesBetween`). */
+  readonly line: number;
   readonly text: string;
+  /** Set for a line too long to read (core/lines.ts): its length; `text` is empty. */
+  readonly tooLong?: number | undefined;
+  /** Set for a line that is not UTF-8. */
+  readonly invalidUtf8?: Line['invalidUtf8'];
 }
 
 export interface TailRead {
@@ -29,44 +36,30 @@ export interface TailRead {
   readonly lines: TailLine[];
 }
 
-const NL = 0x0a;
 /** Bytes read per call into the file. */
 const CHUNK = 1 << 20;
+const NL = 0x0a;
 
 function isNotFound(err: unknown): boolean {
   return (err as NodeJS.ErrnoException).code === 'ENOENT';
 }
 
-/** The whole lines of `fh` from `from` (a line's start) until at least `budget` bytes are taken or `to` is reached; and where they end. */
-async function wholeLines(fh: FileHandle, from: number, to: number, budget: number): Promise<{ lines: TailLine[]; end: number; read: number }> {
-  const lines: TailLine[] = [];
-  let pending: Buffer[] = [];
-  let lineStart = from;
-  let end = from;
+/**
+ * The whole lines of `fh` from `from` (a line's start, numbered `line`; 0 when unknown) until at
+ * least `budget` bytes are taken or `to` is reached; and where they end.
+ */
+async function wholeLines(fh: FileHandle, from: number, to: number, budget: number, line: number, max: number): Promise<{ lines: TailLine[]; end: number; read: number; nextLine: number }> {
+  const splitter = new LineSplitter({ offset: from, line, maxLineBytes: max });
+  const lines: Line[] = [];
   let read = 0;
-  for (let pos = from; pos < to && end - from < budget; ) {
+  for (let pos = from; pos < to && splitter.consumed - from < budget; ) {
     const buf = Buffer.allocUnsafe(Math.min(CHUNK, to - pos));
     const { bytesRead } = await fh.read(buf, 0, buf.length, pos);
     if (bytesRead === 0) break;
     read += bytesRead;
-    const chunk = buf.subarray(0, bytesRead);
-    let start = 0;
-    for (let nl = chunk.indexOf(NL); nl !== -1; nl = chunk.indexOf(NL, start)) {
-      const bytes = pending.length ? Buffer.concat([...pending, chunk.subarray(start, nl)]) : chunk.subarray(start, nl);
-      pending = [];
-      let text = bytes.toString('utf8');
-      if (lineStart === 0 && text.charCodeAt(0) === 0xfeff) text = text.slice(1);
-      if (text.endsWith('\r')) text = text.slice(0, -1);
-      if (text.trim() !== '') lines.push({ offset: lineStart, text });
-      start = nl + 1;
-      lineStart = end = pos + start;
-      if (end - from >= budget) break;
-    }
-    if (end - from >= budget) break;
-    if (start < chunk.length) pending.push(chunk.subarray(start));
-    pos += bytesRead;
+    pos += splitter.push(buf.subarray(0, bytesRead), lines, from + budget);
   }
-  return { lines, end, read };
+  return { lines: lines.map((l) => (line === 0 ? { ...l, line: 0 } : l)), end: splitter.consumed, read, nextLine: splitter.nextLine };
 }
 
 /** Whether byte `at` of `fh` is a newline. */
@@ -83,9 +76,14 @@ export class FileTail {
   #identity: string | undefined;
   #generation = 0;
   #bytesRead = 0;
+  /** The number of the line at `#offset`. */
+  #line = 1;
+  readonly #maxLine: number;
 
-  constructor(path: string) {
+  /** `maxLineBytes`: the longest line read (core/lines.ts); a longer one comes back `tooLong`. */
+  constructor(path: string, opts: { readonly maxLineBytes?: number | undefined } = {}) {
     this.path = path;
+    this.#maxLine = opts.maxLineBytes ?? maxLineBytes();
   }
 
   /** Bytes handed back so far as whole lines: where the next read starts. */
@@ -130,8 +128,9 @@ export class FileTail {
       }
       if (reset) this.#startOver(identity);
       this.#identity = identity;
-      const { lines, end, read } = await wholeLines(fh, this.#offset, st.size, budget);
+      const { lines, end, read, nextLine } = await wholeLines(fh, this.#offset, st.size, budget, this.#line, this.#maxLine);
       this.#offset = end;
+      this.#line = nextLine;
       this.#bytesRead += read;
       return { reset, lines };
     } finally {
@@ -146,6 +145,7 @@ export class FileTail {
 
   #startOver(identity: string | undefined): void {
     this.#offset = 0;
+    this.#line = 1;
     this.#identity = identity;
     this.#generation++;
   }
@@ -156,7 +156,7 @@ export class FileTail {
  * out), at most about `budget` bytes of them; `end` is where the next call starts. Undefined
  * when `from` is not a line's start any more (the file changed under the caller).
  */
-export async function linesBetween(path: string, from: number, to: number, budget: number): Promise<{ lines: TailLine[]; end: number } | undefined> {
+export async function linesBetween(path: string, from: number, to: number, budget: number, max = maxLineBytes()): Promise<{ lines: TailLine[]; end: number } | undefined> {
   if (from >= to) return { lines: [], end: from };
   let fh: FileHandle;
   try {
@@ -167,7 +167,7 @@ export async function linesBetween(path: string, from: number, to: number, budge
   }
   try {
     if (from > 0 && !(await newlineAt(fh, from - 1))) return undefined;
-    const { lines, end } = await wholeLines(fh, from, to, budget);
+    const { lines, end } = await wholeLines(fh, from, to, budget, 0, max);
     return { lines, end };
   } finally {
     await fh.close();

@@ -97,7 +97,7 @@ describe('FileTail', () => {
     expect(await tail.read()).toEqual({ reset: false, lines: [] }); // not there yet
     writeFileSync(file, '\uFEFF{"a":1}\r\n\n   \n{"b":');
     let r = await tail.read();
-    expect(r.lines).toEqual([{ offset: 0, text: '{"a":1}' }]);
+    expect(r.lines).toEqual([{ line: 1, offset: 0, text: '{"a":1}' }]);
     const afterFirst = Buffer.byteLength('\uFEFF{"a":1}\r\n\n   \n');
     expect(tail.offset).toBe(afterFirst);
     expect((await tail.read()).lines).toEqual([]); // still partial
@@ -105,7 +105,7 @@ describe('FileTail', () => {
     expect((await tail.read()).lines).toEqual([]); // whole JSON, but no newline yet: not a line
     appendFileSync(file, '\n{"c":3}\n');
     r = await tail.read();
-    expect(r).toEqual({ reset: false, lines: [{ offset: afterFirst, text: '{"b":2}' }, { offset: afterFirst + 8, text: '{"c":3}' }] });
+    expect(r).toEqual({ reset: false, lines: [{ line: 4, offset: afterFirst, text: '{"b":2}' }, { line: 5, offset: afterFirst + 8, text: '{"c":3}' }] });
   });
 
   it('reads only what was appended: a second look at a large file costs the new bytes', async () => {
@@ -118,7 +118,7 @@ describe('FileTail', () => {
     const first = tail.bytesRead;
     expect(first).toBe(row.length * 5000);
     appendFileSync(file, '{"new":1}\n');
-    expect((await tail.read()).lines).toEqual([{ offset: first, text: '{"new":1}' }]);
+    expect((await tail.read()).lines).toEqual([{ line: 5001, offset: first, text: '{"new":1}' }]);
     // The new line, and one byte to check the file still ends a line where it was left.
     expect(tail.bytesRead - first).toBe(10 + 1);
     expect((await tail.read()).lines).toEqual([]);
@@ -146,7 +146,7 @@ describe('FileTail', () => {
     // The store moves the cut bytes aside (truncating to the last newline), then appends.
     truncateSync(file, 8);
     appendFileSync(file, '{"b":2}\n');
-    expect(await tail.read()).toEqual({ reset: false, lines: [{ offset: 8, text: '{"b":2}' }] });
+    expect(await tail.read()).toEqual({ reset: false, lines: [{ line: 2, offset: 8, text: '{"b":2}' }] });
     expect(tail.generation).toBe(0);
   });
 
@@ -158,13 +158,13 @@ describe('FileTail', () => {
     expect((await tail.read()).lines).toHaveLength(2);
 
     truncateSync(file, 8); // shrank below what was read
-    expect(await tail.read()).toEqual({ reset: true, lines: [{ offset: 0, text: '{"a":1}' }] });
+    expect(await tail.read()).toEqual({ reset: true, lines: [{ line: 1, offset: 0, text: '{"a":1}' }] });
     expect(tail.generation).toBe(1);
 
     // Replaced by a longer file (another inode): the size alone would not tell.
     writeFileSync(join(dir, 'new'), '{"x":1}\n{"y":2}\n{"z":3}\n');
     renameSync(join(dir, 'new'), file);
-    expect(await tail.read()).toEqual({ reset: true, lines: ['{"x":1}', '{"y":2}', '{"z":3}'].map((text, i) => ({ offset: i * 8, text })) });
+    expect(await tail.read()).toEqual({ reset: true, lines: ['{"x":1}', '{"y":2}', '{"z":3}'].map((text, i) => ({ line: i + 1, offset: i * 8, text })) });
 
     // Rewritten in place (same inode, larger), so the old offset is no longer at a line's end.
     writeFileSync(file, '{"long":100}\n{"q":1}\n{"r":2}\n');
@@ -175,7 +175,7 @@ describe('FileTail', () => {
     rmSync(file);
     expect(await tail.read()).toEqual({ reset: true, lines: [] });
     writeFileSync(file, '{"again":1}\n');
-    expect(await tail.read()).toEqual({ reset: false, lines: [{ offset: 0, text: '{"again":1}' }] });
+    expect(await tail.read()).toEqual({ reset: false, lines: [{ line: 1, offset: 0, text: '{"again":1}' }] });
     expect(tail.generation).toBe(4);
   });
 });

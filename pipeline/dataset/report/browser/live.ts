@@ -38,7 +38,8 @@ namespace LivePanel {
       'figures at ' +
       clock(f.at) +
       (f.rows.bad ? ' · ' + num(f.rows.bad) + ' lines that are not records skipped' : '') +
-      (f.manifest_error ? ' · ' + f.manifest_error : '');
+      (f.manifest_error ? ' · ' + f.manifest_error : '') +
+      (f.unreadable.length ? ' · cannot read ' + f.unreadable.join(' · ') : '');
 
     const table = byId('live-reasons');
     table.textContent = '';

@@ -47,6 +47,7 @@ interface LiveFigures {
   readonly manifest: { readonly status?: string | null; readonly model?: string | null; readonly planned: number | null; readonly updated_at?: string | null } | null;
   readonly manifest_error: string | null;
   readonly rows: { readonly read: number; readonly counted: number; readonly superseded: number; readonly bad: number };
+  readonly unreadable: readonly string[];
   readonly status: Record<string, number>;
   readonly acceptance_rate: number | null;
   readonly reasons: Record<string, number>;
