@@ -17,6 +17,7 @@ import type { McpServerConfig, RunConfig, Trajectory } from '../../schemas/index
 import { cacheKey, defaultCacheDir, DirStore, MemoryStore, serverIdentity, type CacheKey, type ResultStore } from '../core/cache.js';
 import type { ParsedCall, ToolResultView, ToolSpec } from '../dialects/types.js';
 import { TrajforgeError } from '../errors.js';
+import { MAX_JSON_DEPTH, nestsDeeperThan } from '../json-depth.js';
 import { PACKAGE_VERSION } from '../paths.js';
 import { BoundedLineReader, RESULT_TOO_LARGE_CODE } from './stdio-lines.js';
 import { formatBytes, renderResult } from './tool-result.js';
@@ -834,6 +835,8 @@ export class Executor implements Toolbox {
         client = await server.client();
         const res = await client.callTool({ name: route.tool.name, arguments: args }, undefined, { timeout: server.callTimeoutMs });
         server.healthy();
+        // Nested past what any walk of it (the scrubber, the cache, the record) could take: this call fails, not the run.
+        if (nestsDeeperThan(res)) return { failure: `${route.server}/${route.tool.name}: the result nests objects and arrays more than ${MAX_JSON_DEPTH} levels deep; not read` };
         return { raw: res };
       } catch (err) {
         const message = (err as Error).message ?? String(err);
