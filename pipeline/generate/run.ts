@@ -24,7 +24,7 @@ import { Progress, type ProgressSink } from './progress.js';
 import { countSamples, sampleQuestions, type BadRow } from './sampler.js';
 import type { SharedLimits } from './shared-limits.js';
 import { RunStore } from './store.js';
-import type { Scrubber } from '../core/secrets.js';
+import type { Scrubber, Secret } from '../core/secrets.js';
 
 export interface GenerateOptions {
   readonly config: RunConfig;
@@ -36,7 +36,7 @@ export interface GenerateOptions {
   readonly allowConfigChange?: boolean | undefined;
   /**
    * Limits shared with every other worker of a queue run (`openSharedLimits`): the model
-   * requests pass its gate, and the tool servers get its `toolEnv`. Default: limits of this process alone.
+   * requests pass its gate, and the tool servers that share their rate limits get its `toolEnv`. Default: limits of this process alone.
    */
   readonly sharedLimits?: SharedLimits | undefined;
 }
@@ -126,6 +126,8 @@ export interface SessionPlan extends GenerateOptions {
    * holds waiting is a lease another worker could be using.
    */
   readonly readAhead?: number | undefined;
+  /** Secrets of this session besides the config's (a queue worker's Redis password): scrubbed like them. */
+  readonly secrets?: readonly Secret[] | undefined;
 }
 
 /**
@@ -286,7 +288,7 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
   const { config } = plan;
   const env = plan.env ?? process.env;
   const apiKey = resolveApiKey(config, env);
-  const scrubber = scrubberFor(config, env);
+  const scrubber = scrubberFor(config, env).with(plan.secrets ?? []);
   // Before the tool servers start: a judge without its key stops the run here.
   const judge = RunJudge.open({ config, env, scrubber });
   const untilCorrect = config.questions.until_correct && config.questions.samples > 1;
@@ -297,7 +299,7 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
   let store: RunStore;
   let agents: Agents;
   try {
-    executor = await Executor.start({ servers: config.mcpServers, tools: config.tools, executor: config.executor, env, scrubber, serverEnv: plan.sharedLimits?.toolEnv });
+    executor = await Executor.start({ servers: config.mcpServers, tools: config.tools, executor: config.executor, env, scrubber, serverEnv: plan.sharedLimits?.serverEnv(config.mcpServers) });
   } catch (err) {
     await judge?.close().catch(() => undefined);
     throw err;

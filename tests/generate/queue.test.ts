@@ -122,12 +122,23 @@ describe('trajforge enqueue, worker, status, merge --queue', () => {
       ['enqueue', '--config', cfg],
       ['worker', '--config', cfg],
     ]) {
+      // A password on the command line works, with a warning that ps shows it.
       const res = await runCli([...cmd, '--queue', `redis://:hunter2pass@127.0.0.1:${port}/0`, '--run', 'x']);
       expect(res.code).toBe(1);
-      expect(res.stderr).toMatch(/^error: the queue at redis:\/\/:\*\*\*@127\.0\.0\.1:\d+\/0 is unreachable: .+\n$/);
+      expect(res.stderr).toMatch(/^warning: the password in --queue is visible to every user of this machine \(ps\): give it in TRAJFORGE_QUEUE_PASSWORD, or the whole URL in TRAJFORGE_QUEUE_URL\nerror: the queue at redis:\/\/:\*\*\*@127\.0\.0\.1:\d+\/0 is unreachable: .+\n$/);
       expect(res.stderr).not.toContain('hunter2pass');
       expect(res.stdout).not.toContain('hunter2pass');
+      // From the environment: the password alone, or the whole URL; no warning, the same one line.
+      for (const env of [{ TRAJFORGE_QUEUE_PASSWORD: 'hunter2pass' }, { TRAJFORGE_QUEUE_URL: `redis://:hunter2pass@127.0.0.1:${port}/0` }]) {
+        const args = 'TRAJFORGE_QUEUE_URL' in env ? [...cmd, '--run', 'x'] : [...cmd, '--queue', `redis://127.0.0.1:${port}/0`, '--run', 'x'];
+        const fromEnv = await runCli(args, { env: { ...process.env, ...env } });
+        expect(fromEnv.code).toBe(1);
+        expect(fromEnv.stderr).toMatch(/^error: the queue at redis:\/\/:\*\*\*@127\.0\.0\.1:\d+\/0 is unreachable: .+\n$/);
+      }
     }
+    const none = await runCli(['status', '--run', 'x'], { env: { ...process.env, TRAJFORGE_QUEUE_URL: '' } });
+    expect(none.code).toBe(2);
+    expect(none.stderr).toContain('status: --queue URL (or TRAJFORGE_QUEUE_URL in the environment) is required');
   });
 
   it('a worker whose config changes what a sample is, or a run not on the queue, is refused before it rolls anything out', async () => {

@@ -16,7 +16,7 @@ import { TrajforgeError } from '../../pipeline/errors.js';
 import { loadConfig } from '../../pipeline/core/config.js';
 import { Executor } from '../../pipeline/generate/executor.js';
 import { generate } from '../../pipeline/generate/run.js';
-import { openSharedLimits } from '../../pipeline/generate/shared-limits.js';
+import { limitsServers, openSharedLimits } from '../../pipeline/generate/shared-limits.js';
 import { LIMITS_ENV } from '../../pipeline/core/limits-redis.js';
 import { PACKAGE_ROOT } from '../../pipeline/paths.js';
 import { RunConfig, SharedLimitsConfig } from '../../schemas/index.js';
@@ -361,20 +361,37 @@ describe('openSharedLimits', () => {
     expect((err as Error).message).toMatch(/^shared limits: Redis at redis:\/\/127\.0\.0\.1:\d+\/0 did not answer within 300 ms/);
   });
 
-  it('hands the tool servers the Redis through their environment, on top of their own env', async () => {
+  it('hands the Redis to the tool servers that share their limits, on top of their own env, and to no other', async () => {
     const h = await redis();
-    const limits = await openSharedLimits({ url: h.url, run: 'x', limits: { poll_ms: 70 } });
+    const limits = await openSharedLimits({ url: h.url, run: 'x', limits: { poll_ms: 70, tool_servers: ['env'] } });
     cleanups.push(() => limits.close());
     expect(limits.toolEnv).toMatchObject({ [LIMITS_ENV.redis]: h.url, [LIMITS_ENV.pollMs]: '70', [LIMITS_ENV.prefix]: 'trajforge:limits:' });
     const script = join(PACKAGE_ROOT, 'tests/limits-env-server.mjs');
-    const cfg = RunConfig.parse({ endpoint: { model: 'm' }, mcpServers: { env: { command: process.execPath, args: [script], env: { OWN: 'yes' } } }, executor: { cache: false } });
-    const ex = await Executor.start({ servers: cfg.mcpServers, tools: cfg.tools, executor: cfg.executor, serverEnv: limits.toolEnv });
+    const server = (own: string, tool: string) => ({ command: process.execPath, args: [script, tool], env: { OWN: own } });
+    const cfg = RunConfig.parse({ endpoint: { model: 'm' }, mcpServers: { env: server('yes', 'env'), other: server('other', 'env_other') }, executor: { cache: false } });
+    const ex = await Executor.start({ servers: cfg.mcpServers, tools: cfg.tools, executor: cfg.executor, serverEnv: limits.serverEnv(cfg.mcpServers) });
     cleanups.push(() => ex.close());
-    const r = await ex.call({ toolName: 'env', query: '', attributes: {} }, 'e1', new Map());
-    expect(r.error).toBeUndefined();
-    const env = JSON.parse((r.result as { content: { text: string }[] }).content[0]!.text) as Record<string, string>;
+    const envOf = async (toolName: string): Promise<Record<string, string>> => {
+      const r = await ex.call({ toolName, query: '', attributes: {} }, toolName, new Map());
+      expect(r.error).toBeUndefined();
+      return JSON.parse((r.result as { content: { text: string }[] }).content[0]!.text) as Record<string, string>;
+    };
+    const env = await envOf('env');
     expect(env.OWN).toBe('yes');
     expect(env[LIMITS_ENV.redis]).toBe(h.url);
     expect(env[LIMITS_ENV.pollMs]).toBe('70');
+    // A server not named in shared_limits.tool_servers never sees the Redis (nor its password).
+    const other = await envOf('env_other');
+    expect(other.OWN).toBe('other');
+    expect(Object.keys(other).filter((k) => k.startsWith('TRAJFORGE_LIMITS'))).toEqual([]);
+  });
+
+  it('by default hands the Redis to the servers that run the bundled PubMed server only; a name that is not a stdio server is a config error', async () => {
+    const corpus = { command: process.execPath, args: [join(PACKAGE_ROOT, 'dist/tools/corpus/server.js')] };
+    const servers = RunConfig.parse({ endpoint: { model: 'm' }, mcpServers: { ncbi: { command: 'node', args: [PUBMED] }, corpus, remote: { url: 'http://127.0.0.1:1/mcp' } } }).mcpServers;
+    expect(limitsServers(servers, undefined)).toEqual(['ncbi']);
+    expect(limitsServers(servers, [])).toEqual([]);
+    expect(() => limitsServers(servers, ['corpus', 'remote'])).toThrow(/^shared_limits\.tool_servers\[1\]: "remote" is not a stdio server of mcpServers/);
+    expect(() => limitsServers(servers, ['nope'])).toThrow(TrajforgeError);
   });
 });

@@ -50,7 +50,7 @@ function sharedWindow(env: NodeJS.ProcessEnv): RedisRateWindow | undefined {
   const who = apiKey === undefined ? 'no-key' : `key-${createHash('sha256').update(apiKey).digest('hex').slice(0, 16)}`;
   process.stderr.write(`pubmed server: NCBI's limit shared through Redis at ${redisWhere(limits.url)}\n`);
   return new RedisRateWindow({
-    redis: new LimitsRedis({ url: limits.url, callTimeoutMs: limits.redisTimeoutMs, warn }),
+    redis: new LimitsRedis({ connection: limits.url, callTimeoutMs: limits.redisTimeoutMs, warn }),
     key: `${limits.prefix}rate:ncbi-eutils:${who}`,
     rate: ncbiRate(apiKey),
     windowMs: 1000 + RATE_MARGIN_MS,
