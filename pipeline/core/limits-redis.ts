@@ -108,8 +108,9 @@ export class LimitsRedis {
 
 /**
  * How a tool server learns of the shared limits: the worker adds these to the environment of
- * every tool server it starts (`SharedLimits.toolEnv`). Without TRAJFORGE_LIMITS_REDIS a tool
- * limits its requests in its own process, as it always has.
+ * the tool servers that share their rate limits (`shared_limits.tool_servers`; by default those
+ * running the bundled PubMed server), and of no other: the URL carries the queue's password.
+ * Without TRAJFORGE_LIMITS_REDIS a tool limits its requests in its own process, as it always has.
  */
 export const LIMITS_ENV = {
   redis: 'TRAJFORGE_LIMITS_REDIS',

@@ -477,7 +477,8 @@ export class Queue {
 const QUOTED = 120;
 
 /** A stream entry's sample, read as strictly as any input: JSON, the Sample schema, and the id the entry names. */
-function readSample(json: string, id: string): { sample: Sample } | { why: string } {
+function readSample(json: string, fullId: string): { sample: Sample } | { why: string } {
+  const id = fullId.slice(0, QUOTED);
   let raw: unknown;
   try {
     raw = JSON.parse(json);
@@ -489,6 +490,6 @@ function readSample(json: string, id: string): { sample: Sample } | { why: strin
     const issue = parsed.error.issues[0];
     return { why: `sample ${id}: ${issue ? `${issue.path.join('.') || '(root)'}: ${issue.message}` : 'not a sample'}` };
   }
-  if (parsed.data.sample_id !== id) return { why: `sample ${id}: its sample_id is ${JSON.stringify(parsed.data.sample_id.slice(0, QUOTED))}` };
+  if (parsed.data.sample_id !== fullId) return { why: `sample ${id}: its sample_id is ${JSON.stringify(parsed.data.sample_id.slice(0, QUOTED))}` };
   return { sample: parsed.data };
 }

@@ -211,7 +211,9 @@ class Leases {
 
   #setAside(entry: string, why: string): void {
     this.stats.setAside++;
-    this.#say(`warning: queue entry ${entry} of run ${this.#queue.run} set aside in ${this.#queue.deadLetterKey}: ${why}\n`);
+    // The reason quotes the entry, which anyone with the Redis wrote: no control character reaches the terminal.
+    const shown = why.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+    this.#say(`warning: queue entry ${entry} of run ${this.#queue.run} set aside in ${this.#queue.deadLetterKey}: ${shown}\n`);
   }
 
   /** Said once, when the worker waits for samples an enqueue has not put on the queue (yet). */
