@@ -9,49 +9,16 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CLI, procCpuSeconds, startSimProcess, stopChild, writeQuestions, writeRunConfig } from './harness.js';
+import { CLI, procCpuSeconds, startSimProcess, writeQuestions, writeRunConfig } from './harness.js';
+import { startRedisServer } from './redis-server.js';
 
 const CONCURRENCY = 32;
 const LATENCY_MS = Number(process.env.TRAJFORGE_BENCH_QUEUE_LATENCY_MS ?? '2000');
 /** Samples per worker: ten full waves of C. */
 const PER_WORKER = Number(process.env.TRAJFORGE_BENCH_QUEUE_SAMPLES ?? String(CONCURRENCY * 10));
 const WORKERS = [1, 2, 4] as const;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-/** Debian's redis-server on a loopback port, AOF on with `appendfsync everysec` (the setting docs/scale-out.md suggests for speed). */
-async function startRedis(dir: string): Promise<{ url: string; pid: number; close(): Promise<void> }> {
-  const port = await freePort();
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'yes', '--appendfsync', 'everysec'], { stdio: 'ignore' });
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const sock = connect(port, '127.0.0.1');
-      sock.once('error', () => resolve(false));
-      sock.once('connect', () => sock.write('PING\r\n'));
-      sock.once('data', (d) => {
-        sock.destroy();
-        resolve(d.toString().startsWith('+PONG'));
-      });
-    });
-    if (ok) break;
-    if (Date.now() > deadline) throw new Error('redis-server did not start (is it installed? .ci/run installs it)');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return { url: `redis://127.0.0.1:${port}/0`, pid: child.pid!, close: () => stopChild(child) };
-}
 
 /** A CLI process, its exit, and the CPU it used (read from /proc while it runs; the last reading before it exits). */
 function cli(args: readonly string[]): { child: ChildProcess; done: Promise<{ code: number | null; stderr: string; cpu: number }> } {
@@ -88,7 +55,8 @@ export interface QueueBenchResult {
 export async function runQueueBench(): Promise<QueueBenchResult> {
   const dir = mkdtempSync(join(tmpdir(), 'tf-bench-queue-'));
   const sim = await startSimProcess(LATENCY_MS);
-  const redis = await startRedis(dir);
+  // AOF with `appendfsync everysec`, the setting docs/scale-out.md suggests for speed.
+  const redis = await startRedisServer({ dir, appendfsync: 'everysec' });
   try {
     const spec = { url: sim.url, concurrency: CONCURRENCY, latencyMs: LATENCY_MS };
     const oneQuestions = await writeQuestions(join(dir, 'one.jsonl'), PER_WORKER);
@@ -119,7 +87,7 @@ export async function runQueueBench(): Promise<QueueBenchResult> {
     }
     return { rows, generate };
   } finally {
-    await redis.close();
+    await redis.stop();
     await sim.close();
     rmSync(dir, { recursive: true, force: true });
   }

@@ -56,6 +56,8 @@ export type ErrorCode =
   | 'RUN_LOCKED'
   /** Queue mode: Redis did not answer (at the first connection, or for longer than queue.unreachable_for_ms). */
   | 'QUEUE_UNREACHABLE'
+  /** Queue mode: the run's state is gone from Redis (restarted without its data): enqueue it again. */
+  | 'QUEUE_LOST'
   /** `merge`: planned samples have no record in the runs given (pass --allow-missing to merge what is there). */
   | 'RUN_INCOMPLETE'
   | 'WRITE_FAILED';

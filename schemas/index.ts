@@ -700,6 +700,12 @@ export const SharedLimitsConfig = z.strictObject({
   redis_wait_ms: z.number().int().positive().default(60_000),
   /** Every key starts with this; the endpoint's keys add the run's name, the tools' rate windows are shared by all runs on the Redis. */
   prefix: z.string().min(1).default('trajforge:limits:'),
+  /**
+   * The stdio tool servers (names in `mcpServers`) that share their rate limits through Redis,
+   * and so are handed its URL and password. Default: the servers that run the bundled PubMed
+   * server; `[]` hands it to none.
+   */
+  tool_servers: z.array(z.string().min(1)).optional(),
 });
 export type SharedLimitsConfig = z.infer<typeof SharedLimitsConfig>;
 

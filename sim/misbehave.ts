@@ -52,9 +52,19 @@ export const MISBEHAVIOUR_KINDS = [
   'judge_unreadable',
   'judge_quotes',
   'judge_echo_key',
+  // Hostile shapes, asked for by name (after the ones above, so adding them shifted no earlier draw).
+  'deep_arguments',
 ] as const;
 
 export type MisbehaviourKind = (typeof MISBEHAVIOUR_KINDS)[number];
+
+/** How deep `deep_arguments` nests a call's arguments. */
+export const DEEP_ARGUMENTS_LEVELS = 20_000;
+
+/** Call arguments whose `filter` nests `levels` objects: `{"query": …, "filter": {"and": {"and": … {} …}}}`. */
+export function deepArguments(argKey: string, query: string, levels: number = DEEP_ARGUMENTS_LEVELS): string {
+  return `{${JSON.stringify(argKey)}:${JSON.stringify(query)},"filter":${'{"and":'.repeat(levels)}{}${'}'.repeat(levels)}}`;
+}
 
 export type MisbehaviourRates = Partial<Record<MisbehaviourKind, number>>;
 
@@ -89,13 +99,14 @@ export const MISBEHAVIOUR_HELP: Readonly<Record<MisbehaviourKind, string>> = {
   judge_unreadable: 'as a judge: a grading that names no verdict and no scores',
   judge_quotes: 'as a judge: the answer quoted, unescaped, in its reasoning (before the verdict) and in its rationale (after it)',
   judge_echo_key: 'as a judge: the key it was sent, written into its rationale',
+  deep_arguments: `native: the first tool call's arguments nest objects ${DEEP_ARGUMENTS_LEVELS} levels deep (valid JSON, past any parser's stack if walked recursively)`,
 };
 
 /**
  * Kinds that `all=RATE` leaves alone: the transport faults make every client time out or fail,
  * and the wire shapes are a server's habits, asked for by name.
  */
-export const EXCLUDED_FROM_ALL: readonly MisbehaviourKind[] = ['stall', 'drop', 'malformed', 'object_arguments', 'numeric_name', 'content_parts', 'string_usage', 'endless', 'wrong_answer', 'judge_unreadable', 'judge_quotes', 'judge_echo_key'];
+export const EXCLUDED_FROM_ALL: readonly MisbehaviourKind[] = ['stall', 'drop', 'malformed', 'object_arguments', 'numeric_name', 'content_parts', 'string_usage', 'endless', 'wrong_answer', 'judge_unreadable', 'judge_quotes', 'judge_echo_key', 'deep_arguments'];
 
 export const REFUSAL_TEXT = "I'm sorry, but I can't help with that.";
 
@@ -295,8 +306,10 @@ function composeNativeCall(
   }
   const unclosed = drawn.has('unclosed_call');
   if (unclosed) applied.push('unclosed_call');
+  const deep = drawn.has('deep_arguments');
+  if (deep) applied.push('deep_arguments');
   const toolCalls: SimToolCall[] = queries.map((query, i) => {
-    const args = renderArguments(call.tool.argKey, query, i === 0 ? variant.style : 'json', true);
+    const args = i === 0 && deep ? deepArguments(call.tool.argKey, query) : renderArguments(call.tool.argKey, query, i === 0 ? variant.style : 'json', true);
     return { id: callId(i), name: call.tool.name, arguments: i === 0 && unclosed ? args.slice(0, -1) : args };
   });
   // What a model says beside its calls (roles.ts), then anything it invents.

@@ -1,7 +1,6 @@
 /** Shared by the suites that run the whole pipeline: real sim, real corpus server, real files. */
 import { spawn } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
@@ -86,17 +85,8 @@ export function runCli(args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutM
   return runNode([CLI, ...args], opts);
 }
 
-/** A free loopback port: bind port 0, read the port, close. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
+/** A free loopback port (bench/redis-server.ts: the benchmarks need one too). */
+export { freePort } from '../bench/redis-server.js';
 
 /**
  * A small real run for the dataset-side suites: the sim (with `seed` and `misbehave`) behind

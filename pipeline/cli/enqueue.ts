@@ -2,8 +2,8 @@
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../core/config.js';
 import { TrajforgeError } from '../errors.js';
-import { checkRunName, parseQueueUrl } from '../generate/queue.js';
-import { enqueue } from '../generate/worker.js';
+import { checkRunName, QUEUE_OPTION_HELP, queueFor } from '../generate/queue.js';
+import { enqueue } from '../generate/enqueue.js';
 import { int } from './generate.js';
 
 const USAGE = `trajforge enqueue --config F --queue redis://HOST:PORT/DB --run NAME [options]
@@ -11,7 +11,10 @@ const USAGE = `trajforge enqueue --config F --queue redis://HOST:PORT/DB --run N
 Puts the run's samples (after sampling, dedup, --limit and --samples) on the queue. A sample
 already on it is not added again, so enqueueing twice does not double the work; a run already
 on the queue with another config is refused. Then start workers (trajforge worker) anywhere.
+Every sample is planned before any is queued: an enqueue stopped part-way leaves a run that
+status and merge know is short; run the same command again to finish it.
 
+${QUEUE_OPTION_HELP}
   --questions F   questions file (overrides questions.path)
   --limit N       at most N questions
   --samples K     rollouts per question
@@ -37,11 +40,14 @@ export async function run(argv: string[]): Promise<number> {
     process.stdout.write(USAGE);
     return 0;
   }
-  if (!values.config || !values.queue) throw new TrajforgeError('BAD_USAGE', `enqueue: --config F and --queue URL are required\n\n${USAGE}`);
-  const address = parseQueueUrl(values.queue);
+  if (!values.config) throw new TrajforgeError('BAD_USAGE', `enqueue: --config F is required\n\n${USAGE}`);
+  const { address, warnings } = queueFor('enqueue', values.queue);
+  for (const w of warnings) process.stderr.write(`warning: ${w}\n`);
   const runName = checkRunName(values.run, 'enqueue');
   const config = loadConfig(values.config, { questions: values.questions, limit: int('limit', values.limit), samples: int('samples', values.samples), seed: int('seed', values.seed) });
   const r = await enqueue({ config, address, run: runName });
-  process.stdout.write(`enqueued run ${runName} on ${address.shown}: ${r.selected} samples selected, ${r.added} new; ${r.planned} planned in all${r.existed ? ' (the run was already there: only new samples added)' : ''}\n`);
+  const earlier = r.queued - r.added;
+  const finished = earlier > 0 ? `; ${earlier} planned by an earlier enqueue put on the queue now` : '';
+  process.stdout.write(`enqueued run ${runName} on ${address.shown}: ${r.selected} samples selected, ${r.added} new; ${r.planned} planned in all${r.existed ? ' (the run was already there: only new samples added)' : ''}${finished}\n`);
   return 0;
 }

@@ -1,13 +1,16 @@
 /** `trajforge status --queue URL --run NAME`: a queued run's counts in Redis, in all and per worker. */
 import { parseArgs } from 'node:util';
 import { TrajforgeError } from '../errors.js';
-import { checkRunName, parseQueueUrl } from '../generate/queue.js';
+import { checkRunName, QUEUE_OPTION_HELP, queueFor } from '../generate/queue.js';
 import { queueStatus } from '../generate/worker.js';
 
 const USAGE = `trajforge status --queue redis://HOST:PORT/DB --run NAME [--json]
 
 Shows a queued run: samples planned, waiting, in flight (claimed, not accepted), accepted
-(ok and failed), and per worker: in flight, accepted, when Redis last heard from it.
+(ok and failed), and per worker: in flight, accepted, when Redis last heard from it. It says
+[done] once every planned sample is accepted and the enqueue finished.
+
+${QUEUE_OPTION_HELP}
 `;
 
 export async function run(argv: string[]): Promise<number> {
@@ -20,8 +23,8 @@ export async function run(argv: string[]): Promise<number> {
     process.stdout.write(USAGE);
     return 0;
   }
-  if (!values.queue) throw new TrajforgeError('BAD_USAGE', `status: --queue URL is required\n\n${USAGE}`);
-  const address = parseQueueUrl(values.queue);
+  const { address, warnings } = queueFor('status', values.queue);
+  for (const w of warnings) process.stderr.write(`warning: ${w}\n`);
   const runName = checkRunName(values.run, 'status');
   const s = await queueStatus(address, runName);
   if (values.json) {
@@ -30,11 +33,14 @@ export async function run(argv: string[]): Promise<number> {
     return 0;
   }
   const out = (l: string): void => void process.stdout.write(`${l}\n`);
-  out(`run ${runName} on ${address.shown}${s.planned > 0 && s.accepted >= s.planned ? '  [done]' : ''}`);
+  const done = s.enqueueComplete && s.accepted >= s.planned;
+  out(`run ${runName} on ${address.shown}${done ? '  [done]' : ''}`);
   out(`planned    ${s.planned}`);
+  if (!s.enqueueComplete) out(`not queued ${s.notQueued}: the enqueue has not finished (it is running, or was stopped: run it again)`);
   out(`waiting    ${s.waiting}`);
   out(`in flight  ${s.inFlight}`);
   out(`accepted   ${s.accepted}: ${s.ok} ok, ${s.failed} failed`);
+  if (s.setAside > 0) out(`set aside  ${s.setAside} bad queue entries (${s.setAsidePlanned} of them planned samples), in trajforge:{${runName}}:dead`);
   for (const w of s.workers) {
     const seen = w.seenAgoMs === undefined ? '' : `, seen ${(w.seenAgoMs / 1000).toFixed(1)} s ago`;
     out(`worker     ${w.name}: ${w.inFlight} in flight, ${w.ok} ok, ${w.failed} failed${w.host ? ` (${w.host} pid ${w.pid}${seen})` : ''}`);

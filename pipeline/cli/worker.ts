@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 import { loadConfig, type ConfigOverrides } from '../core/config.js';
 import { TrajforgeError } from '../errors.js';
 import { stderrSink } from '../generate/progress.js';
-import { checkRunName, parseQueueUrl } from '../generate/queue.js';
+import { checkRunName, QUEUE_OPTION_HELP, queueFor } from '../generate/queue.js';
 import { runWorker } from '../generate/worker.js';
 import { configWarnings } from '../generate/warnings.js';
 import { int, runInterruptibly } from './generate.js';
@@ -16,6 +16,7 @@ a worker that dies loses its leases, and its samples go back to the queue after
 queue.visibility_timeout_ms. The config must be the one the run was enqueued with (the keys
 come from this machine's environment). Records go to DIR/worker-<name>.
 
+${QUEUE_OPTION_HELP}
   --out DIR          where this worker's run directory goes (default runs/NAME)
   --name LABEL       a label for the worker's name (default the host name)
   --concurrency N    model requests in flight
@@ -55,8 +56,9 @@ export async function run(argv: string[]): Promise<number> {
     process.stdout.write(USAGE);
     return 0;
   }
-  if (!values.config || !values.queue) throw new TrajforgeError('BAD_USAGE', `worker: --config F and --queue URL are required\n\n${USAGE}`);
-  const address = parseQueueUrl(values.queue);
+  if (!values.config) throw new TrajforgeError('BAD_USAGE', `worker: --config F is required\n\n${USAGE}`);
+  const { address, warnings } = queueFor('worker', values.queue);
+  for (const w of warnings) process.stderr.write(`warning: ${w}\n`);
   const runName = checkRunName(values.run, 'worker');
   applyClockOffset(process.env);
   const overrides: ConfigOverrides = { concurrency: int('concurrency', values.concurrency), baseUrl: values['base-url'] };
@@ -65,7 +67,7 @@ export async function run(argv: string[]): Promise<number> {
   const out = values.out ?? `runs/${runName}`;
   return runInterruptibly(async (signal) => {
     const s = await runWorker({ config, address, run: runName, out, label: values.name, signal, progress: stderrSink() });
-    process.stdout.write(`worker ${s.worker.name}: ${s.worker.accepted} samples accepted${s.worker.beaten ? `, ${s.worker.beaten} records beaten by another worker's accept (merge leaves them out)` : ''}${s.worker.leaseLost ? `, ${s.worker.leaseLost} recorded failed (lease_lost)` : ''}\n`);
+    process.stdout.write(`worker ${s.worker.name}: ${s.worker.accepted} samples accepted${s.worker.beaten ? `, ${s.worker.beaten} records beaten by another worker's accept (merge leaves them out)` : ''}${s.worker.leaseLost ? `, ${s.worker.leaseLost} recorded failed (lease_lost)` : ''}${s.worker.setAside ? `, ${s.worker.setAside} bad queue entries set aside` : ''}\n`);
     return s;
   });
 }

@@ -1,14 +1,15 @@
 /**
- * The Redis connection that shared limits run their scripts on (the run's request gate in
- * generate/shared-limits.ts, the tool servers' rate windows in tools/shared/rate-window.ts).
+ * Calls the shared limits make on Redis (the run's request gate in generate/shared-limits.ts,
+ * the tool servers' rate windows in tools/shared/rate-window.ts), over a connection of
+ * core/redis.ts: a worker's own (the queue's), or one a tool server opens from its environment.
  *
  * Every call is bounded by our own timer: node-redis times a command out only while it waits to
  * be written, and a Redis that is paused (or a network that drops packets) holds a written
  * command forever. A call that times out may still run later, so each script is written to be
  * harmless, or undone by the caller, when it does.
  */
-import { createClient } from 'redis';
 import { WireError } from '../errors.js';
+import { maskPassword, parseRedisUrl, RedisConnection } from './redis.js';
 
 export class LimitsRedisError extends WireError {
   constructor(message: string) {
@@ -17,51 +18,43 @@ export class LimitsRedisError extends WireError {
   }
 }
 
-/** `redis://host:port/db` without a password, for messages. */
-export function redisWhere(url: string): string {
-  try {
-    const u = new URL(url);
-    return `${u.protocol}//${u.host}${u.pathname === '/' ? '' : u.pathname}`;
-  } catch {
-    return '(an unparsable Redis URL)';
-  }
-}
+/** `redis://host:port/db` with any password as `***`, for messages. */
+export const redisWhere = maskPassword;
 
 export interface LimitsRedisOptions {
-  readonly url: string;
+  /** A connection to use (a worker's, shared with its queue; closing the limits leaves it open), or a URL to open one. */
+  readonly connection: RedisConnection | string;
   /** Longest wait for one answer, ms. */
   readonly callTimeoutMs: number;
   /** Where connection trouble is reported; once per outage. */
   readonly warn: (message: string) => void;
 }
 
-/** Longest pause between reconnection attempts: Redis back after an outage is noticed within this. */
-const RECONNECT_MAX_MS = 1000;
-
 export class LimitsRedis {
   readonly where: string;
-  readonly #client: ReturnType<typeof createClient>;
+  readonly #connection: RedisConnection;
+  /** The connection was opened here, and is closed here. */
+  readonly #owned: boolean;
   readonly #timeoutMs: number;
   readonly #warn: (message: string) => void;
   #down = false;
   #closed = false;
 
   constructor(opts: LimitsRedisOptions) {
-    this.where = redisWhere(opts.url);
+    this.#owned = typeof opts.connection === 'string';
+    this.#connection =
+      typeof opts.connection === 'string' ? new RedisConnection(parseRedisUrl(opts.connection, 'the shared limits\' Redis URL', {}), { connectTimeoutMs: opts.callTimeoutMs }) : opts.connection;
+    this.where = this.#connection.address.shown;
     this.#timeoutMs = opts.callTimeoutMs;
     this.#warn = opts.warn;
-    this.#client = createClient({
-      url: opts.url,
-      socket: { connectTimeout: opts.callTimeoutMs, reconnectStrategy: (retries: number) => Math.min(50 * 2 ** Math.min(retries, 10), RECONNECT_MAX_MS) },
-    });
-    // Without a listener node-redis throws connection errors at the process.
-    this.#client.on('error', (err: Error) => this.#trouble(err.message));
-    this.#client.on('ready', () => {
-      if (this.#down) this.#warn(`shared limits: Redis at ${this.where} answers again`);
+    const client = this.#connection.client;
+    client.on('error', (err: Error) => this.#trouble(this.#connection.hide(err.message)));
+    client.on('ready', () => {
+      if (this.#down && !this.#closed) this.#warn(`shared limits: Redis at ${this.where} answers again`);
       this.#down = false;
     });
     // The first connection is made in the background: a call before it is queued, and bounded like any other.
-    this.#client.connect().catch((err: Error) => this.#trouble(err.message));
+    if (this.#owned) this.#connection.connect().catch((err: Error) => this.#trouble(this.#connection.hide(err.message)));
   }
 
   /** close() was called: every call fails at once from now on. */
@@ -82,7 +75,7 @@ export class LimitsRedis {
     const late = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new LimitsRedisError(`Redis at ${this.where} did not answer within ${this.#timeoutMs} ms`)), this.#timeoutMs);
     });
-    const call = this.#client.eval(script, { keys: [...keys], arguments: args.map(String) });
+    const call = this.#connection.client.eval(script, { keys: [...keys], arguments: args.map(String) });
     // A call given up on may still fail later; that failure is no one's to hear.
     call.catch(() => undefined);
     try {
@@ -92,32 +85,33 @@ export class LimitsRedis {
         this.#trouble(err.message);
         throw err;
       }
-      throw new LimitsRedisError(`Redis at ${this.where}: ${(err as Error).message}`);
+      throw new LimitsRedisError(`Redis at ${this.where}: ${this.#connection.hide((err as Error).message)}`);
     } finally {
       clearTimeout(timer);
     }
   }
 
-  /** Ends the connection once the calls sent are answered (a slot handed back on the way out), or after the call timeout. */
+  /**
+   * No more calls from here. A connection of its own ends once the calls sent are answered (a
+   * slot handed back on the way out), or after the call timeout; a borrowed one stays open.
+   */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    if (!this.#owned) return;
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<void>((r) => (timer = setTimeout(r, this.#timeoutMs)));
-    await Promise.race([this.#client.close().catch(() => undefined), late]);
+    await Promise.race([this.#connection.close(), late]);
     clearTimeout(timer);
-    try {
-      this.#client.destroy();
-    } catch {
-      // Closed already.
-    }
+    this.#connection.destroy();
   }
 }
 
 /**
  * How a tool server learns of the shared limits: the worker adds these to the environment of
- * every tool server it starts (`SharedLimits.toolEnv`). Without TRAJFORGE_LIMITS_REDIS a tool
- * limits its requests in its own process, as it always has.
+ * the tool servers that share their rate limits (`shared_limits.tool_servers`; by default those
+ * running the bundled PubMed server), and of no other: the URL carries the queue's password.
+ * Without TRAJFORGE_LIMITS_REDIS a tool limits its requests in its own process, as it always has.
  */
 export const LIMITS_ENV = {
   redis: 'TRAJFORGE_LIMITS_REDIS',

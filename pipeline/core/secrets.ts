@@ -7,6 +7,9 @@
  * server's `args`, `url` or `headers`. A value shorter than MIN_SECRET_CHARS is not treated
  * as one: it would match ordinary words in tool text.
  *
+ * A queue worker adds one more: the password of the queue's Redis (core/redis.ts), which it
+ * hands to the tool servers that share their rate limits through Redis (`Scrubber.with`).
+ *
  * Where they show up: an upstream error body that echoes the key (`invalid api_key=…`), a
  * server that prints its URL, a result that quotes a header. Tool output is scrubbed as it
  * comes back from MCP, before the model, the cache or a record sees it; the run store, the
@@ -87,19 +90,28 @@ function formsOf(value: string): string[] {
 export class Scrubber {
   static readonly none = new Scrubber([]);
 
+  /** What it was made from, for `with`. */
+  readonly #secrets: readonly Secret[];
   /** Every form of every secret, longest first, so a longer secret wins over one inside it. */
   readonly #pattern: RegExp | undefined;
   /** Form → the secret it is a form of. */
   readonly #owner = new Map<string, Secret>();
 
   constructor(secrets: Iterable<Secret>) {
-    for (const s of secrets) {
+    this.#secrets = [...secrets];
+    for (const s of this.#secrets) {
       if (s.value.length < MIN_SECRET_CHARS) continue;
       const secret = { name: s.name.replace(/[^\w.-]/g, '_') || 'secret', value: s.value };
       for (const f of formsOf(s.value)) if (!this.#owner.has(f)) this.#owner.set(f, secret);
     }
     const forms = [...this.#owner.keys()].sort((a, b) => b.length - a.length);
     this.#pattern = forms.length ? new RegExp(forms.map(escapeRegExp).join('|'), 'g') : undefined;
+  }
+
+  /** A scrubber that takes out `more` secrets besides these. */
+  with(more: Iterable<Secret>): Scrubber {
+    const extra = [...more];
+    return extra.length === 0 ? this : new Scrubber([...this.#secrets, ...extra]);
   }
 
   /** How many distinct secret values it looks for. */

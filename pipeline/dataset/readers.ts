@@ -12,7 +12,7 @@
  *
  * Lines come from the one line reader (core/lines.ts): a line too long to be a string, or not
  * UTF-8, is a bad row, and so is a row nested deeper than any walk can follow
- * (core/json-depth.ts). Rows get cheap structural checks only: `validate` and `stats` stream
+ * (json-depth.ts). Rows get cheap structural checks only: `validate` and `stats` stream
  * gigabytes through here, zod would dominate the cost, and the validator checks what matters.
  */
 import { createReadStream, existsSync } from 'node:fs';
@@ -21,7 +21,7 @@ import type { DialectName, Trajectory } from '../../schemas/index.js';
 import { inputError, TrajforgeError } from '../errors.js';
 import { statPath } from '../files.js';
 import { lineProblem, maxLineBytes, readLineBatches } from '../core/lines.js';
-import { deeperThan, MAX_JSON_DEPTH } from '../core/json-depth.js';
+import { MAX_RECORD_DEPTH, nestsDeeperThan } from '../json-depth.js';
 import { printable } from '../printable.js';
 import { FAILURES, TRAJECTORIES } from '../core/run-dir/names.js';
 import { bad, BadRow, describe, detectRowFormat, fits, ROW_FORMATS, SHAPE, type Obj, type RowFormat } from './row-shapes.js';
@@ -42,7 +42,7 @@ export interface ReadOptions {
   readonly until?: ReadonlyMap<string, number> | undefined;
   /** The longest line read, in bytes (core/lines.ts); default `maxLineBytes()`. A longer line is a bad row. */
   readonly maxLineBytes?: number | undefined;
-  /** Levels of nesting a row may have (core/json-depth.ts); default `MAX_JSON_DEPTH`. A deeper row is a bad row. */
+  /** Levels of nesting a row may have (json-depth.ts); default `MAX_RECORD_DEPTH`. A deeper row is a bad row. */
   readonly maxDepth?: number | undefined;
 }
 
@@ -111,7 +111,7 @@ export function readDataset(input: string, opts: ReadOptions = {}): { rows: Asyn
   const files = inputFiles(input);
   const ctx: ReadContext = { ids: new Map(), renamed: 0 };
   const maxLine = opts.maxLineBytes ?? maxLineBytes();
-  const maxDepth = opts.maxDepth ?? MAX_JSON_DEPTH;
+  const maxDepth = opts.maxDepth ?? MAX_RECORD_DEPTH;
   async function* rows(): AsyncGenerator<DatasetRow> {
     for (const file of files) {
       const label = file === '-' ? '<stdin>' : file;
@@ -138,7 +138,7 @@ export function readDataset(input: string, opts: ReadOptions = {}): { rows: Asyn
           } catch (err) {
             bad(undefined, `not valid JSON (${(err as Error).message})`);
           }
-          if (deeperThan(value, maxDepth)) bad(undefined, `nested deeper than ${maxDepth} levels: not a record any command can walk`);
+          if (nestsDeeperThan(value, maxDepth)) bad(undefined, `nested deeper than ${maxDepth} levels: not a record any command can walk`);
           if (format === undefined) {
             format =
               detectRowFormat(value) ??

@@ -5,6 +5,7 @@
  * exactly one thing the model can have meant, and every repair is recorded.
  */
 import { jsonrepair } from 'jsonrepair';
+import { MAX_JSON_DEPTH, textNestsDeeperThan } from '../json-depth.js';
 import type { BoundCall, ParsedCall, ToolSpec } from './types.js';
 
 export type ParsedArguments = { readonly value: Record<string, unknown>; readonly repaired: boolean } | { readonly error: string };
@@ -28,10 +29,14 @@ export function closingBrace(text: string, start: number): number {
   return -1;
 }
 
-/** A JSON object, parsed strictly, else after lenient repair. Empty text is `{}`. */
+/**
+ * A JSON object, parsed strictly, else after lenient repair. Empty text is `{}`. Arguments
+ * nested past MAX_JSON_DEPTH are refused before either: every step after would overflow the stack.
+ */
 export function parseJsonArguments(text: string): ParsedArguments {
   const src = text.trim();
   if (src === '') return { value: {}, repaired: false };
+  if (textNestsDeeperThan(src)) return { error: `arguments nest objects and arrays more than ${MAX_JSON_DEPTH} levels deep` };
   let value: unknown;
   let repaired = false;
   try {

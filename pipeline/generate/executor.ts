@@ -62,10 +62,11 @@ export interface ExecutorOptions {
   /** For the default cache directory; default process.env. */
   readonly env?: NodeJS.ProcessEnv | undefined;
   /**
-   * Added to the environment of every stdio server (after its own `env`): how a queue worker
-   * shares the tools' rate limits (`SharedLimits.toolEnv`). Default none.
+   * Added to the environment of the stdio servers named (after their own `env`): how a queue
+   * worker hands the servers that share their rate limits the Redis to share them through
+   * (`SharedLimits.serverEnv`), and no other server. Default none.
    */
-  readonly serverEnv?: Readonly<Record<string, string>> | undefined;
+  readonly serverEnv?: Readonly<Record<string, Readonly<Record<string, string>>>> | undefined;
   /** Where cache problems are reported, once each kind; default stderr. */
   readonly warn?: ((message: string) => void) | undefined;
   /**
@@ -110,7 +111,7 @@ export class Executor implements Toolbox {
    */
   static async start(opts: ExecutorOptions): Promise<Executor> {
     const enabled = Object.entries(opts.servers).filter(([, cfg]) => cfg.disabled !== true);
-    const servers = new Map(enabled.map(([name, cfg]) => [name, new ServerConnection(name, cfg, opts.executor, opts.serverEnv)]));
+    const servers = new Map(enabled.map(([name, cfg]) => [name, new ServerConnection(name, cfg, opts.executor, opts.serverEnv?.[name])]));
     const ex = new Executor(opts, servers);
     try {
       await Promise.all(

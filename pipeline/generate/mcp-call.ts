@@ -9,6 +9,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { ServerDown, type ServerConnection } from './mcp-server.js';
 import { RESULT_TOO_LARGE_CODE } from './stdio-lines.js';
+import { MAX_JSON_DEPTH, nestsDeeperThan } from '../json-depth.js';
 
 /** What a call came to: the server's result, or why there is none. */
 export type Outcome = { raw: unknown } | { failure: string };
@@ -53,6 +54,8 @@ export async function callTool(server: ServerConnection, tool: string, args: Rec
       client = await server.client();
       const res = await client.callTool({ name: tool, arguments: args }, undefined, { timeout: server.callTimeoutMs });
       server.healthy();
+      // Nested past what any walk of it (the scrubber, the cache, the record) could take: this call fails, not the run.
+      if (nestsDeeperThan(res)) return { failure: `${server.name}/${tool}: the result nests objects and arrays more than ${MAX_JSON_DEPTH} levels deep; not read` };
       return { raw: res };
     } catch (err) {
       const message = (err as Error).message ?? String(err);

@@ -1,7 +1,13 @@
 /**
  * Progress of a run: on a terminal, one line redrawn in place; elsewhere (CI, a log file,
- * a Slurm job), a plain line every few seconds.
+ * a Slurm job), a plain line every few seconds. While the model client waits (a Retry-After, a
+ * back-off; core/llm/waits.ts) the line says for how long and why.
  */
+import { longestWait } from '../core/llm/waits.js';
+
+/** A wait shorter than this is not worth a word: retries after a blip come and go within it. */
+const WAIT_SHOWN_FROM_MS = 1000;
+
 export interface ProgressSink {
   readonly isTTY: boolean;
   write(text: string): void;
@@ -78,10 +84,12 @@ export class Progress {
     const counts = `${this.#accepted} accepted · ${this.#failed} failed · ${rate.toFixed(2)}/s`;
     const c = this.#cache?.();
     const cache = c ? ` · cache ${compact(c.hits)}/${compact(c.misses)}` : '';
-    if (this.#total === null) return `${done} done · ${counts} · ${compact(this.#tokens)} tokens${cache}`;
+    const wait = longestWait();
+    const waiting = wait !== undefined && wait.ms >= WAIT_SHOWN_FROM_MS ? ` · waiting ${duration(wait.ms)}: ${wait.why}` : '';
+    if (this.#total === null) return `${done} done · ${counts} · ${compact(this.#tokens)} tokens${cache}${waiting}`;
     const eta = rate > 0 ? ((this.#total - done) / rate) * 1000 : Number.NaN;
     const pct = this.#total ? Math.floor((done / this.#total) * 100) : 100;
-    return `${done}/${this.#total} (${pct}%) · ${counts} · ETA ${duration(eta)} · ${compact(this.#tokens)} tokens${cache}`;
+    return `${done}/${this.#total} (${pct}%) · ${counts} · ETA ${duration(eta)} · ${compact(this.#tokens)} tokens${cache}${waiting}`;
   }
 
   #bar(width = 24): string {

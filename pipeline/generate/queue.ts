@@ -1,58 +1,72 @@
 /**
  * Queue mode's Redis side: a run's samples on a Redis Stream that workers on many machines
- * read through one consumer group. Every step that must not come apart is one Lua script, run
- * atomically by Redis: enqueue (a sample is added once, however often `enqueue` runs), claim
- * (idle entries first, by Redis's own idle time, then new ones, with how often each was
- * delivered), renew (a worker extends only the leases it still holds) and accept (the first
- * record of a sample wins, and its delivery is acknowledged in the same step).
+ * read through one consumer group. Every step that must not come apart is one Lua script
+ * (queue-scripts.ts), run atomically by Redis: putting samples on the stream (a sample is
+ * added once, however often `enqueue` runs), claim (idle entries first, by Redis's own idle
+ * time, then new ones, with how often each was delivered), renew (a worker extends only the
+ * leases it still holds), accept (the first record of a planned sample wins, and its delivery
+ * is acknowledged in the same step) and setting a bad entry aside.
  *
  * Keys, all under `trajforge:{RUN}:` (one hash slot, so a cluster can run the scripts):
- *   meta      the run's fingerprint fields, its queue options, when it was enqueued
- *   planned   the set of sample ids enqueued
+ *   meta      the run's fingerprint fields, its queue options, when it was enqueued, and
+ *             `enqueue`: `running` until an enqueue has put every planned sample on the stream
+ *   planned   the set of sample ids the run is to have: written whole before any goes on the
+ *             stream, so an enqueue stopped part-way leaves a run that knows it is short
+ *   queued    the planned ids put on the stream so far
  *   stream    one entry per sample (`id`, `sample` JSON); consumer group `workers`
  *   accepted  sample id → the accepted record's mark: worker, sha256 of its line, attempt, status
- *   stats     accepted counts, in all and per worker (`ok`, `failed`, `WORKER|ok` …)
+ *   stats     accepted counts, in all and per worker (`ok`, `failed`, `WORKER|ok` …), and
+ *             `set_aside`: entries moved to the dead-letter stream
  *   workers   worker → its host, pid, directory and when Redis last heard from it (Redis's clock)
+ *   dead      the dead-letter stream: entries no worker could roll out, with why
+ *   dead_ids  planned samples whose entry was set aside (another enqueue puts them back)
  *
  * Connection errors and timeouts are retried with back-off for `queue.unreachable_for_ms`;
- * a reply Redis sends as an error (a bug in a script) is not.
+ * a reply Redis sends as an error (a bug in a script) is not. A run whose keys are gone (Redis
+ * restarted without its data) is one line saying so and how to enqueue it again.
  */
-import { createHash } from 'node:crypto';
-import { lineSha, type AcceptedMark } from '../core/run-dir/accepted.js';
-import { createClient, ErrorReply, type RedisClientType } from 'redis';
-import { QueueConfig, type Sample } from '../../schemas/index.js';
+import { ErrorReply } from 'redis';
+import type { AcceptedMark } from '../core/run-dir/accepted.js';
+import { QueueConfig, Sample } from '../../schemas/index.js';
 import { TrajforgeError } from '../errors.js';
+import { parseRedisUrl, queueAddress, QUEUE_ENV, RedisConnection, type RedisAddress } from '../core/redis.js';
+import { ACCEPT, CLAIM, QUEUE_SAMPLES, RELEASE, RENEW, SET_ASIDE } from './queue-scripts.js';
+import { createHash } from 'node:crypto';
 
 const GROUP = 'workers';
 
 /** A run's name in Redis: it becomes part of every key. */
 const RUN_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
 
-export interface QueueAddress {
-  readonly url: string;
-  /** The URL with its password hidden, for messages and logs. */
-  readonly shown: string;
+export type QueueAddress = RedisAddress;
+
+/**
+ * `--queue redis://[user:password@]HOST:PORT[/DB]` (or `rediss://`), checked before any
+ * connection; a malformed one is a usage error. The password may come from
+ * TRAJFORGE_QUEUE_PASSWORD instead (core/redis.ts).
+ */
+export function parseQueueUrl(raw: string, env: NodeJS.ProcessEnv = process.env): QueueAddress {
+  return parseRedisUrl(raw, '--queue', env);
 }
 
-/** `--queue redis://[user:password@]HOST:PORT[/DB]` (or `rediss://`), checked before any connection; a malformed one is a usage error. */
-export function parseQueueUrl(raw: string): QueueAddress {
-  let u: URL;
-  try {
-    u = new URL(raw);
-  } catch {
-    throw new TrajforgeError('BAD_USAGE', `--queue: not a URL (expected redis://HOST:PORT/DB)`);
-  }
-  const shownUrl = (): string => {
-    const c = new URL(u.href);
-    if (c.password) c.password = '***';
-    return c.href;
-  };
-  if (u.protocol !== 'redis:' && u.protocol !== 'rediss:') throw new TrajforgeError('BAD_USAGE', `--queue: ${shownUrl()}: expected a redis:// or rediss:// URL`);
-  if (!u.hostname) throw new TrajforgeError('BAD_USAGE', `--queue: ${shownUrl()}: no host (expected redis://HOST:PORT/DB)`);
-  const db = u.pathname.replace(/^\//, '');
-  if (db !== '' && !/^\d{1,5}$/.test(db)) throw new TrajforgeError('BAD_USAGE', `--queue: ${shownUrl()}: the database must be a number (redis://HOST:PORT/0)`);
-  if (u.search || u.hash) throw new TrajforgeError('BAD_USAGE', `--queue: ${shownUrl()}: no query or fragment expected`);
-  return { url: u.href, shown: shownUrl() };
+/** How the three queue commands describe where Redis is (their --help). */
+export const QUEUE_OPTION_HELP = `  --queue URL        redis://[user:password@]HOST:PORT[/DB] or rediss://…; default $TRAJFORGE_QUEUE_URL.
+                     A password on the command line is seen by every local user (ps): give it in
+                     $TRAJFORGE_QUEUE_PASSWORD, or the whole URL in $TRAJFORGE_QUEUE_URL.`;
+
+/**
+ * The queue a command uses: `--queue`, else TRAJFORGE_QUEUE_URL (neither is a usage error that
+ * says both), with the password from TRAJFORGE_QUEUE_PASSWORD when the URL has none; and a
+ * warning when the password is on the command line.
+ */
+export function queueFor(command: string, flag: string | undefined, env: NodeJS.ProcessEnv = process.env): { address: QueueAddress; warnings: string[] } {
+  const address = queueAddress(flag, env);
+  if (address === undefined) throw new TrajforgeError('BAD_USAGE', `${command}: --queue URL (or ${QUEUE_ENV.url} in the environment) is required`);
+  const warnings =
+    flag !== undefined && address.passwordFrom === 'url'
+      ? [`the password in --queue is visible to every user of this machine (ps): give it in ${QUEUE_ENV.password}, or the whole URL in ${QUEUE_ENV.url}`]
+      : [];
+  return { address, warnings };
 }
 
 export function checkRunName(run: string | undefined, command: string): string {
@@ -68,6 +82,12 @@ export interface Claimed {
   readonly deliveries: number;
 }
 
+/** An entry a claim moved to the dead-letter stream instead of handing it out, and why. */
+export interface SetAside {
+  readonly entry: string;
+  readonly why: string;
+}
+
 export interface QueueStatus {
   readonly planned: number;
   readonly accepted: number;
@@ -75,8 +95,16 @@ export interface QueueStatus {
   readonly failed: number;
   /** Claimed by a worker and not accepted: being rolled out, or held by a worker that died (until its lease runs out). */
   readonly inFlight: number;
-  /** Not claimed yet. */
+  /** On the stream, not claimed yet. */
   readonly waiting: number;
+  /** Planned and not on the stream: an enqueue is still adding them, or was stopped before it did. */
+  readonly notQueued: number;
+  /** False while an enqueue is adding samples, or after one was stopped part-way (run it again to finish). */
+  readonly enqueueComplete: boolean;
+  /** Entries moved to the dead-letter stream (no sample id, a sample never planned, one that cannot be read). */
+  readonly setAside: number;
+  /** Of the planned samples, those whose entry was set aside: no worker will roll them out unless they are enqueued again. */
+  readonly setAsidePlanned: number;
   readonly workers: readonly { name: string; inFlight: number; ok: number; failed: number; host?: string; pid?: number; dir?: string; seenAgoMs?: number }[];
   readonly meta: RunMeta | undefined;
 }
@@ -87,108 +115,9 @@ export interface RunMeta {
   readonly fingerprint: string;
   readonly queue: QueueConfig;
   readonly enqueuedAt: string;
+  /** False from the start of an enqueue until it has put every planned sample on the stream. */
+  readonly enqueueComplete: boolean;
 }
-
-// --- Scripts ---------------------------------------------------------------------------
-
-/** KEYS planned, stream; ARGV id1, json1, id2, json2 …: adds the samples not planned yet. */
-const ENQUEUE = `
-local added = 0
-for i = 1, #ARGV, 2 do
-  if redis.call('SADD', KEYS[1], ARGV[i]) == 1 then
-    redis.call('XADD', KEYS[2], '*', 'id', ARGV[i], 'sample', ARGV[i + 1])
-    added = added + 1
-  end
-end
-return added`;
-
-/**
- * KEYS stream, accepted; ARGV group, consumer, min idle ms, count, XAUTOCLAIM cursor. Entries
- * idle past the visibility timeout first (XAUTOCLAIM: Redis's clock, not the worker's), then
- * new ones. Returns the next cursor, then a flat list: entry id, sample id, sample JSON,
- * deliveries. An entry whose sample is already accepted is acknowledged and left out.
- */
-const CLAIM = `
-local out = {}
-local function take(id, fields)
-  if not fields then return end
-  local sid, json
-  for i = 1, #fields, 2 do
-    if fields[i] == 'id' then sid = fields[i + 1] elseif fields[i] == 'sample' then json = fields[i + 1] end
-  end
-  if redis.call('HEXISTS', KEYS[2], sid) == 1 then
-    redis.call('XACK', KEYS[1], ARGV[1], id)
-    return
-  end
-  local p = redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1)
-  local n = 1
-  if p[1] then n = p[1][4] end
-  table.insert(out, id); table.insert(out, sid); table.insert(out, json); table.insert(out, n)
-end
-local want = tonumber(ARGV[4])
-local r = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[5], 'COUNT', want)
-for _, e in ipairs(r[2]) do take(e[1], e[2]) end
-if #out < want * 4 then
-  local fresh = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', want - #out / 4, 'STREAMS', KEYS[1], '>')
-  if fresh then
-    for _, e in ipairs(fresh[1][2]) do take(e[1], e[2]) end
-  end
-end
-table.insert(out, 1, r[1])
-return out`;
-
-/**
- * KEYS stream, workers; ARGV group, consumer, worker info JSON, entry ids …: renews the leases
- * this consumer still holds (XCLAIM JUSTID resets the idle time without counting a delivery)
- * and notes when Redis last heard from it. Returns the ids it no longer holds.
- */
-const RENEW = `
-local lost = {}
-for i = 4, #ARGV do
-  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
-  if p[1] and p[1][2] == ARGV[2] then
-    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'JUSTID')
-  else
-    table.insert(lost, ARGV[i])
-  end
-end
-local t = redis.call('TIME')
-local info = cjson.decode(ARGV[3])
-info['seen'] = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('HSET', KEYS[2], ARGV[2], cjson.encode(info))
-return lost`;
-
-/**
- * KEYS accepted, stream, stats; ARGV group, entry id, sample id, worker, mark JSON, status.
- * The first mark of a sample wins; the delivery is acknowledged either way, and the entry
- * deleted (the planned set keeps the id; the stream need not keep the question). Returns nil when
- * this mark was taken, or the mark that was there before (the same one when a retry of this
- * very accept follows a reply lost on the way).
- */
-const ACCEPT = `
-local prev = redis.call('HGET', KEYS[1], ARGV[3])
-redis.call('XACK', KEYS[2], ARGV[1], ARGV[2])
-redis.call('XDEL', KEYS[2], ARGV[2])
-if prev then return prev end
-redis.call('HSET', KEYS[1], ARGV[3], ARGV[5])
-redis.call('HINCRBY', KEYS[3], ARGV[6], 1)
-redis.call('HINCRBY', KEYS[3], ARGV[4] .. '|' .. ARGV[6], 1)
-return false`;
-
-/**
- * KEYS stream; ARGV group, consumer, idle ms, entry ids …: hands back leases this consumer
- * holds (a worker stopping cleanly), marked idle so the next claim takes them at once.
- */
-const RELEASE = `
-for i = 4, #ARGV do
-  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
-  if p[1] and p[1][2] == ARGV[2] then
-    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'IDLE', ARGV[3], 'JUSTID')
-  end
-end
-return 1`;
-
-const sha1 = (s: string): string => createHash('sha1').update(s).digest('hex');
 
 /** Errors that say Redis is away for now (a connection, a timeout, a restart loading its file), worth a retry. */
 function transient(err: unknown): boolean {
@@ -197,67 +126,76 @@ function transient(err: unknown): boolean {
   return true;
 }
 
+/** An error reply that says the run's keys are gone: its consumer group, or its planned samples. */
+const GONE = /NOGROUP|NOTPLANNED/;
+
+const sha1 = (s: string): string => createHash('sha1').update(s).digest('hex');
+
 export interface QueueOpenOptions {
-  readonly address: QueueAddress;
+  /** Where Redis is; or `connection`, one already open (the worker's, shared with its limits). */
+  readonly address?: QueueAddress | undefined;
+  readonly connection?: RedisConnection | undefined;
   readonly run: string;
   /** Timeouts and retry limits; the run's stored ones replace these once read (`useRunOptions`). */
   readonly options?: QueueConfig | undefined;
 }
 
+type Key = 'meta' | 'planned' | 'queued' | 'stream' | 'accepted' | 'stats' | 'workers' | 'dead' | 'deadIds';
+
 export class Queue {
   readonly run: string;
   readonly address: QueueAddress;
-  #client: RedisClientType;
+  readonly #connection: RedisConnection;
+  /** Opened here (closed here), rather than lent by the caller. */
+  readonly #owned: boolean;
   #options: QueueConfig;
-  readonly #keys: Record<'meta' | 'planned' | 'stream' | 'accepted' | 'stats' | 'workers', string>;
-  #lastError = '';
+  readonly #keys: Record<Key, string>;
   #closed = false;
 
-  private constructor(client: RedisClientType, opts: QueueOpenOptions, options: QueueConfig) {
-    this.#client = client;
-    this.run = opts.run;
-    this.address = opts.address;
+  private constructor(connection: RedisConnection, owned: boolean, run: string, options: QueueConfig) {
+    this.#connection = connection;
+    this.#owned = owned;
+    this.run = run;
+    this.address = connection.address;
     this.#options = options;
-    const k = (s: string): string => `trajforge:{${opts.run}}:${s}`;
-    this.#keys = { meta: k('meta'), planned: k('planned'), stream: k('stream'), accepted: k('accepted'), stats: k('stats'), workers: k('workers') };
+    const k = (s: string): string => `trajforge:{${run}}:${s}`;
+    this.#keys = {
+      meta: k('meta'),
+      planned: k('planned'),
+      queued: k('queued'),
+      stream: k('stream'),
+      accepted: k('accepted'),
+      stats: k('stats'),
+      workers: k('workers'),
+      dead: k('dead'),
+      deadIds: k('dead_ids'),
+    };
   }
 
-  /** Connects; Redis not answering within `queue.connect_timeout_ms` is a one-line error (exit 1). */
+  /** Connects (or takes `connection`); Redis not answering within `queue.connect_timeout_ms` is a one-line error (exit 1). */
   static async open(opts: QueueOpenOptions): Promise<Queue> {
     const options = opts.options ?? QueueConfig.parse({});
-    let lastError = '';
-    const client = createClient({
-      url: opts.address.url,
-      socket: {
-        connectTimeout: options.connect_timeout_ms,
-        // After the first connection, reconnect for as long as it takes: the commands' own retries decide when to give up.
-        reconnectStrategy: (retries: number) => Math.min(50 * 2 ** retries, 1_000),
-      },
-      commandOptions: { timeout: options.command_timeout_ms },
-    }) as unknown as RedisClientType;
-    // Without a listener an error event would end the process; what it says is kept for the message.
-    client.on('error', (err: Error) => void (lastError = err.message));
-    let timer: NodeJS.Timeout | undefined;
+    if (opts.connection !== undefined) return new Queue(opts.connection, false, opts.run, options);
+    return new Queue(await Queue.connect(opts.address!, options), true, opts.run, options);
+  }
+
+  /** The connection a queue (and a worker's shared limits) runs on. */
+  static async connect(address: QueueAddress, options: QueueConfig): Promise<RedisConnection> {
     try {
-      await Promise.race([
-        client.connect(),
-        new Promise((_, reject) => {
-          timer = setTimeout(() => reject(new Error(lastError || `no answer within ${options.connect_timeout_ms} ms`)), options.connect_timeout_ms);
-        }),
-      ]);
+      // After the first connection it reconnects for as long as it takes: the commands' own retries decide when to give up.
+      return await RedisConnection.open(address, { connectTimeoutMs: options.connect_timeout_ms, commandTimeoutMs: options.command_timeout_ms });
     } catch (err) {
-      client.destroy();
-      throw new TrajforgeError('QUEUE_UNREACHABLE', `the queue at ${opts.address.shown} is unreachable: ${hidePassword((err as Error).message || lastError, opts.address)} (queue.connect_timeout_ms ${options.connect_timeout_ms})`);
-    } finally {
-      clearTimeout(timer);
+      throw new TrajforgeError('QUEUE_UNREACHABLE', `the queue at ${address.shown} is unreachable: ${(err as Error).message} (queue.connect_timeout_ms ${options.connect_timeout_ms})`);
     }
-    const q = new Queue(client, opts, options);
-    client.on('error', (err: Error) => void (q.#lastError = err.message));
-    return q;
   }
 
   get options(): QueueConfig {
     return this.#options;
+  }
+
+  /** The dead-letter stream's key, for messages. */
+  get deadLetterKey(): string {
+    return this.#keys.dead;
   }
 
   /** A worker uses the run's queue options (those `enqueue` stored), so every worker agrees on the lease. */
@@ -267,11 +205,11 @@ export class Queue {
 
   async close(): Promise<void> {
     this.#closed = true;
-    try {
-      await this.#client.close();
-    } catch {
-      this.#client.destroy();
-    }
+    if (this.#owned) await this.#connection.close();
+  }
+
+  get #client(): RedisConnection['client'] {
+    return this.#connection.client;
   }
 
   /** One command, retried while Redis is away, for `queue.unreachable_for_ms` at most. */
@@ -281,16 +219,31 @@ export class Queue {
       try {
         return await fn();
       } catch (err) {
+        if (err instanceof ErrorReply && GONE.test(err.message)) throw await this.#gone(what);
         if (!transient(err) || this.#closed) throw err;
         if (Date.now() >= deadline) {
           throw new TrajforgeError(
             'QUEUE_UNREACHABLE',
-            `the queue at ${this.address.shown} did not answer for ${forMs} ms (queue.unreachable_for_ms) while ${what}: ${hidePassword((err as Error).message || this.#lastError, this.address)}`,
+            `the queue at ${this.address.shown} did not answer for ${forMs} ms (queue.unreachable_for_ms) while ${what}: ${this.#connection.hide((err as Error).message || this.#connection.lastError)}`,
           );
         }
         await new Promise((r) => setTimeout(r, Math.min(50 * 2 ** i, 1_000)));
       }
     }
+  }
+
+  /**
+   * The error for a run whose keys are gone from Redis: one line saying so and what to do. A
+   * run whose record is still there but whose consumer group is not is said apart.
+   */
+  async #gone(what: string): Promise<TrajforgeError> {
+    const recorded = await this.#client.exists(this.#keys.meta).catch(() => 0);
+    const state = Number(recorded) > 0 ? `its consumer group or planned samples are gone` : `nothing of it is left`;
+    return new TrajforgeError(
+      'QUEUE_LOST',
+      `the queue's state for run ${this.run} is gone from Redis at ${this.address.shown} (${state}, found while ${what}; was Redis restarted without its data? Run it with appendonly yes). ` +
+        `Enqueue the run again (trajforge enqueue with the same config, questions and --run ${this.run}) and start the workers: every sample is rolled out again, and merge --queue keeps only what Redis accepts from now on; or start over with another --run`,
+    );
   }
 
   /** EVALSHA, and EVAL when Redis lost its script cache (a restart). */
@@ -299,12 +252,12 @@ export class Queue {
     return this.#retry(
       what,
       async () => {
-      try {
-        return await this.#client.sendCommand(['EVALSHA', sha, String(keys.length), ...keys, ...args]);
-      } catch (err) {
-        if (!/NOSCRIPT/.test((err as Error).message ?? '')) throw err;
-        return this.#client.sendCommand(['EVAL', script, String(keys.length), ...keys, ...args]);
-      }
+        try {
+          return await this.#client.sendCommand(['EVALSHA', sha, String(keys.length), ...keys, ...args]);
+        } catch (err) {
+          if (!/NOSCRIPT/.test((err as Error).message ?? '')) throw err;
+          return this.#client.sendCommand(['EVAL', script, String(keys.length), ...keys, ...args]);
+        }
       },
       forMs,
     );
@@ -313,20 +266,25 @@ export class Queue {
   async meta(): Promise<RunMeta | undefined> {
     const m = (await this.#retry('reading the run', () => this.#client.hGetAll(this.#keys.meta))) as Record<string, string>;
     if (!m.fields) return undefined;
-    return { fields: JSON.parse(m.fields), fingerprint: m.fingerprint!, queue: QueueConfig.parse(JSON.parse(m.queue ?? '{}')), enqueuedAt: m.enqueued_at ?? '' };
+    return {
+      fields: JSON.parse(m.fields),
+      fingerprint: m.fingerprint!,
+      queue: QueueConfig.parse(JSON.parse(m.queue ?? '{}')),
+      enqueuedAt: m.enqueued_at ?? '',
+      // A run enqueued before this field existed was enqueued whole.
+      enqueueComplete: m.enqueue !== 'running',
+    };
   }
 
   /**
    * Records the run (the first enqueue) or checks it against what is recorded; creates the
    * consumer group. Returns what was there before, if anything.
    */
-  async defineRun(meta: RunMeta): Promise<RunMeta | undefined> {
-    const set = (await this.#retry('recording the run', () =>
-      this.#client.hSetNX(this.#keys.meta, 'fields', JSON.stringify(meta.fields)),
-    )) as unknown;
+  async defineRun(meta: Omit<RunMeta, 'enqueueComplete'>): Promise<RunMeta | undefined> {
+    const set = (await this.#retry('recording the run', () => this.#client.hSetNX(this.#keys.meta, 'fields', JSON.stringify(meta.fields)))) as unknown;
     if (set === 1 || set === true) {
       await this.#retry('recording the run', () =>
-        this.#client.hSet(this.#keys.meta, { fingerprint: meta.fingerprint, queue: JSON.stringify(meta.queue), enqueued_at: meta.enqueuedAt }),
+        this.#client.hSet(this.#keys.meta, { fingerprint: meta.fingerprint, queue: JSON.stringify(meta.queue), enqueued_at: meta.enqueuedAt, enqueue: 'running' }),
       );
     }
     await this.#retry('creating the consumer group', async () => {
@@ -339,11 +297,23 @@ export class Queue {
     return set === 1 || set === true ? undefined : this.meta();
   }
 
-  /** Adds samples not planned yet (one script per batch); returns how many were new. */
+  /** Marks an enqueue under way (`running`: the run is short until it ends) or finished. */
+  async markEnqueue(state: 'running' | 'done'): Promise<void> {
+    await this.#retry('recording the enqueue', () => this.#client.hSet(this.#keys.meta, 'enqueue', state));
+  }
+
+  /** Adds sample ids to the run's plan (before any goes on the stream); returns how many were new. */
+  async plan(ids: readonly string[]): Promise<number> {
+    if (ids.length === 0) return 0;
+    return Number(await this.#retry('planning samples', () => this.#client.sAdd(this.#keys.planned, [...ids])));
+  }
+
+  /** Puts planned samples on the stream, those not on it (nor accepted) yet (one script per batch); returns how many it added. */
   async enqueue(samples: readonly Sample[]): Promise<number> {
     if (samples.length === 0) return 0;
     const args = samples.flatMap((s) => [s.sample_id, JSON.stringify(s)]);
-    return Number(await this.#script('enqueueing samples', ENQUEUE, [this.#keys.planned, this.#keys.stream], args));
+    const k = this.#keys;
+    return Number(await this.#script('enqueueing samples', QUEUE_SAMPLES, [k.planned, k.queued, k.stream, k.accepted, k.deadIds], args));
   }
 
   /**
@@ -353,15 +323,40 @@ export class Queue {
    */
   #cursor = '0-0';
 
-  /** Up to `count` samples for `worker`: expired leases first, then new entries. */
-  async claim(worker: string, count: number): Promise<Claimed[]> {
-    const flat = (await this.#script('claiming samples', CLAIM, [this.#keys.stream, this.#keys.accepted], [GROUP, worker, String(this.#options.visibility_timeout_ms), String(count), this.#cursor])) as unknown[];
-    this.#cursor = String(flat[0] ?? '0-0');
-    const out: Claimed[] = [];
-    for (let i = 1; i + 3 < flat.length; i += 4) {
-      out.push({ entry: String(flat[i]), sample: JSON.parse(String(flat[i + 2])) as Sample, deliveries: Number(flat[i + 3]) });
+  /** The keys CLAIM and SET_ASIDE take, in their order. */
+  get #claimKeys(): string[] {
+    const k = this.#keys;
+    return [k.stream, k.accepted, k.planned, k.dead, k.stats, k.queued, k.deadIds];
+  }
+
+  /**
+   * Up to `count` samples for `worker`: expired leases first, then new entries. Entries that are
+   * not a planned, readable sample are set aside (dead-letter stream) and returned apart, so
+   * the worker can say so once.
+   */
+  async claim(worker: string, count: number): Promise<{ claimed: Claimed[]; setAside: SetAside[] }> {
+    const reply = (await this.#script('claiming samples', CLAIM, this.#claimKeys, [GROUP, worker, String(this.#options.visibility_timeout_ms), String(count), this.#cursor])) as [unknown, unknown[], unknown[]];
+    const [cursor, flat, aside] = reply;
+    this.#cursor = String(cursor ?? '0-0');
+    const setAside: SetAside[] = [];
+    for (let i = 0; i + 1 < aside.length; i += 2) setAside.push({ entry: String(aside[i]), why: String(aside[i + 1]) });
+    const claimed: Claimed[] = [];
+    for (let i = 0; i + 3 < flat.length; i += 4) {
+      const entry = String(flat[i]);
+      const id = String(flat[i + 1]);
+      const sample = readSample(String(flat[i + 2]), id);
+      if ('why' in sample) {
+        if (await this.#setAside(worker, entry, sample.why, id)) setAside.push({ entry, why: sample.why });
+        continue;
+      }
+      claimed.push({ entry, sample: sample.sample, deliveries: Number(flat[i + 3]) });
     }
-    return out;
+    return { claimed, setAside };
+  }
+
+  /** Moves an entry `worker` holds to the dead-letter stream; false when it no longer holds it. */
+  async #setAside(worker: string, entry: string, why: string, sampleId: string): Promise<boolean> {
+    return Number(await this.#script('setting an entry aside', SET_ASIDE, this.#claimKeys, [GROUP, worker, entry, why, sampleId])) === 1;
   }
 
   /** Renews `entries` where `worker` still holds them; returns those it lost to another worker. */
@@ -383,28 +378,45 @@ export class Queue {
    */
   async accept(entry: string, sampleId: string, mark: AcceptedMark): Promise<AcceptedMark | undefined> {
     const json = JSON.stringify(mark);
-    const prev = await this.#script('accepting a sample', ACCEPT, [this.#keys.accepted, this.#keys.stream, this.#keys.stats], [GROUP, entry, sampleId, mark.w, json, mark.status]);
+    const k = this.#keys;
+    const prev = await this.#script('accepting a sample', ACCEPT, [k.accepted, k.stream, k.stats, k.planned, k.deadIds], [GROUP, entry, sampleId, mark.w, json, mark.status]);
     if (prev === null || prev === undefined || prev === json) return undefined;
     return JSON.parse(String(prev)) as AcceptedMark;
   }
 
-  /** Whether every planned sample has an accepted record. */
+  /**
+   * Whether every planned sample is accounted for: accepted, or set aside (no worker can roll
+   * it out) with nothing left in flight (the good entry of a sample whose bad copy was set
+   * aside may be). A run whose record is gone (a Redis restarted without its data) is a
+   * QUEUE_LOST error.
+   */
   async done(): Promise<boolean> {
-    const [planned, accepted] = await this.#retry('reading the counts', () =>
-      Promise.all([this.#client.sCard(this.#keys.planned), this.#client.hLen(this.#keys.accepted)]),
-    );
-    return Number(planned) > 0 && Number(accepted) >= Number(planned);
+    const k = this.#keys;
+    const [planned, accepted, aside] = (await this.#retry('reading the counts', () => Promise.all([this.#client.sCard(k.planned), this.#client.hLen(k.accepted), this.#client.sCard(k.deadIds)]))).map(Number) as [number, number, number];
+    if (planned === 0) {
+      // Nothing planned: an enqueue that has not planned its first batch yet, one that selected nothing, or a run that is gone.
+      const meta = await this.meta();
+      if (meta === undefined) throw await this.#gone('reading the counts');
+      return meta.enqueueComplete;
+    }
+    if (accepted >= planned) return true;
+    if (accepted + aside < planned) return false;
+    const pending = (await this.#retry('reading the counts', () => this.#client.sendCommand(['XPENDING', k.stream, GROUP]))) as unknown[];
+    return Number(pending[0] ?? 0) === 0;
   }
 
   async status(): Promise<QueueStatus> {
     const c = this.#client;
-    const [planned, accepted, stats, workers, pending, time, meta] = await this.#retry('reading the status', async () =>
+    const k = this.#keys;
+    const [planned, queued, accepted, deadIds, stats, workers, pending, time, meta] = await this.#retry('reading the status', async () =>
       Promise.all([
-        c.sCard(this.#keys.planned),
-        c.hLen(this.#keys.accepted),
-        c.hGetAll(this.#keys.stats) as Promise<Record<string, string>>,
-        c.hGetAll(this.#keys.workers) as Promise<Record<string, string>>,
-        c.sendCommand(['XPENDING', this.#keys.stream, GROUP]).catch((err: Error) => {
+        c.sCard(k.planned),
+        c.sCard(k.queued),
+        c.hLen(k.accepted),
+        c.sCard(k.deadIds),
+        c.hGetAll(k.stats) as Promise<Record<string, string>>,
+        c.hGetAll(k.workers) as Promise<Record<string, string>>,
+        c.sendCommand(['XPENDING', k.stream, GROUP]).catch((err: Error) => {
           if (/NOGROUP|no such key/i.test(err.message)) return [0, null, null, null];
           throw err;
         }) as Promise<unknown[]>,
@@ -415,15 +427,23 @@ export class Queue {
     const now = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
     const perPending = new Map<string, number>(((pending[3] as [string, string][] | null) ?? []).map(([name, n]) => [name, Number(n)]));
     const names = new Set<string>([...perPending.keys(), ...Object.keys(workers)]);
-    for (const k of Object.keys(stats)) if (k.includes('|')) names.add(k.slice(0, k.lastIndexOf('|')));
+    for (const key of Object.keys(stats)) if (key.includes('|')) names.add(key.slice(0, key.lastIndexOf('|')));
     const inFlight = Number(pending[0] ?? 0);
+    const complete = meta?.enqueueComplete ?? true;
+    // Every planned sample was put on the stream (or set aside) when the enqueue finished; a run
+    // enqueued before `queued` was kept has none, so count only while an enqueue is unfinished.
+    const notQueued = complete ? 0 : Math.max(0, Number(planned) - Number(queued) - Number(deadIds));
     return {
       planned: Number(planned),
       accepted: Number(accepted),
       ok: Number(stats.ok ?? 0),
       failed: Number(stats.failed ?? 0),
       inFlight,
-      waiting: Math.max(0, Number(planned) - Number(accepted) - inFlight),
+      waiting: Math.max(0, Number(planned) - notQueued - Number(deadIds) - Number(accepted) - inFlight),
+      notQueued,
+      enqueueComplete: complete,
+      setAside: Number(stats.set_aside ?? 0),
+      setAsidePlanned: Number(deadIds),
       meta,
       workers: [...names].sort().map((name) => {
         const info = workers[name] ? (JSON.parse(workers[name]) as { host?: string; pid?: number; dir?: string; seen?: number }) : {};
@@ -453,8 +473,23 @@ export class Queue {
   }
 }
 
-/** An error message with the URL's password taken out, whatever the client put in it. */
-function hidePassword(message: string, address: QueueAddress): string {
-  const pw = new URL(address.url).password;
-  return pw ? message.split(decodeURIComponent(pw)).join('***').split(pw).join('***') : message;
+/** Longest piece of a bad sample quoted in the reason it was set aside. */
+const QUOTED = 120;
+
+/** A stream entry's sample, read as strictly as any input: JSON, the Sample schema, and the id the entry names. */
+function readSample(json: string, fullId: string): { sample: Sample } | { why: string } {
+  const id = fullId.slice(0, QUOTED);
+  let raw: unknown;
+  try {
+    raw = JSON.parse(json);
+  } catch {
+    return { why: `sample ${id}: not JSON (${JSON.stringify(json.slice(0, QUOTED))})` };
+  }
+  const parsed = Sample.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    return { why: `sample ${id}: ${issue ? `${issue.path.join('.') || '(root)'}: ${issue.message}` : 'not a sample'}` };
+  }
+  if (parsed.data.sample_id !== fullId) return { why: `sample ${id}: its sample_id is ${JSON.stringify(parsed.data.sample_id.slice(0, QUOTED))}` };
+  return { sample: parsed.data };
 }

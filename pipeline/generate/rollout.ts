@@ -715,7 +715,7 @@ class Session {
     traj.validation = validateTrajectory(traj, {
       dialect,
       limits: config.tools.limits,
-      // With a judge in the loop, the judge decides (generate/judging.ts), after the rollout.
+      // With a judge in the loop, the judge decides (core/judge/trajectory.ts), after the rollout.
       goldMatch: config.validation.judge ? 'off' : config.validation.gold_match,
       f1Threshold: config.validation.f1_threshold,
       severities: config.validation.severities,

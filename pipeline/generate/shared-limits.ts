@@ -12,15 +12,22 @@
  * Retry-After becomes a key with that expiry that every worker waits out before its next request.
  */
 import { randomUUID } from 'node:crypto';
+import { join, resolve } from 'node:path';
 import type { z } from 'zod';
-import { SharedLimitsConfig } from '../../schemas/index.js';
+import { SharedLimitsConfig, type McpServerConfig } from '../../schemas/index.js';
 import { TrajforgeError } from '../errors.js';
-import { LimitsRedis, LimitsRedisError, redisWhere, toolLimitsEnv } from '../core/limits-redis.js';
-import { AdaptiveGate, LlmError, type RequestGate } from '../core/llm/llm.js';
+import { PACKAGE_ROOT } from '../paths.js';
+import { LimitsRedis, LimitsRedisError, toolLimitsEnv } from '../core/limits-redis.js';
+import { abortableSleep, LlmError } from '../core/llm/error.js';
+import { AdaptiveGate, type RequestGate } from '../core/llm/gate.js';
+import { startWait } from '../core/llm/waits.js';
+import { maskPassword, type RedisConnection } from '../core/redis.js';
 
 export interface OpenSharedLimitsOptions {
-  /** `redis://HOST:PORT/DB` (or `rediss://`). */
-  readonly url: string;
+  /** `redis://HOST:PORT/DB` (or `rediss://`), for a connection of their own; or the worker's connection (`connection`). */
+  readonly url?: string | undefined;
+  /** A connection to share (the worker's queue connection): one connection per worker, left open on close(). */
+  readonly connection?: RedisConnection | undefined;
   /** The run's name: the endpoint's keys are the run's own. */
   readonly run: string;
   /** The run config's `shared_limits` section (defaults from the schema). */
@@ -36,8 +43,13 @@ export interface SharedLimits {
    * `localMax`) across every worker of the run.
    */
   requestGate(localMax: number): RequestGate;
-  /** Added to the environment of every tool server the run starts, so their rate limits are shared too. */
+  /**
+   * What a tool server that shares its rate limits gets in its environment (the Redis URL, the
+   * password with it): only for the servers `limitsServers` names, never for the others.
+   */
   readonly toolEnv: Readonly<Record<string, string>>;
+  /** `toolEnv` for each stdio server of `servers` that shares its limits (`shared_limits.tool_servers`). */
+  serverEnv(servers: Readonly<Record<string, McpServerConfig>>): Record<string, Readonly<Record<string, string>>>;
   /** Hands back the slots this process holds and closes the connection. */
   close(): Promise<void>;
 }
@@ -99,21 +111,6 @@ redis.call('PEXPIRE', KEYS[1], ${STATE_TTL_MS})
 return limit
 `;
 
-function abortable(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(new LlmError('aborted', 'aborted'));
-    const onAbort = (): void => {
-      clearTimeout(t);
-      reject(new LlmError('aborted', 'aborted'));
-    };
-    const t = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
-}
-
 class RedisSharedLimits implements SharedLimits {
   readonly toolEnv: Readonly<Record<string, string>>;
   readonly #redis: LimitsRedis;
@@ -144,6 +141,10 @@ class RedisSharedLimits implements SharedLimits {
     return new SharedGate(this, localMax, this.#cfg.endpoint_concurrency ?? localMax);
   }
 
+  serverEnv(servers: Readonly<Record<string, McpServerConfig>>): Record<string, Readonly<Record<string, string>>> {
+    return Object.fromEntries(limitsServers(servers, this.#cfg.tool_servers).map((name) => [name, this.toolEnv]));
+  }
+
   /** A slot token, once the shared limit and any back-off allow one. */
   take(max: number, signal: AbortSignal | undefined, seen: (limit: number) => void): Promise<string> {
     const turn = this.#tail.then(() => this.#take(max, signal, seen));
@@ -172,7 +173,7 @@ class RedisSharedLimits implements SharedLimits {
         if (performance.now() - silentSince >= waitLimit) {
           throw new LlmError('exhausted', `shared limits: Redis at ${this.#redis.where} could not be asked for ${waitLimit} ms (shared_limits.redis_wait_ms); the request was not sent: ${err.message}`);
         }
-        await abortable(poll, signal);
+        await abortableSleep(poll, signal);
         continue;
       }
       const [ok, wait, limit] = Array.isArray(reply) ? reply.map(Number) : [];
@@ -185,8 +186,11 @@ class RedisSharedLimits implements SharedLimits {
         this.#held.add(token);
         return token;
       }
-      // A back-off is waited out whole; a full limit is asked again soon.
-      await abortable(wait !== undefined && wait > 0 ? wait : poll, signal);
+      // A back-off is waited out whole (and said on the progress line); a full limit is asked again soon.
+      if (wait !== undefined && wait > 0) {
+        const over = startWait(wait, 'rate-limited: a Retry-After one of the run\'s workers was sent, shared through Redis');
+        await abortableSleep(wait, signal).finally(over);
+      } else await abortableSleep(poll, signal);
     }
   }
 
@@ -293,6 +297,30 @@ class SharedGate implements RequestGate {
   }
 }
 
+/** Where the bundled PubMed server is, as a config names it (`${TRAJFORGE_ROOT}/dist/tools/pubmed/server.js`). */
+const BUNDLED_PUBMED = join(PACKAGE_ROOT, 'dist/tools/pubmed/server.js');
+
+/**
+ * The stdio servers that share their rate limits through Redis, and so get its URL and
+ * password: those `shared_limits.tool_servers` names, or by default those that run the bundled
+ * PubMed server (the one tool trajforge ships that keeps a rate limit). Every other server is
+ * started without them: a server that does not use the Redis has no business holding its password.
+ * A name that is not a stdio server of the config is a config error.
+ */
+export function limitsServers(servers: Readonly<Record<string, McpServerConfig>>, named: readonly string[] | undefined): string[] {
+  if (named === undefined) {
+    return Object.entries(servers).flatMap(([name, cfg]) => ('command' in cfg && cfg.args.some((a) => resolve(cfg.cwd ?? '.', a) === BUNDLED_PUBMED) ? [name] : []));
+  }
+  for (const [i, name] of named.entries()) {
+    const cfg = servers[name];
+    if (cfg === undefined || !('command' in cfg)) {
+      const field = `shared_limits.tool_servers[${i}]`;
+      throw new TrajforgeError('BAD_CONFIG', `${field}: "${name}" is not a stdio server of mcpServers (servers reached by URL get no environment)`, { field });
+    }
+  }
+  return [...named];
+}
+
 /**
  * Connects to Redis and checks it answers. A URL that is not redis:// or rediss://, or a Redis
  * that does not answer within `shared_limits.redis_wait_ms`, is a TrajforgeError.
@@ -305,10 +333,11 @@ export async function openSharedLimits(opts: OpenSharedLimitsOptions): Promise<S
     throw new TrajforgeError('BAD_CONFIG', `${field}: ${issue.message}`, { field });
   }
   const cfg = parsed.data;
-  if (!/^rediss?:\/\/[^/]/.test(opts.url)) throw new TrajforgeError('BAD_USAGE', `the queue URL must be redis://HOST:PORT/DB or rediss://…, got ${JSON.stringify(redisWhere(opts.url))}`);
+  const url = opts.connection?.address.url ?? opts.url ?? '';
+  if (!/^rediss?:\/\/[^/]/.test(url)) throw new TrajforgeError('BAD_USAGE', `the queue URL must be redis://HOST:PORT/DB or rediss://…, got ${JSON.stringify(maskPassword(url))}`);
   if (opts.run.trim() === '') throw new TrajforgeError('BAD_USAGE', 'shared limits need the run name (--run)');
   const warn = opts.warn ?? ((m: string) => void process.stderr.write(`warning: ${m}\n`));
-  const redis = new LimitsRedis({ url: opts.url, callTimeoutMs: cfg.redis_timeout_ms, warn });
+  const redis = new LimitsRedis({ connection: opts.connection ?? url, callTimeoutMs: cfg.redis_timeout_ms, warn });
   const started = performance.now();
   for (;;) {
     try {
@@ -322,5 +351,5 @@ export async function openSharedLimits(opts: OpenSharedLimitsOptions): Promise<S
       await new Promise((r) => setTimeout(r, cfg.poll_ms));
     }
   }
-  return new RedisSharedLimits(redis, opts.url, opts.run, cfg, warn);
+  return new RedisSharedLimits(redis, url, opts.run, cfg, warn);
 }

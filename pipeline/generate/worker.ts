@@ -1,7 +1,6 @@
 /**
- * Queue mode's two sides of a run (docs/scale-out.md): `enqueue` puts the run's samples on
- * Redis once, and `worker` is a session (run.ts `runSession`) whose samples come from the
- * queue instead of the questions file.
+ * Queue mode's worker (docs/scale-out.md): a session (run.ts `runSession`) whose samples come
+ * from the queue instead of the questions file; `enqueue.ts` puts them there.
  *
  * A worker writes to a run directory of its own (`<out>/worker-<name>`, a fresh name per
  * process) and accepts each sample in Redis only after its record is on disk and flushed:
@@ -13,87 +12,33 @@
  * The worker's own config supplies the keys (from its environment) and the tool servers; its
  * fingerprint must match the one `enqueue` stored (the questions file and selection excepted:
  * a worker never reads the questions). Its model requests and its tool servers' request rates go
- * through the limits every worker of the run shares in Redis (shared-limits.ts).
+ * through the limits every worker of the run shares in Redis (shared-limits.ts), over the one
+ * Redis connection the worker opens for its queue. The queue's password is one of the run's
+ * secrets: scrubbed from everything the run writes or sends, and handed only to the tool
+ * servers that share their limits.
  */
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { RunConfig, Sample, Trajectory } from '../../schemas/index.js';
-import { compareFingerprints, fingerprint, fingerprintFields, redactConfig } from '../core/config.js';
+import { compareFingerprints, fingerprintFields, redactConfig } from '../core/config.js';
 import { TrajforgeError } from '../errors.js';
-import type { Scrubber } from '../core/secrets.js';
+import type { Scrubber, Secret } from '../core/secrets.js';
+import type { RedisAddress } from '../core/redis.js';
 import type { ProgressSink } from './progress.js';
 import { lineSha } from '../core/run-dir/accepted.js';
-import { Queue, type Claimed, type QueueAddress, type QueueStatus } from './queue.js';
+import { Queue, type Claimed, type QueueAddress, type QueueStatus, type RunMeta } from './queue.js';
 import { newManifest, noRolloutFailure, runSession, schemaChecked, type GenerateSummary } from './run.js';
-import { sampleQuestions } from './sampler.js';
-import { openSharedLimits, type SharedLimits } from './shared-limits.js';
+import { limitsServers, openSharedLimits, type SharedLimits } from './shared-limits.js';
 import { RunStore } from './store.js';
+
+export { enqueue, type EnqueueOptions, type EnqueueSummary } from './enqueue.js';
 
 /** Fingerprint fields a worker does not share with the enqueued run: it never reads the questions. */
 const QUESTION_FIELDS = ['questions.path', 'questions.selection'] as const;
 
-/** Samples enqueued per script call. */
-const ENQUEUE_BATCH = 500;
-
-export interface EnqueueOptions {
-  readonly config: RunConfig;
-  readonly address: QueueAddress;
-  readonly run: string;
-  readonly env?: NodeJS.ProcessEnv | undefined;
-}
-
-export interface EnqueueSummary {
-  /** Samples the selection yielded. */
-  readonly selected: number;
-  /** Of those, samples not planned before (a second enqueue adds only what is new). */
-  readonly added: number;
-  readonly planned: number;
-  /** True when the run was already on the queue (its config checked against this one). */
-  readonly existed: boolean;
-}
-
-/**
- * Puts the run's samples (after sampling, dedup, `--limit` and `--samples`) on the queue: a
- * sample already planned is not added again, and a run recorded with another config is refused.
- */
-export async function enqueue(opts: EnqueueOptions): Promise<EnqueueSummary> {
-  const { config } = opts;
-  const env = opts.env ?? process.env;
-  const path = config.questions.path;
-  if (!path || path === '-') throw new TrajforgeError('BAD_CONFIG', 'questions.path: enqueue needs a questions file (set it in the config or pass --questions)', { field: 'questions.path' });
-  if (config.questions.until_correct) {
-    throw new TrajforgeError('BAD_USAGE', 'enqueue: --until-correct (questions.until_correct) runs a question\'s samples in order on one process; queue mode spreads them over workers. Run it with generate, or drop it', { field: 'questions.until_correct' });
-  }
-  const fields = fingerprintFields(config, env);
-  const queue = await Queue.open({ address: opts.address, run: opts.run, options: config.queue });
-  try {
-    const before = await queue.defineRun({ fields, fingerprint: fingerprint(fields), queue: config.queue, enqueuedAt: new Date().toISOString() });
-    if (before !== undefined) {
-      const { changed } = compareFingerprints(before.fields, fields);
-      if (changed.length) {
-        throw new TrajforgeError('RUN_MISMATCH', `run ${opts.run} is on the queue with another config; these fields differ: ${changed.join(', ')}. Use another --run, or the original config`, { field: changed[0] });
-      }
-    }
-    const { samples } = sampleQuestions({ path, config: config.questions });
-    let batch: Sample[] = [];
-    let selected = 0;
-    let added = 0;
-    for await (const s of samples) {
-      selected++;
-      batch.push(s);
-      if (batch.length >= ENQUEUE_BATCH) {
-        added += await queue.enqueue(batch);
-        batch = [];
-      }
-    }
-    added += await queue.enqueue(batch);
-    const status = await queue.status();
-    return { selected, added, planned: status.planned, existed: before !== undefined };
-  } finally {
-    await queue.close();
-  }
-}
+/** Samples claimed per round trip: what a worker claims and has not started is held from the others. */
+const CLAIM_BATCH = 4;
 
 export interface WorkerOptions {
   readonly config: RunConfig;
@@ -117,6 +62,8 @@ export interface WorkerSummary extends GenerateSummary {
     readonly beaten: number;
     /** Samples over `queue.lease_retries` that this worker recorded as failed (`lease_lost`). */
     readonly leaseLost: number;
+    /** Queue entries this worker moved to the dead-letter stream (not a planned, readable sample). */
+    readonly setAside: number;
   };
 }
 
@@ -124,6 +71,11 @@ export interface WorkerSummary extends GenerateSummary {
 function workerName(label: string | undefined): string {
   const base = (label ?? hostname()).replace(/[^A-Za-z0-9._-]/g, '-').slice(0, 60) || 'worker';
   return `${base}-${process.pid}-${randomBytes(3).toString('hex')}`;
+}
+
+/** The queue's password as a secret of the run: never written, never sent to the model. */
+export function queueSecrets(address: RedisAddress): Secret[] {
+  return address.password ? [{ name: 'queue_password', value: address.password }] : [];
 }
 
 /** The failure record of a sample whose lease ran out too often: no rollout, a clear reason. */
@@ -146,132 +98,217 @@ function leaseLostRecord(c: Claimed, config: RunConfig, runId: string, retries: 
   return schemaChecked(record).record;
 }
 
-/** Pulls samples from the queue and rolls them out until every planned sample is accepted (or the worker is stopped). */
-export async function runWorker(opts: WorkerOptions): Promise<WorkerSummary> {
-  const env = opts.env ?? process.env;
-  const queue = await Queue.open({ address: opts.address, run: opts.run, options: opts.config.queue });
-  const held = new Map<string, Claimed>();
-  let heartbeat: NodeJS.Timeout | undefined;
-  let stopped = false;
-  const name = workerName(opts.label);
-  const stats = { accepted: 0, beaten: 0, leaseLost: 0 };
-  let sharedLimits: SharedLimits | undefined;
-  try {
-    const meta = await queue.meta();
-    if (meta === undefined) throw new TrajforgeError('BAD_USAGE', `run ${opts.run} is not on the queue at ${opts.address.shown}: run \`trajforge enqueue\` first`);
-    // The lease and its retries are the run's, whatever this worker's config says: every worker must agree on them.
-    queue.useRunOptions(meta.queue);
-    const options = meta.queue;
-    const own = fingerprintFields(opts.config, env);
-    const without = (f: Record<string, unknown>): Record<string, unknown> => Object.fromEntries(Object.entries(f).filter(([k]) => !(QUESTION_FIELDS as readonly string[]).includes(k)));
-    const { changed } = compareFingerprints(without(meta.fields), without(own));
-    if (changed.length) {
-      throw new TrajforgeError('RUN_MISMATCH', `run ${opts.run} was enqueued with another config; these fields differ: ${changed.join(', ')}. Give every worker the config the run was enqueued with`, { field: changed[0] });
+/**
+ * The run as `enqueue` recorded it, checked against this worker's config: the fingerprint
+ * fields the worker's run directory keeps (its own, with the run's questions file and selection).
+ */
+async function joinRun(queue: Queue, opts: WorkerOptions, env: NodeJS.ProcessEnv): Promise<{ meta: RunMeta; fields: Record<string, unknown> }> {
+  const meta = await queue.meta();
+  if (meta === undefined) throw new TrajforgeError('BAD_USAGE', `run ${opts.run} is not on the queue at ${opts.address.shown}: run \`trajforge enqueue\` first`);
+  // The lease and its retries are the run's, whatever this worker's config says: every worker must agree on them.
+  queue.useRunOptions(meta.queue);
+  const own = fingerprintFields(opts.config, env);
+  const without = (f: Record<string, unknown>): Record<string, unknown> => Object.fromEntries(Object.entries(f).filter(([k]) => !(QUESTION_FIELDS as readonly string[]).includes(k)));
+  const { changed } = compareFingerprints(without(meta.fields), without(own));
+  if (changed.length) {
+    throw new TrajforgeError('RUN_MISMATCH', `run ${opts.run} was enqueued with another config; these fields differ: ${changed.join(', ')}. Give every worker the config the run was enqueued with`, { field: changed[0] });
+  }
+  return { meta, fields: { ...own, ...Object.fromEntries(QUESTION_FIELDS.map((k) => [k, meta.fields[k]])) } };
+}
+
+/**
+ * The samples a worker holds: claimed from the queue, their leases renewed every third of the
+ * visibility timeout while they are rolled out, accepted once their record is on disk, and
+ * handed back when the worker stops.
+ */
+class Leases {
+  readonly stats = { accepted: 0, beaten: 0, leaseLost: 0, setAside: 0 };
+  readonly #held = new Map<string, Claimed>();
+  readonly #queue: Queue;
+  readonly #name: string;
+  readonly #info: Record<string, unknown>;
+  readonly #say: (line: string) => void;
+  #heartbeat: NodeJS.Timeout | undefined;
+  #stopped = false;
+  #toldShort = false;
+  /** Where the records go, and the scrubber the store writes them with (a line's sha is of what is on disk). */
+  #run: { store: RunStore; scrubber: Scrubber } | undefined;
+
+  constructor(queue: Queue, name: string, info: Record<string, unknown>, say: (line: string) => void) {
+    this.#queue = queue;
+    this.#name = name;
+    this.#info = info;
+    this.#say = say;
+  }
+
+  /**
+   * Renews the leases held, one renewal at a time: a Redis that does not answer delays the
+   * next, and the leases run out, as they should. Leases lost to another worker (this one
+   * stalled past them) are not given up: the first accept wins.
+   */
+  async renew(): Promise<void> {
+    if (this.#stopped) return;
+    try {
+      await this.#queue.renew(this.#name, this.#info, this.#entries());
+    } catch {
+      // Redis away for longer than queue.unreachable_for_ms: the accept that needs it will say so.
     }
-    const fields = { ...own, ...Object.fromEntries(QUESTION_FIELDS.map((k) => [k, meta.fields[k]])) };
-    const dir = join(opts.out, `worker-${name}`);
-    const config: RunConfig = { ...opts.config, questions: { ...opts.config.questions, until_correct: false }, output: { ...opts.config.output, dir } };
-    const info = { host: hostname(), pid: process.pid, dir: resolve(dir) };
+    if (!this.#stopped) this.#heartbeat = setTimeout(() => void this.renew(), Math.max(50, Math.floor(this.#queue.options.visibility_timeout_ms / 3)));
+  }
 
-    // Renews the leases held every third of the visibility timeout, one renewal at a time: a
-    // Redis that does not answer delays the next, and the leases run out, as they should.
-    const renew = async (): Promise<void> => {
-      if (stopped) return;
-      try {
-        // Leases lost to another worker (this one stalled past them) are not given up: the first accept wins.
-        await queue.renew(name, info, [...held.values()].map((c) => c.entry));
-      } catch {
-        // Redis away for longer than queue.unreachable_for_ms: the accept that needs it will say so.
+  /** The run directory the session opened: records are accepted from it. */
+  attach(store: RunStore, scrubber: Scrubber): void {
+    this.#run = { store, scrubber };
+  }
+
+  /** The record reaches the disk before Redis hears of it: an accepted record is never one a crash took back. */
+  async accept(root: Trajectory): Promise<void> {
+    const c = this.#held.get(root.id);
+    if (c === undefined) return;
+    const { store, scrubber } = this.#run!;
+    await store.sync();
+    const sha = lineSha(JSON.stringify(scrubber.value(root)));
+    const winner = await this.#queue.accept(c.entry, root.id, { w: this.#name, sha, attempt: root.attempt, status: root.status, ...(root.reason ? { reason: root.reason } : {}) });
+    this.#held.delete(root.id);
+    if (winner === undefined) this.stats.accepted++;
+    else this.stats.beaten++;
+  }
+
+  /** Nothing of this delivery to accept (the store held the id already): its lease runs out. */
+  drop(id: string): void {
+    this.#held.delete(id);
+  }
+
+  /** Samples from the queue until every planned one is accounted for, or `signal` stops the worker. */
+  async *pull(config: RunConfig, signal: AbortSignal | undefined): AsyncGenerator<Sample> {
+    const { lease_retries: retries, poll_ms: pollMs } = this.#queue.options;
+    while (!signal?.aborted) {
+      const { claimed, setAside } = await this.#queue.claim(this.#name, CLAIM_BATCH);
+      for (const a of setAside) this.#setAside(a.entry, a.why);
+      if (claimed.length === 0) {
+        if (await this.#queue.done()) return;
+        await this.#tellIfShort();
+        // Work is out with other workers: wait for it to be accepted, or for a lease to run out.
+        await new Promise((r) => setTimeout(r, pollMs));
+        continue;
       }
-      if (!stopped) heartbeat = setTimeout(() => void renew(), Math.max(50, Math.floor(options.visibility_timeout_ms / 3)));
-    };
-    await renew();
-
-    // The endpoint's concurrency and 429 back-off, and the tools' request rates, shared with every other worker of the run.
-    sharedLimits = await openSharedLimits({ url: opts.address.url, run: opts.run, limits: config.shared_limits });
-
-    let scrubber: Scrubber | undefined;
-    let store: RunStore | undefined;
-    const accept = async (root: Trajectory, c: Claimed): Promise<void> => {
-      // The record reaches the disk before Redis hears of it: an accepted record is never one a crash took back.
-      await store!.sync();
-      const sha = lineSha(JSON.stringify(scrubber!.value(root)));
-      const winner = await queue.accept(c.entry, root.id, { w: name, sha, attempt: root.attempt, status: root.status, ...(root.reason ? { reason: root.reason } : {}) });
-      held.delete(root.id);
-      if (winner === undefined) stats.accepted++;
-      else stats.beaten++;
-    };
-
-    async function* pull(): AsyncGenerator<Sample> {
-      // A few per round trip, not more: what a worker claims and has not started is held from the others.
-      const batch = 4;
-      while (!opts.signal?.aborted) {
-        const claimed = await queue.claim(name, batch);
-        if (claimed.length === 0) {
-          if (await queue.done()) return;
-          // Work is out with other workers: wait for it to be accepted, or for a lease to run out.
-          await new Promise((r) => setTimeout(r, options.poll_ms));
+      for (const c of claimed) {
+        // This worker stalled past its own lease and took the sample back: it is still rolling it out.
+        if (this.#held.has(c.sample.sample_id)) continue;
+        this.#held.set(c.sample.sample_id, c);
+        if (c.deliveries > 1 + retries) {
+          const { store } = this.#run!;
+          const record = leaseLostRecord(c, config, store.manifest.run_id, retries);
+          if (await store.append(record)) await this.accept(record);
+          else this.#held.delete(c.sample.sample_id);
+          this.stats.leaseLost++;
           continue;
         }
-        for (const c of claimed) {
-          // This worker stalled past its own lease and took the sample back: it is still rolling it out.
-          if (held.has(c.sample.sample_id)) continue;
-          held.set(c.sample.sample_id, c);
-          if (c.deliveries > 1 + options.lease_retries) {
-            const record = leaseLostRecord(c, config, store!.manifest.run_id, options.lease_retries);
-            if (await store!.append(record)) await accept(record, c);
-            else held.delete(c.sample.sample_id);
-            stats.leaseLost++;
-            continue;
-          }
-          yield c.sample;
-        }
+        yield c.sample;
       }
     }
+  }
 
-    const planned = (await queue.status()).planned;
-    const summary = await runSession({
-      config,
-      env,
-      sharedLimits,
-      signal: opts.signal,
-      progress: opts.progress,
-      // The run's samples: this worker does its share of them.
-      total: planned,
-      openStore: async (s) => {
-        scrubber = s;
-        store = await RunStore.open({
-          dir,
-          fingerprintFields: fields,
-          scrubber: s,
-          config: redactConfig(config, env),
-          fresh: () => newManifest(config, env, fields, { path: (meta.fields['questions.path'] as string | null) ?? null, total: planned }, { worker: { run: opts.run, name } }),
-        });
-        return store;
-      },
-      samples: () => ({ samples: pull(), skipped: () => 0 }),
-      readAhead: 1,
-      settled: async (records, written) => {
-        const root = records.at(-1)!;
-        const c = held.get(root.id);
-        if (c === undefined) return;
-        // Nothing written (the store held the id already): nothing of this delivery to accept; its lease runs out.
-        if (!written) {
-          held.delete(root.id);
-          return;
-        }
-        await accept(root, c);
-      },
-    });
-    return { ...summary, worker: { name, ...stats } };
+  #setAside(entry: string, why: string): void {
+    this.stats.setAside++;
+    // The reason quotes the entry, which anyone with the Redis wrote: no control character reaches the terminal.
+    const shown = why.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+    this.#say(`warning: queue entry ${entry} of run ${this.#queue.run} set aside in ${this.#queue.deadLetterKey}: ${shown}\n`);
+  }
+
+  /** Said once, when the worker waits for samples an enqueue has not put on the queue (yet). */
+  async #tellIfShort(): Promise<void> {
+    if (this.#toldShort) return;
+    const s = await this.#queue.status();
+    if (s.enqueueComplete) return;
+    this.#toldShort = true;
+    this.#say(`note: ${s.notQueued} planned samples of run ${this.#queue.run} are not on the queue yet: an enqueue is adding them, or was stopped before it did (run it again to finish); waiting for them\n`);
+  }
+
+  #entries(): string[] {
+    return [...this.#held.values()].map((c) => c.entry);
+  }
+
+  /** Stops renewing and hands back what is held (a clean stop, a crash of the session): the next claim takes them at once. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    clearTimeout(this.#heartbeat);
+    await this.#queue.release(this.#name, this.#entries()).catch(() => undefined);
+  }
+}
+
+/** Pulls samples from the queue and rolls them out until every planned sample is accounted for (or the worker is stopped). */
+export async function runWorker(opts: WorkerOptions): Promise<WorkerSummary> {
+  const env = opts.env ?? process.env;
+  // One connection to Redis for the queue and the limits the workers share.
+  const connection = await Queue.connect(opts.address, opts.config.queue);
+  const queue = await Queue.open({ connection, run: opts.run, options: opts.config.queue });
+  const name = workerName(opts.label);
+  let leases: Leases | undefined;
+  let sharedLimits: SharedLimits | undefined;
+  try {
+    const { meta, fields } = await joinRun(queue, opts, env);
+    // A name that is not a stdio server is a config error before anything starts.
+    limitsServers(opts.config.mcpServers, opts.config.shared_limits.tool_servers);
+    const dir = join(opts.out, `worker-${name}`);
+    const config: RunConfig = { ...opts.config, questions: { ...opts.config.questions, until_correct: false }, output: { ...opts.config.output, dir } };
+    leases = new Leases(queue, name, { host: hostname(), pid: process.pid, dir: resolve(dir) }, (line) => opts.progress?.write(line));
+    await leases.renew();
+    sharedLimits = await openSharedLimits({ connection, run: opts.run, limits: config.shared_limits });
+    const summary = await workerSession({ opts, config, env, meta, fields, dir, name, leases, sharedLimits, planned: (await queue.status()).planned });
+    return { ...summary, worker: { name, ...leases.stats } };
   } finally {
-    stopped = true;
-    clearTimeout(heartbeat);
-    // Samples claimed and not accepted (a clean stop, a crash of the session) go back at once.
-    await queue.release(name, [...held.values()].map((c) => c.entry)).catch(() => undefined);
+    await leases?.stop();
     await sharedLimits?.close();
     await queue.close();
+    await connection.close();
   }
+}
+
+interface WorkerSession {
+  readonly opts: WorkerOptions;
+  readonly config: RunConfig;
+  readonly env: NodeJS.ProcessEnv;
+  readonly meta: RunMeta;
+  readonly fields: Record<string, unknown>;
+  readonly dir: string;
+  readonly name: string;
+  readonly leases: Leases;
+  readonly sharedLimits: SharedLimits;
+  /** The run's samples: this worker does its share of them. */
+  readonly planned: number;
+}
+
+/** The worker's session: the samples the leases pull, each accepted in Redis once its record is written. */
+function workerSession(w: WorkerSession): Promise<GenerateSummary> {
+  const { config, env, opts, leases } = w;
+  return runSession({
+    config,
+    env,
+    secrets: queueSecrets(opts.address),
+    sharedLimits: w.sharedLimits,
+    signal: opts.signal,
+    progress: opts.progress,
+    total: w.planned,
+    openStore: async (scrubber) => {
+      const store = await RunStore.open({
+        dir: w.dir,
+        fingerprintFields: w.fields,
+        scrubber,
+        config: redactConfig(config, env),
+        fresh: () => newManifest(config, env, w.fields, { path: (w.meta.fields['questions.path'] as string | null) ?? null, total: w.planned }, { worker: { run: opts.run, name: w.name } }),
+      });
+      leases.attach(store, scrubber);
+      return store;
+    },
+    samples: () => ({ samples: leases.pull(config, opts.signal), skipped: () => 0 }),
+    readAhead: 1,
+    settled: async (records, written) => {
+      const root = records.at(-1)!;
+      if (written) await leases.accept(root);
+      else leases.drop(root.id);
+    },
+  });
 }
 
 /** `trajforge status`: the run's counts in Redis, per worker. */

@@ -50,9 +50,12 @@ function forward(req: IncomingMessage, res: ServerResponse, body: string): void 
 describe('a refusal of one sample is a failure record', () => {
   it('a content filter, a context-length 400 in unknown words and 403s on fewer samples than fail_fast_after: each sample recorded with the server message; exit 0; stats and rerun see them', async () => {
     let forbidden = 3;
+    let served = 0;
     const proxy = await loopbackServer((req, res, body) => {
-      // The first requests meet a gateway that refuses them, then it lets everything through.
-      if (forbidden > 0) {
+      // After the first answer (before it, a 403 says the endpoint is wrong and stops the run at
+      // once: tests/faults/failfast.test.ts), requests meet a gateway that refuses three, then
+      // lets everything through.
+      if (served++ > 0 && forbidden > 0) {
         forbidden--;
         return openAiError(res, 403, FORBIDDEN, 'unverified_organization');
       }
@@ -96,13 +99,14 @@ describe('a refusal of one sample is a failure record', () => {
   });
 
   it('every sample refused, fewer than fail_fast_after: each recorded, exit 1 naming the main reason and the server message', async () => {
-    const server = await loopbackServer((_req, res) => openAiError(res, 401, 'Incorrect API key provided: sk-a***z', 'invalid_api_key'));
+    // A 400 for every prompt (a 401 before any answer would stop the run at once, recording nothing).
+    const server = await loopbackServer((_req, res) => openAiError(res, 400, 'Unrecognized request argument supplied: chat_template_kwargs', 'invalid_request_error'));
     try {
       const dir = tempDir('tf-acc-all-');
       const config = writeConfig(dir, server.url, { concurrency: 2 });
       const res = await runCli(['generate', '--config', config, '--limit', '3']);
       expect(res.code, res.stdout).toBe(1);
-      expect(res.stderr).toContain(`error: every sample of this session failed (3); the main reason: endpoint_rejected (3): ${server.url} answered 401: Incorrect API key provided`);
+      expect(res.stderr).toContain(`error: every sample of this session failed (3); the main reason: endpoint_rejected (3): ${server.url} answered 400: Unrecognized request argument supplied`);
       expect(res.stderr).not.toMatch(/\n\s+at /);
       const files = checkRunDir(join(dir, 'run'));
       expect(files.failed.map((t) => t.reason)).toEqual(['endpoint_rejected', 'endpoint_rejected', 'endpoint_rejected']);

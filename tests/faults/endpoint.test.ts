@@ -43,7 +43,8 @@ function client(url: string, patch: Partial<EndpointConfig> = {}, maxConcurrency
 describe('429 bursts', () => {
   it('honours Retry-After, halves the concurrency on each 429, and raises it by one per 20 successes', async () => {
     const s = await sim({ burst: { rate_limit: 3 }, retryAfterMs: 300 });
-    const llm = client(s.url, { max_retries: 10 }, 8);
+    // retry_max_ms above the 300 ms asked for: a longer Retry-After would be cut to it (tests/generate/retry-after.test.ts).
+    const llm = client(s.url, { max_retries: 10, retry_max_ms: 1_000 }, 8);
 
     // One request meets the burst alone: each 429's Retry-After is waited out in full.
     const t0 = Date.now();
@@ -51,7 +52,7 @@ describe('429 bursts', () => {
     const waited = Date.now() - t0;
     expect(first.attempts).toBe(4);
     expect(waited).toBeGreaterThanOrEqual(3 * 300 - 30);
-    // Without Retry-After the client would wait retry_max_ms (50 ms) at most per retry.
+    // Without Retry-After the client would back off from retry_base_ms (10 ms): the wait is the endpoint's.
     expect(llm.stats().rateLimited).toBe(3);
     expect(llm.stats().concurrencyLimit).toBe(1); // 8 → 4 → 2 → 1
 

@@ -149,7 +149,8 @@ describe('an endpoint that ignores max_tokens', () => {
 
 describe('the schema check before a record is written', () => {
   it('a rerun of a failure whose question_id was edited into a number writes an invalid failure, never a record that fails its schema', async () => {
-    const refuse = await loopbackServer((_req, res) => openAiError(res, 401, 'Incorrect API key provided', 'invalid_api_key'));
+    // A 400 for every prompt (a 401 before any answer would stop the run at once, recording nothing): two endpoint_rejected failures.
+    const refuse = await loopbackServer((_req, res) => openAiError(res, 400, 'Unrecognized request argument supplied: chat_template_kwargs', 'invalid_request_error'));
     const sim = await startSim({ port: 0, seed: 5 });
     try {
       const dir = tempDir('tf-mal-schema-');

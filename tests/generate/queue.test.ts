@@ -74,7 +74,8 @@ describe('trajforge enqueue, worker, status, merge --queue', () => {
     const all = [...readJsonl(join(dir, 'all', 'trajectories.jsonl')), ...readJsonl(join(dir, 'all', 'failures.jsonl'))];
     expect(all.map((t) => t.id).sort()).toEqual([...new Set(all.map((t) => t.id))].sort());
     expect(all).toHaveLength(40);
-  });
+    // Workers and merges as CLI processes: minutes on a machine kept busy.
+  }, 180_000);
 
   it('merge keeps the accepted copy, leaves out a copy nobody accepted, and refuses a set that misses samples unless --allow-missing', async () => {
     const r = await redis();
@@ -106,7 +107,8 @@ describe('trajforge enqueue, worker, status, merge --queue', () => {
     const anyway = await runCli(['merge', only!, '--out', join(dir, 'all2'), '--queue', r.url, '--run', 'q2', '--allow-missing']);
     expect(anyway.code, anyway.stderr).toBe(0);
     expect(anyway.stderr).toContain('2 planned samples have no accepted record');
-  });
+    // Workers and merges as CLI processes: minutes on a machine kept busy.
+  }, 180_000);
 
   it('a malformed --queue exits 2, an unreachable Redis exits 1 with one line, and neither shows the password', async () => {
     const dir = tempDir('tf-queue-');
@@ -122,13 +124,25 @@ describe('trajforge enqueue, worker, status, merge --queue', () => {
       ['enqueue', '--config', cfg],
       ['worker', '--config', cfg],
     ]) {
+      // A password on the command line works, with a warning that ps shows it.
       const res = await runCli([...cmd, '--queue', `redis://:hunter2pass@127.0.0.1:${port}/0`, '--run', 'x']);
       expect(res.code).toBe(1);
-      expect(res.stderr).toMatch(/^error: the queue at redis:\/\/:\*\*\*@127\.0\.0\.1:\d+\/0 is unreachable: .+\n$/);
+      expect(res.stderr).toMatch(/^warning: the password in --queue is visible to every user of this machine \(ps\): give it in TRAJFORGE_QUEUE_PASSWORD, or the whole URL in TRAJFORGE_QUEUE_URL\nerror: the queue at redis:\/\/:\*\*\*@127\.0\.0\.1:\d+\/0 is unreachable: .+\n$/);
       expect(res.stderr).not.toContain('hunter2pass');
       expect(res.stdout).not.toContain('hunter2pass');
     }
-  });
+    // From the environment: the password alone, or the whole URL; no warning, the same one line.
+    for (const env of [{ TRAJFORGE_QUEUE_PASSWORD: 'hunter2pass' }, { TRAJFORGE_QUEUE_URL: `redis://:hunter2pass@127.0.0.1:${port}/0` }]) {
+      const where = 'TRAJFORGE_QUEUE_URL' in env ? [] : ['--queue', `redis://127.0.0.1:${port}/0`];
+      const fromEnv = await runCli(['worker', '--config', cfg, ...where, '--run', 'x'], { env });
+      expect(fromEnv.code).toBe(1);
+      expect(fromEnv.stderr).toMatch(/^error: the queue at redis:\/\/:\*\*\*@127\.0\.0\.1:\d+\/0 is unreachable: .+\n$/);
+    }
+    const none = await runCli(['status', '--run', 'x'], { env: { TRAJFORGE_QUEUE_URL: '' } });
+    expect(none.code).toBe(2);
+    expect(none.stderr).toContain('status: --queue URL (or TRAJFORGE_QUEUE_URL in the environment) is required');
+    // Eight CLI processes, each a Node start: well past a minute on a machine kept busy.
+  }, 180_000);
 
   it('a worker whose config changes what a sample is, or a run not on the queue, is refused before it rolls anything out', async () => {
     const r = await redis();
@@ -186,5 +200,6 @@ describe('trajforge enqueue, worker, status, merge --queue', () => {
       expect(t.error).toMatch(/^its lease ran out [1-9]\d* times \(over queue.lease_retries 0\)/);
       expect(t.turns).toBe(0);
     }
-  });
+    // Workers and merges as CLI processes: minutes on a machine kept busy.
+  }, 180_000);
 });

@@ -6,9 +6,10 @@
  *
  * Environment: NCBI_API_KEY (10 requests/s instead of 3), NCBI_TOOL and NCBI_EMAIL (what the
  * flags set), NCBI_EUTILS_BASE (default https://eutils.ncbi.nlm.nih.gov/entrez/eutils; tests
- * point it at a loopback replay). With TRAJFORGE_LIMITS_REDIS (set by a queue worker, see
- * pipeline/core/limits-redis.ts) NCBI's limit is one window shared through Redis by every process
- * that names it, instead of one per process.
+ * point it at a loopback replay). With TRAJFORGE_LIMITS_REDIS (set by a queue worker for the
+ * servers that share their limits, this one by default; see pipeline/core/limits-redis.ts)
+ * NCBI's limit is one window shared through Redis by every process that names it, instead of
+ * one per process.
  */
 import { createHash } from 'node:crypto';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
@@ -50,7 +51,7 @@ function sharedWindow(env: NodeJS.ProcessEnv): RedisRateWindow | undefined {
   const who = apiKey === undefined ? 'no-key' : `key-${createHash('sha256').update(apiKey).digest('hex').slice(0, 16)}`;
   process.stderr.write(`pubmed server: NCBI's limit shared through Redis at ${redisWhere(limits.url)}\n`);
   return new RedisRateWindow({
-    redis: new LimitsRedis({ url: limits.url, callTimeoutMs: limits.redisTimeoutMs, warn }),
+    redis: new LimitsRedis({ connection: limits.url, callTimeoutMs: limits.redisTimeoutMs, warn }),
     key: `${limits.prefix}rate:ncbi-eutils:${who}`,
     rate: ncbiRate(apiKey),
     windowMs: 1000 + RATE_MARGIN_MS,

@@ -1,6 +1,6 @@
 /**
  * The chat-completions wire: one POST over node:http(s) with a keep-alive agent, the answer
- * read as one JSON body or as server-sent events split as the bytes arrive.
+ * read as one JSON body or as server-sent events split as the bytes arrive (sse.ts).
  *
  * This replaced the OpenAI SDK on the request path. Per request the SDK built WHATWG
  * Request/Response/Headers objects, piped the body through web streams, and decoded SSE
@@ -15,6 +15,7 @@ import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { StringDecoder } from 'node:string_decoder';
 import { PACKAGE_VERSION } from '../../paths.js';
 import { WireError } from '../../errors.js';
+import { SseLines, type SseEvent } from './sse.js';
 
 const agent = new Agent({ keepAlive: true, maxSockets: Infinity, scheduling: 'lifo' });
 const httpsAgent = new HttpsAgent({ keepAlive: true, maxSockets: Infinity, scheduling: 'lifo' });
@@ -122,102 +123,27 @@ export async function postStream(wire: ChatWire, body: string, signal: AbortSign
     const decoder = new StringDecoder('utf8');
     let received = 0;
     let settled = false;
-    let done = false;
-    let buf = '';
-    let data: string[] = [];
-    let event = '';
     const finish = (err?: Error): void => {
       if (settled) return;
       settled = true;
       if (err) reject(err);
       else resolve();
     };
-    const stop = (err?: Error): void => {
+    const stop = (err?: Error): true => {
       res.destroy();
       finish(err);
+      return true;
     };
-    // One complete event (the blank line after its fields was read).
-    const dispatch = (): boolean => {
-      if (data.length === 0) return false;
-      const payload = data.length === 1 ? data[0]! : data.join('\n');
-      const name = event;
-      data = [];
-      event = '';
-      if (payload.startsWith('[DONE]')) {
-        done = true;
-        return false;
-      }
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(payload);
-      } catch {
-        stop(new MalformedResponse(`a stream event is not JSON: ${preview(payload)}`));
-        return true;
-      }
-      const error = (parsed as { error?: unknown } | null)?.error;
-      if (name === 'error' || (error !== undefined && error !== null)) {
-        stop(streamError(error ?? parsed, res.headers));
-        return true;
-      }
-      if (onEvent(parsed) === true) {
-        done = true;
-        stop();
-        return true;
-      }
-      return false;
-    };
-    // SSE lines end in \n, \r\n or a lone \r; a \r at the end of a piece may be half of \r\n.
-    // Where the next \r and \n are is looked up only once the scan has passed them: linear.
-    const lines = (final: boolean): void => {
-      let start = 0;
-      let cr = buf.indexOf('\r');
-      let nl = buf.indexOf('\n');
-      while (!settled) {
-        if (cr >= 0 && cr < start) cr = buf.indexOf('\r', start);
-        if (nl >= 0 && nl < start) nl = buf.indexOf('\n', start);
-        let end: number;
-        let next: number;
-        if (cr >= 0 && (nl < 0 || cr < nl)) {
-          if (cr === buf.length - 1 && !final) break;
-          end = cr;
-          next = nl === cr + 1 ? cr + 2 : cr + 1;
-        } else if (nl >= 0) {
-          end = nl;
-          next = nl + 1;
-        } else {
-          break;
-        }
-        const line = buf.slice(start, end);
-        start = next;
-        if (field(line)) return;
-      }
-      // At the end of the body an event without its closing blank line is dropped, as the SSE
-      // spec says: it may be cut short.
-      buf = final ? '' : buf.slice(start);
-    };
-    // One line of an event; true when the stream is over for us.
-    const field = (line: string): boolean => {
-      if (line === '') return dispatch();
-      if (done || line.charCodeAt(0) === 58 /* ':' comment */) return false;
-      const colon = line.indexOf(':');
-      const name = colon < 0 ? line : line.slice(0, colon);
-      let value = colon < 0 ? '' : line.slice(colon + 1);
-      if (value.charCodeAt(0) === 32) value = value.slice(1);
-      if (name === 'data') data.push(value);
-      else if (name === 'event') event = value;
-      return false;
-    };
+    const events = new SseLines(streamEvents(res.headers, onEvent, stop));
     res.on('data', (piece: Buffer) => {
       if (settled) return;
       received += piece.length;
-      if (received > maxBytes) return stop(new ResponseTooLarge(maxBytes, 'the stream'));
-      buf += decoder.write(piece);
-      lines(false);
+      if (received > maxBytes) return void stop(new ResponseTooLarge(maxBytes, 'the stream'));
+      events.push(decoder.write(piece));
     });
     res.on('end', () => {
       if (settled) return;
-      buf += decoder.end();
-      lines(true);
+      events.push(decoder.end(), true);
       finish();
     });
     res.on('error', (err) => finish(signal.aborted ? new RequestAborted() : new ConnectionError(err.message)));
@@ -225,6 +151,36 @@ export async function postStream(wire: ChatWire, body: string, signal: AbortSign
       if (!settled) finish(signal.aborted ? new RequestAborted() : new ConnectionError('the stream was cut off'));
     });
   });
+}
+
+/**
+ * What each SSE event of a chat stream means: `[DONE]` ends it (later events are not passed
+ * on), one that is not JSON or that carries `error` fails it, and the rest go to `onEvent`,
+ * which returns true to stop reading. `stop` drops the response (with an error, or without when
+ * the reader is done); returns true when the stream is over for us.
+ */
+function streamEvents(headers: IncomingHttpHeaders, onEvent: (data: unknown) => boolean | void, stop: (err?: Error) => true): (e: SseEvent) => boolean {
+  let done = false;
+  return ({ data, event }) => {
+    if (done) return false;
+    if (data.startsWith('[DONE]')) {
+      done = true;
+      return false;
+    }
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(data);
+    } catch {
+      return stop(new MalformedResponse(`a stream event is not JSON: ${preview(data)}`));
+    }
+    const error = (parsed as { error?: unknown } | null)?.error;
+    if (event === 'error' || (error !== undefined && error !== null)) return stop(streamError(error ?? parsed, headers));
+    if (onEvent(parsed) === true) {
+      done = true;
+      return stop();
+    }
+    return false;
+  };
 }
 
 function send(wire: ChatWire, body: string, signal: AbortSignal): Promise<IncomingMessage> {

@@ -1,37 +1,27 @@
 /**
- * The model endpoint: requests over chat-http.ts, retried here so that `Retry-After` is
- * honoured, the endpoint's concurrency lowered on 429, fatal errors told apart, and every
- * attempt counted. Answers are read in every shape OpenAI-compatible servers send (content
- * parts, arguments as objects, reasoning in `reasoning` or `reasoning_content`, usage as
- * strings): a field in a shape it cannot hold is left out or estimated, never a crash.
+ * The model client: one chat completion per `complete`, over chat-http.ts, tried again until
+ * it succeeds or cannot: `Retry-After` honoured up to `retry_max_ms` (retry.ts), the endpoint's
+ * concurrency lowered on 429 (gate.ts), refusals told apart from trouble, what the model refuses
+ * (`stop`, `max_tokens`) learned, loops resampled (repetition.ts), length cuts retried with more
+ * tokens, and every attempt counted. Answers are read by answer.ts. This file also names the
+ * client's public surface: its errors, gate and helpers are exported from here.
  */
-import type { IncomingHttpHeaders } from 'node:http';
 import type { ChatMessage, EndpointConfig, NativeToolCall } from '../../../schemas/index.js';
 import { chatWire, ConnectionError, EndpointError, postJson, postStream, RequestAborted, ResponseTooLarge, type ChatWire } from './chat-http.js';
 import type { FinishReason } from '../../dialects/types.js';
 import { countTokens } from '../tokens/count.js';
-import { WireError } from '../../errors.js';
+import { findStop, readWhole, StreamedAnswer, type RawCompletion, type ReasoningField } from './answer.js';
+import { abortableSleep, LlmError } from './error.js';
+import { AdaptiveGate, type RequestGate } from './gate.js';
+import { cutRepetition, degenerateTail } from './repetition.js';
+import { retryAfterMs, retryWait, seconds, waitReason, wrongEndpoint } from './retry.js';
+import { startWait } from './waits.js';
 
-export type LlmErrorKind =
-  /** The endpoint refuses the request itself (401, 403, 404, 400): retrying cannot help. */
-  | 'fatal'
-  | 'context_overflow'
-  /** Retryable errors that did not stop within `max_retries`. */
-  | 'exhausted'
-  /** The answer passed `endpoint.max_response_bytes`; not retried (the next may be as endless). */
-  | 'too_large'
-  | 'aborted';
-
-export class LlmError extends WireError {
-  readonly kind: LlmErrorKind;
-  override readonly status: number | undefined;
-  constructor(kind: LlmErrorKind, message: string, status?: number) {
-    super(message);
-    this.name = 'LlmError';
-    this.kind = kind;
-    this.status = status;
-  }
-}
+export { LlmError, type LlmErrorKind } from './error.js';
+export { AdaptiveGate, type RequestGate } from './gate.js';
+export { cutRepetition, degenerateTail, REPETITION } from './repetition.js';
+export { retryAfterMs } from './retry.js';
+export type { ReasoningField } from './answer.js';
 
 export interface CompletionRequest {
   readonly messages: readonly ChatMessage[];
@@ -91,79 +81,6 @@ export interface LlmStats {
   concurrencyLimit: number;
 }
 
-/**
- * What LlmClient asks before each request and tells after it: the process's AdaptiveGate, or one
- * shared by every worker of a queue run through Redis (shared-limits.ts).
- */
-export interface RequestGate {
-  /** Resolves when a request may be sent; may reject with an LlmError (`aborted`, or `exhausted` when a shared limit cannot be asked). */
-  acquire(signal?: AbortSignal): Promise<void>;
-  release(): void;
-  /** A 429; `retryAfterMs` is what the endpoint asked every client to wait, when it said. */
-  rateLimited(retryAfterMs?: number): void;
-  succeeded(): void;
-  /** Requests in flight allowed now (as last seen, for a shared gate). */
-  readonly limit: number;
-}
-
-/**
- * Lowers the number of requests in flight on 429 and raises it again after a run of
- * successes. First come, first served: a freed slot goes to the request that has waited
- * longest, never to one that arrives meanwhile, so with agents a sub-agent's requests and
- * every other family's share the endpoint in the order they asked.
- */
-export class AdaptiveGate implements RequestGate {
-  #limit: number;
-  readonly #max: number;
-  #inFlight = 0;
-  #streak = 0;
-  readonly #waiters: (() => void)[] = [];
-  static readonly RAISE_AFTER = 20;
-
-  constructor(max: number) {
-    this.#max = Math.max(1, max);
-    this.#limit = this.#max;
-  }
-
-  get limit(): number {
-    return this.#limit;
-  }
-
-  acquire(): Promise<void> {
-    if (this.#waiters.length === 0 && this.#inFlight < this.#limit) {
-      this.#inFlight++;
-      return Promise.resolve();
-    }
-    // The slot is counted when it is handed over (#admit), so no later caller can take it first.
-    return new Promise<void>((r) => this.#waiters.push(r));
-  }
-
-  release(): void {
-    this.#inFlight--;
-    this.#admit();
-  }
-
-  /** Hands free slots to the longest waiters. */
-  #admit(): void {
-    while (this.#inFlight < this.#limit && this.#waiters.length > 0) {
-      this.#inFlight++;
-      this.#waiters.shift()!();
-    }
-  }
-
-  rateLimited(): void {
-    this.#streak = 0;
-    this.#limit = Math.max(1, Math.floor(this.#limit / 2));
-  }
-
-  succeeded(): void {
-    if (++this.#streak < AdaptiveGate.RAISE_AFTER || this.#limit >= this.#max) return;
-    this.#streak = 0;
-    this.#limit++;
-    this.#admit();
-  }
-}
-
 export interface LlmClientOptions {
   readonly apiKey: string;
   /** Requests in flight at most; lowered on 429. Default: unlimited (the run's concurrency bounds it). */
@@ -172,80 +89,25 @@ export interface LlmClientOptions {
   readonly gate?: RequestGate | undefined;
   /** For tests: replaces the clock used for backoff waits. */
   readonly sleep?: ((ms: number, signal?: AbortSignal) => Promise<void>) | undefined;
+  /**
+   * Told when a request fails, before the endpoint has answered any, in a way that says the
+   * endpoint is wrong (connection refused, no such host, 404, 401, 403; retry.ts `wrongEndpoint`),
+   * with a line naming the URL and model. A run stops there (aborting the request's signal);
+   * without it, such failures are retried or refused as any other.
+   */
+  readonly onWrongEndpoint?: ((why: string) => void) | undefined;
 }
 
-function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(new LlmError('aborted', 'aborted'));
-    const t = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    const onAbort = (): void => {
-      clearTimeout(t);
-      reject(new LlmError('aborted', 'aborted'));
-    };
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
-}
-
-/** Seconds or an HTTP date in `Retry-After`, or milliseconds in `retry-after-ms`. */
-export function retryAfterMs(headers: IncomingHttpHeaders | undefined): number | undefined {
-  if (!headers) return undefined;
-  const msHeader = headers['retry-after-ms'];
-  const ms = Number(msHeader);
-  if (typeof msHeader === 'string' && msHeader.trim() !== '' && Number.isFinite(ms) && ms >= 0) return ms;
-  const ra = headers['retry-after'];
-  if (ra === undefined) return undefined;
-  const secs = Number(ra);
-  if (Number.isFinite(secs) && secs >= 0) return secs * 1000;
-  const date = Date.parse(ra);
-  return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now());
-}
-
-/**
- * Degenerate repetition: the tail of a completion is one phrase (a period of 1 to
- * MAX_PERIOD characters) repeated at least MIN_REPEATS times and over at least MIN_CHARS
- * characters. Looked for only in the last WINDOW characters, so a check costs at most
- * MAX_PERIOD × WINDOW character comparisons whatever the length of the text, and no regular
- * expression runs over it.
- */
-export const REPETITION = { maxPeriod: 300, minRepeats: 8, minChars: 400, window: 4096 } as const;
-
-/**
- * When the tail of `text` repeats, the period and where the repeating run starts (the start
- * of its first copy); otherwise undefined. The smallest qualifying period wins.
- */
-export function degenerateTail(text: string, limits: { maxPeriod: number; minRepeats: number; minChars: number; window: number } = REPETITION): { period: number; start: number } | undefined {
-  const end = text.length;
-  for (let p = 1; p <= limits.maxPeriod && 2 * p <= end; p++) {
-    const need = Math.max(limits.minRepeats * p, limits.minChars);
-    if (need > end || need > limits.window) continue;
-    // Characters (from the end) equal to the character one period earlier.
-    let run = 0;
-    const max = Math.min(end - p, limits.window);
-    while (run < max && text.charCodeAt(end - 1 - run) === text.charCodeAt(end - 1 - run - p)) run++;
-    if (run + p < need) continue;
-    // Qualifies: find where the run really starts, past the window (one linear pass).
-    while (end - 1 - run - p >= 0 && text.charCodeAt(end - 1 - run) === text.charCodeAt(end - 1 - run - p)) run++;
-    return { period: p, start: end - run - p };
-  }
-  return undefined;
-}
-
-/** The text before a repeating tail plus one copy of the repeated phrase. */
-export function cutRepetition(text: string, tail: { period: number; start: number }): string {
-  return text.slice(0, tail.start + tail.period);
-}
-
-/** The first position of any stop string in `text` at or after `from`. */
-function findStop(text: string, stops: readonly string[], from: number): number {
-  let best = -1;
-  for (const s of stops) {
-    const i = text.indexOf(s, from);
-    if (i >= 0 && (best < 0 || i < best)) best = i;
-  }
-  return best;
+/** Where one `complete` call stands across its tries. */
+interface Tries {
+  readonly started: number;
+  attempts: number;
+  failures: number;
+  lengthRetries: number;
+  repetitionRetries: number;
+  stopDropped: boolean;
+  maxTokensSwitched: boolean;
+  maxTokens: number;
 }
 
 type Classified =
@@ -276,6 +138,9 @@ export class LlmClient {
   readonly #stats = { requests: 0, retries: 0, rateLimited: 0, lengthRetries: 0, repetitionRetries: 0, repetitionCuts: 0, pastMaxTokens: 0 };
   /** The key, to scrub from error messages a server may echo it in. */
   readonly #apiKey: string;
+  readonly #onWrongEndpoint: ((why: string) => void) | undefined;
+  /** A completion came back: from now on a refused connection is a moment's trouble, not a wrong endpoint. */
+  #hasAnswered = false;
 
   constructor(cfg: EndpointConfig, opts: LlmClientOptions) {
     this.#cfg = cfg;
@@ -283,6 +148,7 @@ export class LlmClient {
     this.#wire = chatWire(cfg.base_url, opts.apiKey);
     this.#gate = opts.gate ?? new AdaptiveGate(opts.maxConcurrency ?? Number.MAX_SAFE_INTEGER);
     this.#sleep = opts.sleep ?? abortableSleep;
+    this.#onWrongEndpoint = opts.onWrongEndpoint;
   }
 
   stats(): LlmStats {
@@ -333,79 +199,113 @@ export class LlmClient {
 
   async complete(req: CompletionRequest): Promise<Completion> {
     if (req.stop.length > 4) throw new Error(`at most 4 stop strings, got ${req.stop.length}`);
-    const started = performance.now();
-    let attempts = 0;
-    let failures = 0;
-    let lengthRetries = 0;
-    let repetitionRetries = 0;
-    let stopDropped = false;
-    let maxTokensSwitched = false;
-    let maxTokens = this.#cfg.max_tokens;
+    const t: Tries = { started: performance.now(), attempts: 0, failures: 0, lengthRetries: 0, repetitionRetries: 0, stopDropped: false, maxTokensSwitched: false, maxTokens: this.#cfg.max_tokens };
     for (;;) {
       if (req.signal?.aborted) throw new LlmError('aborted', 'aborted');
-      attempts++;
+      t.attempts++;
       this.#stats.requests++;
       await this.#gate.acquire(req.signal);
       let outcome: Classified | { ok: Once };
       try {
-        outcome = { ok: await this.#once(req, maxTokens, repetitionRetries) };
+        outcome = { ok: await this.#once(req, t.maxTokens, t.repetitionRetries) };
       } catch (err) {
-        outcome = this.#classify(err, req.signal);
+        outcome = this.#failed(err, req.signal);
       } finally {
         this.#gate.release();
       }
       if ('ok' in outcome) {
-        this.#gate.succeeded();
-        const done = outcome.ok;
-        if (done.repetition !== undefined) {
-          // More tokens would only buy more of the loop: resample, then keep the text before it.
-          if (repetitionRetries < this.#cfg.repetition_retries) {
-            repetitionRetries++;
-            this.#stats.repetitionRetries++;
-            continue;
-          }
-          this.#stats.repetitionCuts++;
-          const { repetition, ...rest } = done;
-          return { ...rest, text: cutRepetition(rest.text, repetition), finishReason: 'length', repetitionCut: true, attempts, ms: performance.now() - started };
-        }
-        const { repetition: _none, ...plain } = done;
-        if (plain.pastMaxTokens !== undefined) this.#stats.pastMaxTokens++;
-        if (plain.finishReason === 'length' && lengthRetries < this.#cfg.length_retries) {
-          lengthRetries++;
-          this.#stats.lengthRetries++;
-          maxTokens *= 2;
-          continue;
-        }
-        return { ...plain, repetitionCut: false, attempts, ms: performance.now() - started };
+        const done = this.#answered(outcome.ok, t);
+        if (done !== undefined) return done;
+      } else if (!this.#relearned(outcome, t)) {
+        if (!outcome.retry) throw outcome.error;
+        await this.#waitToRetry(outcome, t, req.signal);
       }
-      if ('maxTokensRejected' in outcome) {
-        // Concurrent requests may all learn it at once; each retries once with the other field.
-        if (maxTokensSwitched) throw new LlmError('fatal', `${this.#cfg.base_url} answered 400 with max_completion_tokens too: ${this.#lastError}`, 400);
-        maxTokensSwitched = true;
-        LlmClient.#completionTokensFor.add(this.#cfg.model);
-        continue;
-      }
-      if ('stopRejected' in outcome) {
-        // Concurrent requests may all learn it at once; each retries once without `stop`.
-        if (stopDropped) throw new LlmError('fatal', `${this.#cfg.base_url} rejects stop even when it is not sent: ${this.#lastError}`, 400);
-        stopDropped = true;
-        LlmClient.#stopRejected.add(this.#cfg.model);
-        this.#streamFrom('it rejects stop');
-        continue;
-      }
-      if (!outcome.retry) throw outcome.error;
-      if (outcome.rateLimited) {
-        this.#stats.rateLimited++;
-        this.#gate.rateLimited(outcome.waitMs);
-      }
-      if (++failures > this.#cfg.max_retries) {
-        throw new LlmError('exhausted', `model endpoint failed ${failures} times in a row; last: ${this.#lastError}`);
-      }
-      this.#stats.retries++;
-      const backoff = Math.min(this.#cfg.retry_max_ms, this.#cfg.retry_base_ms * 2 ** (failures - 1));
-      const jittered = backoff / 2 + Math.random() * (backoff / 2);
-      await this.#sleep(outcome.waitMs ?? jittered, req.signal);
     }
+  }
+
+  /**
+   * A completion came: the one to return, or undefined to ask again (a loop to resample, a
+   * length cut to retry with more tokens).
+   */
+  #answered(done: Once, t: Tries): Completion | undefined {
+    this.#hasAnswered = true;
+    this.#gate.succeeded();
+    if (done.repetition !== undefined) {
+      // More tokens would only buy more of the loop: resample, then keep the text before it.
+      if (t.repetitionRetries < this.#cfg.repetition_retries) {
+        t.repetitionRetries++;
+        this.#stats.repetitionRetries++;
+        return undefined;
+      }
+      this.#stats.repetitionCuts++;
+      const { repetition, ...rest } = done;
+      return { ...rest, text: cutRepetition(rest.text, repetition), finishReason: 'length', repetitionCut: true, attempts: t.attempts, ms: performance.now() - t.started };
+    }
+    const { repetition: _none, ...plain } = done;
+    if (plain.pastMaxTokens !== undefined) this.#stats.pastMaxTokens++;
+    if (plain.finishReason === 'length' && t.lengthRetries < this.#cfg.length_retries) {
+      t.lengthRetries++;
+      this.#stats.lengthRetries++;
+      t.maxTokens *= 2;
+      return undefined;
+    }
+    return { ...plain, repetitionCut: false, attempts: t.attempts, ms: performance.now() - t.started };
+  }
+
+  /** The model refused a request field (`stop`, `max_tokens`): true when it is learned and the request goes again without it. */
+  #relearned(outcome: Classified, t: Tries): outcome is { stopRejected: true } | { maxTokensRejected: true } {
+    if ('maxTokensRejected' in outcome) {
+      // Concurrent requests may all learn it at once; each retries once with the other field.
+      if (t.maxTokensSwitched) throw new LlmError('fatal', `${this.#cfg.base_url} answered 400 with max_completion_tokens too: ${this.#lastError}`, 400);
+      t.maxTokensSwitched = true;
+      LlmClient.#completionTokensFor.add(this.#cfg.model);
+      return true;
+    }
+    if ('stopRejected' in outcome) {
+      // Concurrent requests may all learn it at once; each retries once without `stop`.
+      if (t.stopDropped) throw new LlmError('fatal', `${this.#cfg.base_url} rejects stop even when it is not sent: ${this.#lastError}`, 400);
+      t.stopDropped = true;
+      LlmClient.#stopRejected.add(this.#cfg.model);
+      this.#streamFrom('it rejects stop');
+      return true;
+    }
+    return false;
+  }
+
+  /**
+   * Waits before the next try: what the endpoint asked for or a back-off, at most retry_max_ms,
+   * noted for the progress line. Past `max_retries` failures the request fails instead.
+   */
+  async #waitToRetry(outcome: Extract<Classified, { retry: true }>, t: Tries, signal: AbortSignal | undefined): Promise<void> {
+    const wait = retryWait(this.#cfg, t.failures + 1, outcome.waitMs);
+    if (outcome.rateLimited) {
+      this.#stats.rateLimited++;
+      this.#gate.rateLimited(wait.asked === undefined ? undefined : wait.ms);
+    }
+    if (++t.failures > this.#cfg.max_retries) {
+      const asked = wait.capped ? ` (it asked to wait ${seconds(wait.asked!)}; trajforge waits retry_max_ms, ${seconds(this.#cfg.retry_max_ms)}, at most)` : '';
+      throw new LlmError('exhausted', `model endpoint failed ${t.failures} times in a row; last: ${this.#lastError}${asked}`);
+    }
+    this.#stats.retries++;
+    const over = startWait(wait.ms, waitReason(this.#cfg.model, wait, outcome.rateLimited === true, this.#lastError));
+    try {
+      await this.#sleep(wait.ms, signal);
+    } finally {
+      over();
+    }
+  }
+
+  /**
+   * What a failed try means. Before the endpoint has answered once, a failure that says it is
+   * the wrong one (retry.ts `wrongEndpoint`) is told to `onWrongEndpoint` first, which may stop
+   * the run (its signal then aborts this request too).
+   */
+  #failed(err: unknown, signal: AbortSignal | undefined): Classified {
+    if (!this.#hasAnswered && this.#onWrongEndpoint !== undefined && !signal?.aborted) {
+      const why = wrongEndpoint(err);
+      if (why !== undefined) this.#onWrongEndpoint(this.#scrub(`${this.#wire.url.href} (model ${this.#cfg.model}) ${why}`));
+    }
+    return this.#classify(err, signal);
   }
 
   #lastErrorText = '';
@@ -502,7 +402,7 @@ export class LlmClient {
     const timer = setTimeout(() => controller.abort(), cfg.timeout_ms);
     try {
       const streamed = body.stream === true;
-      const raw = streamed ? await this.#streamed(body, req.stop, controller) : await this.#whole(body, controller);
+      const raw = streamed ? await this.#streamed(body, req.stop, controller) : readWhole(await postJson(this.#wire, JSON.stringify(body), controller.signal, cfg.max_response_bytes));
       let { text } = raw;
       let clientStop = false;
       let finishReason = raw.finishReason;
@@ -530,181 +430,13 @@ export class LlmClient {
     }
   }
 
-  async #whole(body: Record<string, unknown>, controller: AbortController): Promise<RawCompletion> {
-    const r = await postJson(this.#wire, JSON.stringify(body), controller.signal, this.#cfg.max_response_bytes);
-    const choice = field(field(r, 'choices'), 0);
-    const message = field(choice, 'message');
-    if (message === null || typeof message !== 'object') throw new Error('response has no choices');
-    // Whatever shape each field comes in, it is read as the protocol means it or left out.
-    const parts = contentParts(field(message, 'content'));
-    const channel = reasoningOf(message);
-    const reasoning = channel.text + parts.thinking;
-    const rawCalls = field(message, 'tool_calls');
-    const toolCalls = (Array.isArray(rawCalls) ? rawCalls : []).flatMap((c: unknown, i): NativeToolCall[] => {
-      const fn = field(c, 'function');
-      const type = field(c, 'type');
-      if (fn === null || typeof fn !== 'object' || (type !== undefined && type !== 'function')) return [];
-      const id = field(c, 'id');
-      return [{ id: typeof id === 'string' && id !== '' ? id : `call_${i}`, type: 'function', function: { name: nameOf(field(fn, 'name')), arguments: argumentsOf(field(fn, 'arguments')) } }];
-    });
-    const usage = field(r, 'usage');
-    return {
-      text: reasoning ? `<think>${reasoning}</think>\n${parts.text}` : parts.text,
-      toolCalls,
-      finishReason: mapFinish(field(choice, 'finish_reason')),
-      promptTokens: tokenCount(field(usage, 'prompt_tokens')),
-      completionTokens: tokenCount(field(usage, 'completion_tokens')),
-      reasoningField: channel.field,
-    };
-  }
-
   /** Streams, and drops the stream at the first stop string so a runaway turn costs nothing more. */
   async #streamed(body: Record<string, unknown>, stops: readonly string[], controller: AbortController): Promise<RawCompletion> {
-    let text = '';
-    let reasoning = '';
-    let reasoningField: ReasoningField | undefined;
-    // Keyed by the piece's index; a Map, so that an absurd index cannot make a sparse array of that length.
-    const calls = new Map<number, { id: string; name: string; arguments: string }>();
-    let lastIndex = 0;
-    let finish: string | null = null;
-    let promptTokens: number | undefined;
-    let completionTokens: number | undefined;
-    const longestStop = Math.max(0, ...stops.map((s) => s.length));
-    let checkedAt = 0;
-    // Returns true to stop reading.
-    const onChunk = (chunk: unknown): boolean => {
-      const usage = field(chunk, 'usage');
-      if (usage !== null && typeof usage === 'object') {
-        promptTokens = tokenCount(field(usage, 'prompt_tokens'));
-        completionTokens = tokenCount(field(usage, 'completion_tokens'));
-      }
-      const choice = field(field(chunk, 'choices'), 0);
-      if (choice === null || typeof choice !== 'object') return false;
-      const delta = field(choice, 'delta');
-      const channel = reasoningOf(delta);
-      const parts = contentParts(field(delta, 'content'));
-      if (channel.text !== '' || parts.thinking !== '') reasoning += channel.text + parts.thinking;
-      reasoningField ??= channel.field;
-      // Calls arrive in pieces, keyed by index: the first piece names the call, the rest extend its arguments.
-      const pieces = field(delta, 'tool_calls');
-      for (const piece of Array.isArray(pieces) ? pieces : []) {
-        const index = field(piece, 'index');
-        if (Number.isSafeInteger(index)) lastIndex = index as number;
-        let call = calls.get(lastIndex);
-        if (call === undefined) calls.set(lastIndex, (call = { id: '', name: '', arguments: '' }));
-        const id = field(piece, 'id');
-        if (typeof id === 'string' && id !== '') call.id = id;
-        const fn = field(piece, 'function');
-        call.name += nameOf(field(fn, 'name'));
-        call.arguments += argumentsOf(field(fn, 'arguments'));
-      }
-      if (parts.text !== '') {
-        const from = Math.max(0, text.length - longestStop);
-        text += parts.text;
-        const cut = findStop(text, stops, from);
-        if (cut >= 0) {
-          // Keep the stop string: #once cuts at it and marks the turn as stopped by the client.
-          text = text.slice(0, cut + (stops.find((s) => text.startsWith(s, cut))?.length ?? 0));
-          finish = 'stop';
-          return true;
-        }
-        // A model stuck in a loop would run to max_tokens: stop paying for it as soon as it shows.
-        if (text.length - checkedAt >= REPETITION_CHECK_EVERY) {
-          checkedAt = text.length;
-          if (degenerateTail(text) !== undefined) {
-            finish = 'length';
-            return true;
-          }
-        }
-      }
-      const reason = field(choice, 'finish_reason');
-      if (typeof reason === 'string' && reason !== '') finish = reason;
-      return false;
-    };
-    await postStream(this.#wire, JSON.stringify(body), controller.signal, onChunk, this.#cfg.max_response_bytes);
-    if (finish === null) throw new Error('stream ended without a finish reason');
-    return {
-      text: reasoning ? `<think>${reasoning}</think>\n${text}` : text,
-      toolCalls: [...calls.entries()]
-        .sort((a, b) => a[0] - b[0])
-        .map(([, c], i) => ({ id: c.id || `call_${i}`, type: 'function' as const, function: { name: c.name, arguments: c.arguments } })),
-      finishReason: mapFinish(finish),
-      promptTokens,
-      completionTokens,
-      reasoningField,
-    };
+    const answer = new StreamedAnswer(stops);
+    await postStream(this.#wire, JSON.stringify(body), controller.signal, (chunk) => answer.add(chunk), this.#cfg.max_response_bytes);
+    return answer.result();
   }
-}
 
-/** How often (in characters received) a stream is checked for degenerate repetition. */
-const REPETITION_CHECK_EVERY = 1024;
-
-/** The two names endpoints give the reasoning channel: `reasoning` (vLLM >= 0.16, OpenRouter, gpt-oss) and `reasoning_content` (DeepSeek, older vLLM, SGLang). */
-export type ReasoningField = 'reasoning' | 'reasoning_content';
-
-/** `obj[key]` for any value: undefined unless `obj` is an object (or array) that has it. */
-function field(obj: unknown, key: string | number): unknown {
-  return obj !== null && typeof obj === 'object' ? (obj as Record<string | number, unknown>)[key] : undefined;
-}
-
-/** The reasoning channel of a message or delta, and the field it came in; `reasoning` wins when both are sent (vLLM sent both, alike, for a while). */
-function reasoningOf(message: unknown): { text: string; field: ReasoningField | undefined } {
-  const reasoning = field(message, 'reasoning');
-  if (typeof reasoning === 'string' && reasoning !== '') return { text: reasoning, field: 'reasoning' };
-  const legacy = field(message, 'reasoning_content');
-  if (typeof legacy === 'string' && legacy !== '') return { text: legacy, field: 'reasoning_content' };
-  return { text: '', field: undefined };
-}
-
-/**
- * `content` as a string or as parts: `{type: 'text', text}` (and `refusal`) are the text;
- * Mistral's `{type: 'thinking', thinking: string | [{type: 'text', text}]}` is reasoning; other
- * parts (images, audio) are not text a turn can hold.
- */
-function contentParts(content: unknown): { text: string; thinking: string } {
-  if (typeof content === 'string') return { text: content, thinking: '' };
-  if (typeof content === 'number' || typeof content === 'boolean') return { text: String(content), thinking: '' };
-  if (content === null || typeof content !== 'object') return { text: '', thinking: '' };
-  let text = '';
-  let thinking = '';
-  for (const part of Array.isArray(content) ? content : [content]) {
-    if (typeof part === 'string') {
-      text += part;
-      continue;
-    }
-    const type = field(part, 'type');
-    if (type === 'text' || type === 'output_text' || type === undefined) {
-      const t = field(part, 'text');
-      if (typeof t === 'string') text += t;
-    } else if (type === 'refusal') {
-      const t = field(part, 'refusal');
-      if (typeof t === 'string') text += t;
-    } else if (type === 'thinking' || type === 'reasoning') {
-      const t = field(part, type) ?? field(part, 'text');
-      if (typeof t === 'string') thinking += t;
-      else if (Array.isArray(t)) thinking += contentParts(t).text;
-    }
-  }
-  return { text, thinking };
-}
-
-/** A tool's name as written: a number is a name that is digits; anything else is no name (the dialect drops the call). */
-function nameOf(name: unknown): string {
-  return typeof name === 'string' ? name : typeof name === 'number' && Number.isFinite(name) ? String(name) : '';
-}
-
-/** Call arguments as the JSON text the protocol promises: an object (llama.cpp sent those) is serialised. */
-function argumentsOf(args: unknown): string {
-  if (typeof args === 'string') return args;
-  if (args === undefined || args === null) return '';
-  if (typeof args === 'object') return JSON.stringify(args);
-  return String(args);
-}
-
-/** A token count from `usage`: a number or a string of one, whole and not negative; anything else is no count (then estimated). */
-function tokenCount(v: unknown): number | undefined {
-  const n = typeof v === 'number' ? v : typeof v === 'string' && v.trim() !== '' ? Number(v) : Number.NaN;
-  return Number.isFinite(n) && n >= 0 && n <= Number.MAX_SAFE_INTEGER ? Math.round(n) : undefined;
 }
 
 /** A 400 that says the model takes `max_completion_tokens`, not `max_tokens`. */
@@ -714,16 +446,6 @@ function rejectsMaxTokens(err: EndpointError, message: string): boolean {
 }
 
 type Once = Omit<Completion, 'attempts' | 'ms' | 'repetitionCut'> & { repetition?: { period: number; start: number } | undefined };
-
-interface RawCompletion {
-  text: string;
-  toolCalls: NativeToolCall[];
-  finishReason: FinishReason;
-  promptTokens: number | undefined;
-  completionTokens: number | undefined;
-  /** The field the reasoning came in, when it came in one. */
-  reasoningField: ReasoningField | undefined;
-}
 
 /**
  * A transcript message as the endpoint takes it: calls and call ids kept. The reasoning goes
@@ -746,8 +468,3 @@ function wireMessage(m: ChatMessage, reasoningField: ReasoningField | undefined)
   return { role: m.role, content, ...back };
 }
 
-function mapFinish(reason: unknown): FinishReason {
-  if (reason === 'stop' || reason === 'tool_calls') return 'stop';
-  if (reason === 'length') return 'length';
-  return 'other';
-}

@@ -23,7 +23,7 @@ import { IdSet } from '../../id-set.js';
 import { rowLine, type RowOptions } from './rows.js';
 import { FileTail, linesBetween, type TailLine } from './tail.js';
 import { lineProblem, maxLineBytes } from '../../core/lines.js';
-import { deeperThan, MAX_JSON_DEPTH } from '../../core/json-depth.js';
+import { MAX_RECORD_DEPTH, nestsDeeperThan } from '../../json-depth.js';
 
 export interface LiveOptions {
   /** The recent window of samples per minute, in milliseconds. */
@@ -247,7 +247,7 @@ function parseRow(text: string): Partial<Trajectory> | undefined {
   } catch {
     return undefined;
   }
-  if (typeof v !== 'object' || v === null || Array.isArray(v) || deeperThan(v, MAX_JSON_DEPTH)) return undefined;
+  if (typeof v !== 'object' || v === null || Array.isArray(v) || nestsDeeperThan(v, MAX_RECORD_DEPTH)) return undefined;
   const t = v as Partial<Trajectory>;
   // What the readers require of a trajforge row: the page lists the same rows as the figures count.
   if (typeof t.id !== 'string' || typeof t.interleaved_text !== 'string') return undefined;

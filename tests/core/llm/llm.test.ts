@@ -135,7 +135,8 @@ describe('llm', () => {
 
   it('honours Retry-After on 429 and lowers its concurrency', async () => {
     sim = await startSim({ port: 0, seed: 1, misbehave: { rate_limit: 0.5 }, retryAfterMs: 200 });
-    const llm = client(sim.url, { max_retries: 20 }, 8);
+    // retry_max_ms above the 200 ms asked for: the wait is the endpoint's.
+    const llm = client(sim.url, { max_retries: 20, retry_max_ms: 1000 }, 8);
     const started = Date.now();
     let rateLimited = 0;
     for (let i = 0; i < 6; i++) {

