@@ -122,6 +122,12 @@ export interface SessionPlan extends GenerateOptions {
    */
   settled?(records: readonly Trajectory[], written: boolean): Promise<void>;
   /**
+   * Called once if the session stops before its samples run out (interrupted, or stopped by a
+   * fatal endpoint or judge): the samples in flight get no `settled`, and a caller that feeds
+   * `samples` as it goes (synthesize's solvability check) stops waiting for them here.
+   */
+  readonly onAbort?: (() => void) | undefined;
+  /**
    * Samples taken from `samples` ahead of a free slot. Default: as many as are in flight (the
    * sampler reads a file; reading ahead costs nothing). A queue worker takes 1: a sample it
    * holds waiting is a lease another worker could be using.
@@ -325,6 +331,7 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
   const abort = new AbortController();
   // Every request in flight listens on this one signal.
   setMaxListeners(0, abort.signal);
+  if (plan.onAbort) abort.signal.addEventListener('abort', plan.onAbort, { once: true });
   const onOuterAbort = (): void => abort.abort();
   plan.signal?.addEventListener('abort', onOuterAbort, { once: true });
 
