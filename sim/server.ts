@@ -31,6 +31,7 @@ import {
 import { judgeReply, readJudgeRequest } from './judge.js';
 import { countToolOutputs, planTurn, readConversation, type ChatMessage, type Rng } from './policy.js';
 import { detectRole, planRoleTurn, sessionLabel } from './roles.js';
+import { SynthRoles, type Planted, type PlantRates } from './synth.js';
 
 export interface SimOptions {
   /** Port to listen on; 0 (the default) picks a free one. */
@@ -85,6 +86,10 @@ export interface SimOptions {
    * an HTML body (as a proxy in front of the model sends it), the others with an OpenAI error body.
    */
   serverErrorStatuses?: readonly number[];
+  /** Synthesis (sim/synth.ts): defects the writer and obfuscator plant, at these rates per seed. Default none. */
+  plant?: PlantRates;
+  /** Synthesis: JSONL files of documents or triples the closed-book solver remembers. Default the bundled corpus. */
+  knowledge?: readonly string[];
 }
 
 export interface SimStats {
@@ -131,6 +136,8 @@ export interface Sim {
   close(): Promise<void>;
   /** A snapshot. */
   stats(): SimStats;
+  /** Synthesis: what the writer and obfuscator planted, one entry per seed (sim/synth.ts). */
+  planted(): Planted[];
 }
 
 export const SIM_MODEL = 'trajforge-sim';
@@ -256,6 +263,7 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
   const contextWindow = opts.contextWindow;
   const burst = opts.burst ?? {};
   const errorStatuses = opts.serverErrorStatuses ?? [500];
+  const synth = new SynthRoles({ seed, plant: opts.plant, knowledge: opts.knowledge });
 
   const stats: SimStats = {
     requests: 0,
@@ -392,8 +400,11 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
 
     // A grading request is the judge role's (sim/judge.ts), not the model's.
     const grading = readJudgeRequest(request.messages);
+    const synthesis = grading === null ? synth.reply(request.messages) : null;
     let composed: ComposedTurn;
-    if (grading !== null) {
+    if (synthesis !== null) {
+      composed = { turn: { reasoning: '', content: synthesis, toolCalls: [] }, honourStop: true, applied: [] };
+    } else if (grading !== null) {
       stats.judgeRequests++;
       const reply = judgeReply(grading, drawn, String(req.headers.authorization ?? '').replace(/^Bearer /i, ''));
       composed = { turn: { reasoning: reply.reasoning, content: reply.content, toolCalls: [] }, honourStop: true, applied: reply.applied };
@@ -564,6 +575,7 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
     url: `http://127.0.0.1:${port}/v1`,
     port,
     stats: snapshot,
+    planted: () => synth.planted(),
     close(): Promise<void> {
       closing ??= new Promise<void>((resolve) => {
         for (const c of open) c.abort();
