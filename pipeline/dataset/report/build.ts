@@ -7,7 +7,11 @@
  * A run directory shows the latest state of each id, in the list and in the figures alike.
  * Memory holds one row, the figures' fixed-size sketches and, for a run directory, its ids.
  */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { TrajforgeError } from '../../errors.js';
+import { MANIFEST, SYNTH_SOLVE_DIR } from '../../core/run-dir/names.js';
+import { isSynthesisRun, synthesisFigures, synthesisSection } from '../synthesis.js';
 import { latestFilter, latestIndexFor } from '../export.js';
 import { JsonlWriter, OutputClosedError } from '../../core/jsonl.js';
 import { PACKAGE_VERSION } from '../../paths.js';
@@ -27,6 +31,8 @@ export interface ReportOptions extends Partial<RowOptions> {
   readonly stdout?: NodeJS.WritableStream;
   /** Counts the tokens of rows from other systems; default o200k_base. */
   readonly counter?: TokenCounter | undefined;
+  /** A section before the overview: a synthesis run's funnel, difficulty and cost (../synthesis.ts). */
+  readonly before?: string | undefined;
   /** A served page's live panel (serve.ts): its HTML, after the overview, and its script, after the page's own. */
   readonly live?: { readonly html: string; readonly script: string } | undefined;
 }
@@ -43,11 +49,24 @@ export interface ReportResult {
 }
 
 export async function buildReport(input: string, out: string, opts: ReportOptions = {}): Promise<ReportResult> {
+  if (isSynthesisRun(input)) return buildSynthesisReport(input, out, opts);
   const read = opts.read ?? {};
   checkRowOptions(opts);
   const latest = await latestIndexFor(input, read);
   const { rows, report } = readDataset(input, read);
   return writeReport({ rows, report, latest, source: input === '-' ? 'stdin' : input }, out, opts);
+}
+
+/** A synthesis run: its funnel, difficulty and cost, above the overview and list of its rollouts (`DIR/solve`), when it has any. */
+async function buildSynthesisReport(dir: string, out: string, opts: ReportOptions): Promise<ReportResult> {
+  checkRowOptions(opts);
+  const before = synthesisSection(await synthesisFigures(dir));
+  const solve = join(dir, SYNTH_SOLVE_DIR);
+  const read = opts.read ?? {};
+  if (!existsSync(join(solve, MANIFEST))) return writeReport({ rows: (async function* () {})(), source: dir }, out, { ...opts, before });
+  const latest = await latestIndexFor(solve, read);
+  const { rows, report } = readDataset(solve, read);
+  return writeReport({ rows, report, latest, source: dir }, out, { ...opts, before });
 }
 
 /** What a page is made of: the rows as read, what the reader counted, and a run directory's latest-state index. */
@@ -98,6 +117,7 @@ export async function writeReport(data: ReportData, out: string, opts: ReportOpt
     const stats = await computeStats(tee(), { latest, report });
     stats.validation.validated_here = foreign.validated;
     await put(ROWS_END);
+    if (opts.before) await put(opts.before);
     await put(overview(stats, listed, rowOpts));
     if (opts.live) await put(opts.live.html);
     await put(pageTail(opts.live?.script));
