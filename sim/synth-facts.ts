@@ -5,7 +5,7 @@
  * ("Chrome first supported it in version ___, released 2017-03-09."), matched against
  * sentences to tell whether one value, or several, fill its blank.
  */
-import { matchTokens } from '../pipeline/core/judge/cascade.js';
+import { leakTokens } from '../pipeline/synthesize/checks.js';
 
 export interface SimDoc {
   readonly id: string;
@@ -62,9 +62,9 @@ export function holdsRun(tokens: readonly string[], run: readonly string[]): boo
   return false;
 }
 
-/** Whether `text` holds `value` as trajforge's leak check compares them (the judge's normalisation). */
+/** Whether `text` holds `value` as trajforge's leak check compares them. */
 export function mentions(text: string, value: string): boolean {
-  return holdsRun(matchTokens(text), matchTokens(value));
+  return holdsRun(leakTokens(text), leakTokens(value));
 }
 
 /** What follows the last `: ` of a title (`CSS property: grid` → `grid`): the name a description must not give away. */

@@ -142,10 +142,11 @@ export class SynthRoles {
 
   #draftDocuments(docs: SimDoc[], links: string): string {
     if (docs.length === 0) return reply({ error: 'no documents' });
-    const plan = planDocuments(docs, plantKey(docs.map((d) => d.id)));
-    if (plan === undefined) return reply({ error: 'no fact in the last document that a description can ask for' });
     const via = [...links.matchAll(/^document \d+ -> document \d+: (.*)$/gm)].map((m) => m[1]!);
     const t0 = docs[0]!.title ?? docs[0]!.id;
+    // The question also says the first title and the links: none may hold the answer.
+    const plan = planDocuments(docs, plantKey(docs.map((d) => d.id)), [t0, ...via]);
+    if (plan === undefined) return reply({ error: 'no fact in the last document that a description can ask for' });
     const where = via.length === 0 ? `the document "${t0}"` : `the document reached from the document "${t0}" by following ${via.map((l) => `"${l}"`).join(', then ')}`;
     const quotes = via.flatMap((l, i) => [docs[i]!, docs[i + 1]!].flatMap((d) => d.sentences.filter((x) => x.includes(l)).slice(0, 1).map((quote) => ({ doc_id: d.id, quote }))));
     const target = docs.at(-1)!;
@@ -230,7 +231,7 @@ function rotated<T>(items: readonly T[], key: string): T[] {
 }
 
 /** A fact of the last document whose cloze only its value fills in the seed's documents, and a sentence of the first that describes it. */
-function planDocuments(docs: SimDoc[], key: string): { fact: Fact; description: string } | undefined {
+function planDocuments(docs: SimDoc[], key: string, alsoSaid: readonly string[]): { fact: Fact; description: string } | undefined {
   const target = docs.at(-1)!;
   const all = docs.flatMap((d) => d.sentences);
   const name = nameOf(target.title ?? target.id);
@@ -238,7 +239,7 @@ function planDocuments(docs: SimDoc[], key: string): { fact: Fact; description: 
     if (s.includes('"') || namesIt(s, name)) continue;
     for (const fact of factsOf(s)) {
       const only = fills(fact.cloze, all);
-      if (only.size !== 1 || !only.has(fact.value) || mentions(fact.cloze, fact.value)) continue;
+      if (only.size !== 1 || !only.has(fact.value) || [fact.cloze, ...alsoSaid].some((t) => mentions(t, fact.value))) continue;
       const description = describe(docs[0]!, fact, key);
       if (description !== undefined) return { fact, description };
     }

@@ -48,15 +48,22 @@ function holdsRun(tokens: readonly string[], run: readonly string[]): boolean {
 }
 
 /**
- * The answer and each alias, normalised as the judge's cascade compares answers (NFKC, case,
- * punctuation and articles dropped, numbers in one spelling: "four" = "4", "1,000" = "1000"),
- * must not appear in the question, normalised the same way, as a run of words.
+ * A text's words as the leak check compares them: NFKC, and every mark a word break (so
+ * `Chrome-57` holds `57`) but a decimal point or thousands separator between digits (`1.3` is
+ * not `1`); then as the judge's cascade compares answers: case and articles dropped, numbers in
+ * one spelling (`four` = `4`, `1,000` = `1000`, `57.0` = `57`).
  */
+export function leakTokens(text: string): string[] {
+  const spaced = text.normalize('NFKC').replace(/[^\p{L}\p{N}\s]/gu, (c, i: number, s: string) => ((c === '.' || c === ',') && /\d/.test(s[i - 1] ?? '') && /\d/.test(s[i + 1] ?? '') ? c : ' '));
+  return matchTokens(spaced);
+}
+
+/** The answer and each alias must not appear in the question as a run of words, both seen by `leakTokens`. */
 export function leakCheck(question: string, answer: string, aliases: readonly string[]): CheckResult {
-  const q = matchTokens(question);
-  if (matchTokens(answer).length === 0) return fail(`the answer "${cut(answer)}" has no words once normalised: nothing a grader could match`);
+  const q = leakTokens(question);
+  if (leakTokens(answer).length === 0) return fail(`the answer "${cut(answer)}" has no words once normalised: nothing a grader could match`);
   for (const form of [answer, ...aliases]) {
-    const t = matchTokens(form);
+    const t = leakTokens(form);
     if (t.length > 0 && holdsRun(q, t)) return fail(`the question contains the ${form === answer ? 'answer' : 'alias'} "${cut(form)}" (normalised: "${t.join(' ')}")`);
   }
   return pass(`neither the answer nor ${aliases.length === 1 ? 'its alias' : `its ${aliases.length} aliases`} appear in the question, normalised`);
