@@ -153,7 +153,9 @@ class Session {
     this.#parts = parts;
     this.#abort = parts.abort;
     setMaxListeners(0, this.#abort.signal);
-    this.#progress = new Progress(opts.progress, source.planned, store.done, { ok: 'kept', failed: 'rejected' });
+    // With a budget of kept questions, how many seeds it takes is not known ahead: no total, no ETA.
+    const total = config.synthesis!.budgets.kept === undefined ? source.planned : null;
+    this.#progress = new Progress(opts.progress, total, store.done, { ok: 'kept', failed: 'rejected' });
   }
 
   async run(): Promise<SynthesisSummary> {
