@@ -21,6 +21,7 @@ import { benchMemory } from './memory.js';
 import { benchRepairer, benchSink } from './repairer.js';
 import { benchQueue } from './queue.js';
 import { benchShards } from './shards.js';
+import { benchSynthesize } from './synthesize.js';
 import { benchCpu, benchThroughput } from './throughput.js';
 
 // Each returns one markdown section. Add new benchmark modules here.
@@ -34,6 +35,7 @@ const benches: ReadonlyArray<readonly [string, () => Promise<string>]> = [
   ['memory', benchMemory],
   ['curate', benchCurate],
   ['agents', benchAgents],
+  ['synthesize', benchSynthesize],
 ];
 
 const FILE = join(PACKAGE_ROOT, 'bench', 'BENCHMARKS.md');

@@ -66,7 +66,8 @@ export function leakCheck(question: string, answer: string, aliases: readonly st
     const t = leakTokens(form);
     if (t.length > 0 && holdsRun(q, t)) return fail(`the question contains the ${form === answer ? 'answer' : 'alias'} "${cut(form)}" (normalised: "${t.join(' ')}")`);
   }
-  return pass(`neither the answer nor ${aliases.length === 1 ? 'its alias' : `its ${aliases.length} aliases`} appear in the question, normalised`);
+  const forms = aliases.length === 0 ? 'the answer does not' : `neither the answer nor ${aliases.length === 1 ? 'its alias' : `its ${aliases.length} aliases`}`;
+  return pass(`${forms} appear in the question, normalised`);
 }
 
 /** decontaminate's rule (13-gram overlap with the item's content words), on the question. */

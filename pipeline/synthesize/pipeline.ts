@@ -58,7 +58,8 @@ export async function runSeed(seed: Seed, ctx: SeedContext): Promise<SeedOutcome
   if ('rejected' in drafted) return rejectedRow(ctx, made, 'draft', drafted.rejected);
   const d = drafted.ok;
   made.draft = d;
-  made.checks.draft = { verdict: 'pass', reason: `a question with ${d.quotes.length || (seed.kind === 'graph' ? seed.triples.length : 0)} pieces of evidence` };
+  const pieces = seed.kind === 'graph' ? `the walk's ${seed.triples.length} triples` : `${d.quotes.length} quote${d.quotes.length === 1 ? '' : 's'}`;
+  made.checks.draft = { verdict: 'pass', reason: `a question, its answer and ${pieces} as evidence` };
   const obfuscated = await obfuscate(seed, d, deps);
   if ('rejected' in obfuscated) return rejectedRow(ctx, made, 'obfuscate', obfuscated.rejected);
   const question = obfuscated.ok;

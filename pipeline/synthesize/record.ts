@@ -53,8 +53,10 @@ function evidence(m: Made): SynthesizedQuestion['evidence'] {
 /** `release`: what to undo when the line is not written after all (the kept budget was reached first). */
 export function keptRow(ctx: Context, m: Made, release?: () => void): { readonly kept: SynthesizedQuestion; readonly release?: (() => void) | undefined } {
   const d = m.draft!;
+  const { schema_version, ...rest } = common(ctx, m);
+  // The question first, as a reader of the bank wants it; then what made it.
   const kept: SynthesizedQuestion = {
-    ...common(ctx, m),
+    schema_version,
     id: m.id!,
     question: m.question!,
     answer: d.answer,
@@ -63,6 +65,7 @@ export function keptRow(ctx: Context, m: Made, release?: () => void): { readonly
     hops: m.seed.kind === 'graph' ? m.seed.triples.length : m.seed.docs.length,
     draft_question: d.question,
     difficulty: { closed_book_correct: m.closedBook, pass_rate: m.passRate, k: m.k },
+    ...rest,
   };
   return { kept, release };
 }
@@ -70,15 +73,17 @@ export function keptRow(ctx: Context, m: Made, release?: () => void): { readonly
 export function rejectedRow(ctx: Context, m: Made, by: SynthesisCheck, result: CheckResult): { readonly rejected: RejectedDraft } {
   m.checks[by] = result;
   const d = m.draft;
+  const { schema_version, ...rest } = common(ctx, m);
   return {
     rejected: {
-      ...common(ctx, m),
+      schema_version,
       ...(m.id === undefined ? {} : { id: m.id }),
       rejected_by: by,
       reason: result.reason,
       ...(m.question === undefined ? {} : { question: m.question }),
       ...(d === undefined ? {} : { draft_question: d.question, answer: d.answer, ...(d.aliases.length > 0 ? { aliases: [...d.aliases] } : {}), evidence: evidence(m) }),
       ...(m.question === undefined ? {} : { difficulty: { closed_book_correct: m.closedBook, pass_rate: m.passRate, k: m.k } }),
+      ...rest,
     },
   };
 }
