@@ -16,13 +16,19 @@ export function int(name: string, v: string | undefined): number | undefined {
   return n;
 }
 
-export function printSummary(s: GenerateSummary): void {
-  const out = (l = ''): void => void process.stdout.write(`${l}\n`);
-  const kv = (m: Record<string, number>): string =>
+/** `wrong_answer 3, max_turns 1`: counts by name, largest first; `none` when there are none. */
+export function byCount(m: Record<string, number>): string {
+  return (
     Object.entries(m)
       .sort((a, b) => b[1] - a[1])
       .map(([k, v]) => `${k} ${v}`)
-      .join(', ') || 'none';
+      .join(', ') || 'none'
+  );
+}
+
+export function printSummary(s: GenerateSummary): void {
+  const out = (l = ''): void => void process.stdout.write(`${l}\n`);
+  const kv = byCount;
   const x = s.session;
   const done = x.accepted + x.failed;
   out();

@@ -8,7 +8,7 @@ import { stderrSink } from '../generate/progress.js';
 import { shellWord } from '../generate/preflight.js';
 import { CLI_COMMAND } from '../paths.js';
 import { synthesize, type SynthesisSummary } from '../synthesize/run.js';
-import { int, runInterruptibly } from './generate.js';
+import { byCount, int, runInterruptibly } from './generate.js';
 
 const HELP = `Usage: trajforge synthesize --config F [options]
 
@@ -39,11 +39,7 @@ or usage, 130 interrupted (resumable). Reference: docs/synthesize.md.
 
 function printSynthesis(s: SynthesisSummary): void {
   const out = (l = ''): void => void process.stdout.write(`${l}\n`);
-  const kv = (m: Record<string, number>): string =>
-    Object.entries(m)
-      .sort((a, b) => b[1] - a[1])
-      .map(([k, v]) => `${k} ${v}`)
-      .join(', ') || 'none';
+  const kv = byCount;
   const x = s.session;
   out();
   out(`run        ${s.dir}${s.resumed ? ' (resumed)' : ''}  [${s.status}]`);

@@ -133,6 +133,14 @@ export function writeManifestFile(path: string, manifest: RunManifest, scrubber:
   }
 }
 
+/** The manifest's sessions with the last one ended: when, and how (`exit`). */
+export function endedSessions(sessions: RunManifest['sessions'], exit: string): RunManifest['sessions'] {
+  const out = [...sessions];
+  const last = out.pop();
+  if (last) out.push({ ...last, finished_at: new Date().toISOString(), exit });
+  return out;
+}
+
 /** A run directory's manifest, or the error that says it is none. */
 export async function readRunManifest(manifestPath: string): Promise<RunManifest> {
   const text = await readFile(manifestPath, 'utf8');
@@ -402,11 +410,8 @@ export class RunStore {
       await fh.close().catch(() => {});
     }
     this.#traj = this.#fail = undefined;
-    const sessions = [...this.#manifest.sessions];
-    const last = sessions.pop();
-    if (last) sessions.push({ ...last, finished_at: new Date().toISOString(), exit });
     try {
-      this.writeManifest({ status, sessions });
+      this.writeManifest({ status, sessions: endedSessions(this.#manifest.sessions, exit) });
     } finally {
       releaseLock(this.#lock);
     }

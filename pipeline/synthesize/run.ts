@@ -18,8 +18,8 @@ import { LlmClient, LlmError } from '../core/llm/llm.js';
 import { SYNTH_SOLVE_DIR } from '../core/run-dir/names.js';
 import { EvalIndex } from '../dataset/decontaminate.js';
 import { TrajforgeError } from '../errors.js';
-import { Progress, type ProgressSink } from '../generate/progress.js';
-import { newManifest, type GenerateSummary } from '../generate/run.js';
+import { Progress } from '../generate/progress.js';
+import { newManifest, type GenerateOptions, type GenerateSummary } from '../generate/run.js';
 import { openDocuments } from './documents.js';
 import { synthesisFingerprint } from './fingerprint.js';
 import { openGraph } from './graph.js';
@@ -30,15 +30,10 @@ import { Solvability } from './solvable.js';
 import { SynthStore } from './store.js';
 import { Unfinished } from './unfinished.js';
 
-export interface SynthesizeOptions {
-  readonly config: RunConfig;
-  readonly env?: NodeJS.ProcessEnv | undefined;
-  /** Aborting stops scheduling and cancels the seeds in flight (redone on resume). */
-  readonly signal?: AbortSignal | undefined;
-  readonly progress?: ProgressSink | undefined;
+/** generate's options (aborting stops scheduling and cancels the seeds in flight, redone on resume), and `--limit`. */
+export interface SynthesizeOptions extends Pick<GenerateOptions, 'config' | 'env' | 'signal' | 'progress' | 'allowConfigChange'> {
   /** Seeds at most (`--limit`). */
   readonly limit?: number | undefined;
-  readonly allowConfigChange?: boolean | undefined;
 }
 
 export interface SynthesisSummary {

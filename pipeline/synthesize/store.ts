@@ -25,7 +25,7 @@ import { inputError, TrajforgeError } from '../errors.js';
 import { fsError } from '../files.js';
 import { IdSet } from '../id-set.js';
 import { PACKAGE_VERSION } from '../paths.js';
-import { readRunManifest, resumeWith, writeManifestFile, type OpenRunOptions } from '../generate/store.js';
+import { endedSessions, readRunManifest, resumeWith, writeManifestFile, type OpenRunOptions } from '../generate/store.js';
 
 /** What a line of either file holds that the store reads back. */
 interface SeedLine {
@@ -188,11 +188,8 @@ export class SynthStore {
       await fh?.sync().catch(() => undefined);
       await fh?.close().catch(() => undefined);
     }
-    const sessions = [...this.#manifest.sessions];
-    const last = sessions.pop();
-    if (last) sessions.push({ ...last, finished_at: new Date().toISOString(), exit });
     try {
-      this.writeManifest({ status, sessions });
+      this.writeManifest({ status, sessions: endedSessions(this.#manifest.sessions, exit) });
     } finally {
       releaseLock(this.#lock);
     }
