@@ -38,6 +38,51 @@ export interface MemoryResult {
   readonly exit: number | null;
 }
 
+/** A CLI run's RSS, as it goes: the highest reading per quarter of `total` (by its progress lines) and VmHWM. */
+export interface RssWatch {
+  /** What the progress lines counted last. */
+  readonly done: number;
+  /** [done, highest RSS since the previous mark] at 25%, 50%, 75% and at the end. */
+  readonly checkpoints: readonly (readonly [number, number])[];
+  readonly peak: number;
+  readonly exit: number | null;
+  readonly stderr: string;
+}
+
+/** Runs the CLI with `args` in its own process and reads its RSS every 500 ms (see the file comment). */
+export async function watchRss(args: readonly string[], total: number): Promise<RssWatch> {
+  const child = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let done = 0;
+  let peak = 0;
+  const checkpoints: [number, number][] = [];
+  const marks = [0.25, 0.5, 0.75].map((f) => Math.round(total * f));
+  let stderr = '';
+  let quarterPeak = 0;
+  const readRss = (): void => {
+    const s = procStatus(child.pid!);
+    peak = Math.max(peak, s.hwm || 0);
+    if (Number.isFinite(s.rss)) quarterPeak = Math.max(quarterPeak, s.rss);
+  };
+  child.stderr!.setEncoding('utf8');
+  child.stderr!.on('data', (d: string) => {
+    stderr = (stderr + d).slice(-4000);
+    // Progress lines (not a TTY): "[hh:mm:ss] N/TOTAL (p%) · …"
+    for (const m of d.matchAll(/\] (\d+)\/\d+ \(/g)) done = Number(m[1]);
+    while (marks.length && done >= marks[0]!) {
+      marks.shift();
+      readRss();
+      checkpoints.push([done, quarterPeak]);
+      quarterPeak = 0;
+      process.stderr.write(`  memory: ${done} done, highest RSS in the quarter ${mb(checkpoints.at(-1)![1])}\n`);
+    }
+  });
+  const timer = setInterval(readRss, 500);
+  const exit = await new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  clearInterval(timer);
+  checkpoints.push([done, quarterPeak || Number.NaN]);
+  return { done, checkpoints, peak, exit, stderr };
+}
+
 export async function measureMemory(questions = QUESTIONS): Promise<MemoryResult> {
   const dir = mkdtempSync(join(tmpdir(), 'tf-bench-mem-'));
   const sim = await startSimProcess(LATENCY_MS);
@@ -52,39 +97,11 @@ export async function measureMemory(questions = QUESTIONS): Promise<MemoryResult
       latencyMs: LATENCY_MS,
     });
     const started = performance.now();
-    const child = spawn(process.execPath, [CLI, 'generate', '--config', config], { stdio: ['ignore', 'ignore', 'pipe'] });
-    let done = 0;
-    let peak = 0;
-    const checkpoints: [number, number][] = [];
-    const marks = [0.25, 0.5, 0.75].map((f) => Math.round(questions * f));
-    let stderr = '';
-    let quarterPeak = 0;
-    const readRss = (): void => {
-      const s = procStatus(child.pid!);
-      peak = Math.max(peak, s.hwm || 0);
-      if (Number.isFinite(s.rss)) quarterPeak = Math.max(quarterPeak, s.rss);
-    };
-    child.stderr!.setEncoding('utf8');
-    child.stderr!.on('data', (d: string) => {
-      stderr = (stderr + d).slice(-4000);
-      // Progress lines (not a TTY): "[hh:mm:ss] N/TOTAL (p%) · …"
-      for (const m of d.matchAll(/\] (\d+)\/\d+ \(/g)) done = Number(m[1]);
-      while (marks.length && done >= marks[0]!) {
-        marks.shift();
-        readRss();
-        checkpoints.push([done, quarterPeak]);
-        quarterPeak = 0;
-        process.stderr.write(`  memory: ${done} done, highest RSS in the quarter ${mb(checkpoints.at(-1)![1])}\n`);
-      }
-    });
-    const timer = setInterval(readRss, 500);
-    const exit = await new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-    clearInterval(timer);
-    checkpoints.push([done, quarterPeak || Number.NaN]);
-    if (exit !== 0) process.stderr.write(`memory bench: generate exited ${exit}: ${stderr}\n`);
+    const w = await watchRss(['generate', '--config', config], questions);
+    if (w.exit !== 0) process.stderr.write(`memory bench: generate exited ${w.exit}: ${w.stderr}\n`);
     const counts = (JSON.parse(readFileSync(join(dir, 'run', 'manifest.json'), 'utf8')) as { counts: { accepted: number; failed: number } }).counts;
     const total = counts.accepted + counts.failed;
-    return { questions, done: total, seconds: (performance.now() - started) / 1000, checkpoints, peak, exit };
+    return { questions, done: total, seconds: (performance.now() - started) / 1000, checkpoints: w.checkpoints, peak: w.peak, exit: w.exit };
   } finally {
     await sim.close();
     rmSync(dir, { recursive: true, force: true });

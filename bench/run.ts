@@ -23,6 +23,7 @@ import { benchRepairer, benchSink } from './repairer.js';
 import { benchPython } from './python.js';
 import { benchQueue } from './queue.js';
 import { benchShards } from './shards.js';
+import { benchSynthesize } from './synthesize.js';
 import { benchCpu, benchThroughput } from './throughput.js';
 import { benchTokenizerChoice } from './tokenizer-choice.js';
 
@@ -40,6 +41,7 @@ const benches: ReadonlyArray<readonly [string, () => Promise<string>]> = [
   ['agents', benchAgents],
   ['python', benchPython],
   ['corpus', benchCorpus],
+  ['synthesize', benchSynthesize],
 ];
 
 const FILE = join(PACKAGE_ROOT, 'bench', 'BENCHMARKS.md');

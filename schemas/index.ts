@@ -734,6 +734,103 @@ export const QueueConfig = z.strictObject({
 });
 export type QueueConfig = z.infer<typeof QueueConfig>;
 
+// ---------------------------------------------------------------------------------------
+// Question synthesis (`trajforge synthesize`, pipeline/synthesize/): its config section
+
+/** Where seeds come from: documents (single or chained) or the triples of a knowledge graph. */
+export const SynthesisSource = z.strictObject({
+  kind: z.enum(['documents', 'graph']),
+  /** documents: JSONL of `{id, title?, text, url?}` (the bundled corpus's `paperId`/`abstract` too); graph: JSONL of `{subject, relation, object}`. */
+  path: z.string().min(1),
+  /** documents: field names tried, in order, for each field of a document. */
+  fields: z
+    .strictObject({
+      id: z.array(z.string()).default(['id', 'doc_id', 'paperId', '_id']),
+      title: z.array(z.string()).default(['title', 'name']),
+      text: z.array(z.string()).default(['text', 'abstract', 'content', 'body']),
+      url: z.array(z.string()).default(['url', 'link']),
+      /** Ids of the documents this one links to (chains follow them as well as shared entities). */
+      links: z.array(z.string()).default(['links']),
+    })
+    .prefault({}),
+  /** graph: JSONL of `{entity, description}`: what obfuscation may say of an entity instead of its name. */
+  descriptions: z.string().min(1).optional(),
+});
+export type SynthesisSource = z.infer<typeof SynthesisSource>;
+
+/** The solvability check: k rollouts through the normal generate path; a question is kept by its pass rate p. */
+export const SolvableCheck = z.strictObject({
+  /** Rollouts per question. */
+  k: z.number().int().min(1).max(64).default(4),
+  /** The band of pass rates kept: min_pass ≤ p ≤ max_pass. */
+  min_pass: z.number().min(0).max(1).default(0.25),
+  max_pass: z.number().min(0).max(1).default(0.75),
+  /** When set, kept by learnability instead of the band: 4p(1−p) ≥ this (1 at p = 0.5, 0 at p = 0 or 1). */
+  min_learnability: z.number().min(0).max(1).optional(),
+});
+
+export const SynthesisChecks = z.strictObject({
+  /** The judge is asked whether the quotes (or the walk's triples) entail the answer. */
+  entailment: z.boolean().default(true),
+  /** The judge is asked whether the answer is the only one the question admits. */
+  unique: z.boolean().default(true),
+  /** A closed-book solver (the endpoint, no tools) that answers correctly makes a question too easy: `drop` it, `mark` it and keep it, or `off`. */
+  closed_book: z.enum(['drop', 'mark', 'off']).default('drop'),
+  /** `false`: no rollouts; pass rates are not measured. */
+  solvable: z.union([SolvableCheck, z.literal(false)]).prefault({}),
+  /** Near-duplicates of a question already kept are rejected (dedup's shingles and similarity); `false`: off. */
+  near_duplicate: z
+    .union([
+      z.strictObject({
+        threshold: z.number().gt(0).max(1).default(0.8),
+        shingle_size: z.number().int().min(1).max(16).default(3),
+        /** Near-duplicates must have the same content words (dedup's slot guard). */
+        slot_guard: z.boolean().default(true),
+      }),
+      z.literal(false),
+    ])
+    .prefault({}),
+  /** Eval sets (JSONL, JSON, CSV or one question a line): a question that overlaps one (decontaminate's 13-gram rule) is rejected. */
+  eval_sets: z.array(z.string().min(1)).default([]),
+});
+
+export const SynthesisConfig = z.strictObject({
+  source: SynthesisSource,
+  /** documents: documents per seed (1: single-document questions; k > 1: chains of k linked documents); graph: hops of a walk. */
+  hops: z.number().int().min(1).max(8).default(1),
+  /** Seeds drawn. Default: every document (single documents), else 1000. */
+  seeds: z.number().int().positive().optional(),
+  /** Seed of the draws (the order of documents, chains, walks); `--seed`. */
+  seed: z.number().int().default(0),
+  /** Chains: an entity links documents when between min_docs and max_docs documents mention it (more is too common to lead anywhere). */
+  link: z
+    .strictObject({
+      min_docs: z.number().int().min(2).default(2),
+      max_docs: z.number().int().min(2).default(50),
+    })
+    .prefault({}),
+  /** Characters of a document shown to the writer at most; quotes must come from what it was shown. */
+  max_document_chars: z.number().int().positive().default(20_000),
+  /** The model that drafts and obfuscates; default the run's endpoint (which also plays the closed-book solver and rolls out). */
+  writer: EndpointConfig.optional(),
+  checks: SynthesisChecks.prefault({}),
+  /** Seeds in progress at once. Default: `concurrency`. */
+  seeds_in_flight: z.number().int().positive().optional(),
+  /** Replies of a stage with nothing readable asked again before the seed is rejected. */
+  unreadable_retries: z.number().int().nonnegative().default(1),
+  /** Seeds in a row whose requests failed (endpoint or judge down) after which the run stops; they are redone by the next run. */
+  fail_fast_after: z.number().int().positive().default(5),
+  /** The run stops once any is reached: questions kept (exactly), or tokens or requests spent (seeds in flight finish). */
+  budgets: z
+    .strictObject({
+      kept: z.number().int().positive().optional(),
+      tokens: z.number().int().positive().optional(),
+      requests: z.number().int().positive().optional(),
+    })
+    .prefault({}),
+});
+export type SynthesisConfig = z.infer<typeof SynthesisConfig>;
+
 export const RunConfig = z.strictObject({
   endpoint: EndpointConfig,
   dialect: DialectName.default('tulu'),
@@ -779,6 +876,8 @@ export const RunConfig = z.strictObject({
    * or the tokenizer.json).
    */
   tokenizer: z.string().min(1).optional(),
+  /** `trajforge synthesize`: questions of its own from a corpus or a knowledge graph (pipeline/synthesize/). */
+  synthesis: SynthesisConfig.optional(),
 });
 export type RunConfig = z.infer<typeof RunConfig>;
 export type RunConfigInput = z.input<typeof RunConfig>;
@@ -1008,6 +1107,100 @@ export const ValidationRules = z.strictObject({
 });
 export type ValidationRules = z.infer<typeof ValidationRules>;
 
+// ---------------------------------------------------------------------------------------
+// Question synthesis: the rows `trajforge synthesize` writes (questions.jsonl, rejected.jsonl)
+
+/** The checks of a synthesized question, in the order they run (pipeline/synthesize/checks.ts). */
+export const SYNTHESIS_CHECKS = ['draft', 'obfuscate', 'verbatim', 'no_leak', 'contamination', 'entailment', 'unique', 'closed_book', 'near_duplicate', 'solvable'] as const;
+export const SynthesisCheck = z.enum(SYNTHESIS_CHECKS);
+export type SynthesisCheck = z.infer<typeof SynthesisCheck>;
+
+/** `marked`: failed, and kept by config (closed_book: mark); `error`: could not be decided (an unreadable reply). */
+export const CheckResult = z.object({
+  verdict: z.enum(['pass', 'fail', 'marked', 'error']),
+  reason: z.string(),
+});
+export type CheckResult = z.infer<typeof CheckResult>;
+
+export const EvidenceQuote = z.object({ doc_id: z.string().min(1), quote: z.string().min(1) });
+export const Triple = z.object({ subject: z.string().min(1), relation: z.string().min(1), object: z.string().min(1) });
+export type Triple = z.infer<typeof Triple>;
+
+/** What a seed cost: every request of its stages, checks and rollouts. */
+export const SynthesisCost = z.object({
+  requests: z.number().int().nonnegative(),
+  prompt_tokens: z.number().int().nonnegative(),
+  completion_tokens: z.number().int().nonnegative(),
+});
+export type SynthesisCost = z.infer<typeof SynthesisCost>;
+
+export const SynthesisSourceRef = z.object({
+  kind: z.enum(['documents', 'graph']),
+  /** The source file, as the config named it. */
+  path: z.string(),
+  /** The seed's stable id. */
+  seed: z.string().min(1),
+  /** documents: the seed's document ids, in chain order. */
+  docs: z.array(z.string()).optional(),
+});
+
+export const SynthesisProvenance = z.object({
+  /** The endpoint's model (closed-book solver, rollouts) and the writer's. */
+  model: z.string(),
+  writer_model: z.string(),
+  judge_model: z.string(),
+  /** `name@hash` of each prompt the seed was made with. */
+  prompts: z.array(z.string()),
+  trajforge_version: z.string(),
+});
+
+/** A kept question: a Question (`generate` reads it as is) with its evidence, checks and difficulty. */
+export const SynthesizedQuestion = z.object({
+  schema_version: schemaVersion,
+  id: z.string().min(1),
+  question: z.string().min(1),
+  answer: z.string().min(1),
+  /** Other spellings of the answer that count as right (the judge reads them as gold alternatives). */
+  aliases: z.array(z.string()).optional(),
+  /** Verbatim quotes from the seed's documents, or the walk's triples. */
+  evidence: z.union([z.array(EvidenceQuote), z.array(Triple)]),
+  hops: z.number().int().positive(),
+  source: SynthesisSourceRef,
+  /** The question before obfuscation. */
+  draft_question: z.string(),
+  difficulty: z.object({
+    /** null: the closed-book check is off. */
+    closed_book_correct: z.boolean().nullable(),
+    /** Correct rollouts / k; null: the solvability check is off. */
+    pass_rate: z.number().min(0).max(1).nullable(),
+    k: z.number().int().nonnegative(),
+  }),
+  checks: z.partialRecord(SynthesisCheck, CheckResult),
+  provenance: SynthesisProvenance,
+  cost: SynthesisCost,
+});
+export type SynthesizedQuestion = z.infer<typeof SynthesizedQuestion>;
+
+/** A seed that gave no kept question: what it got to, and the check that rejected it. */
+export const RejectedDraft = z.object({
+  schema_version: schemaVersion,
+  /** The question's id, once there was a question. */
+  id: z.string().optional(),
+  source: SynthesisSourceRef,
+  rejected_by: SynthesisCheck,
+  reason: z.string(),
+  question: z.string().optional(),
+  draft_question: z.string().optional(),
+  answer: z.string().optional(),
+  aliases: z.array(z.string()).optional(),
+  evidence: z.union([z.array(EvidenceQuote), z.array(Triple)]).optional(),
+  difficulty: SynthesizedQuestion.shape.difficulty.optional(),
+  checks: z.partialRecord(SynthesisCheck, CheckResult),
+  provenance: SynthesisProvenance,
+  cost: SynthesisCost,
+});
+export type RejectedDraft = z.infer<typeof RejectedDraft>;
+
 export const schemas = {
   Question,
   ToolCallRecord,
@@ -1018,4 +1211,6 @@ export const schemas = {
   DedupCluster,
   ContaminationFlag,
   ValidationRules,
+  SynthesizedQuestion,
+  RejectedDraft,
 } as const;

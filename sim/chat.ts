@@ -23,12 +23,15 @@ import { detectRole, planRoleTurn, sessionLabel } from './roles.js';
 import { sendJson, sendRaw } from './send.js';
 import { bump, type SimStats } from './stats.js';
 import { streamCompletion } from './streaming.js';
+import type { SynthRoles } from './synth.js';
 import type { Rng, SimDialect } from './types.js';
 import { messageOf, type WireShape } from './wire-shape.js';
 
 /** What every request handler shares: the options, the misbehaviour rates, the counters, and the conversations seen. */
 export interface SimState {
   readonly o: ResolvedOptions;
+  /** Synthesis's roles (writer, obfuscator, closed-book solver, its judges), and what they planted. */
+  readonly synth: SynthRoles;
   readonly rates: Readonly<Record<MisbehaviourKind, number>>;
   readonly stats: SimStats;
   /** Message-list hash → times seen. */
@@ -148,8 +151,12 @@ function complete(sim: SimState, { request, dialect, promptTokens, apiKey }: Adm
   const { drawn, rng, applied } = draws;
   // A grading request is the judge role's (sim/judge.ts), not the model's.
   const grading = readJudgeRequest(request.messages);
+  // A synthesis request is one of synthesize's roles (sim/synth.ts).
+  const synthesis = grading === null ? sim.synth.reply(request.messages) : null;
   let composed: ComposedTurn;
-  if (grading !== null) {
+  if (synthesis !== null) {
+    composed = { turn: { reasoning: '', content: synthesis, toolCalls: [] }, honourStop: true, applied: [] };
+  } else if (grading !== null) {
     stats.judgeRequests++;
     const reply = judgeReply(grading, drawn, apiKey);
     composed = { turn: { reasoning: reply.reasoning, content: reply.content, toolCalls: [] }, honourStop: true, applied: reply.applied };

@@ -12,6 +12,7 @@ import {
   type MisbehaviourKind,
 } from './misbehave.js';
 import { SIM_DEFAULTS, startSim, type SimOptions } from './server.js';
+import { parsePlant, PLANTED_DEFECTS } from './synth.js';
 
 export function simUsage(): string {
   const width = Math.max(...MISBEHAVIOUR_KINDS.map((k) => k.length));
@@ -66,6 +67,10 @@ Options:
   --server-error-status LIST
                          statuses a server_error answers with, e.g. 500,502,503 (default 500;
                          502 comes with an HTML body, as from a proxy)
+  --plant KIND=RATE      synthesis (trajforge synthesize): plant a defect in RATE of the seeds,
+                         at most one a seed; all=RATE for each of ${PLANTED_DEFECTS.join(', ')}
+  --knowledge FILE       synthesis: a JSONL of documents or triples the closed-book solver
+                         remembers (repeatable; default the bundled corpus)
   -h, --help             this text
 
 Misbehaviour kinds (each drawn independently for every completion):
@@ -168,6 +173,15 @@ function readValueFlag(
         if (eq === -1 || !isMisbehaviourKind(kind)) throw usageError(`--burst takes KIND=N with a misbehaviour kind, got '${item}'`);
         burst[kind] = numberArg('--burst', item.slice(eq + 1).trim(), true, 0);
       }
+      return;
+    }
+    case '--plant':
+      options.plant = { ...options.plant, ...parsePlant(value() ?? '') };
+      return;
+    case '--knowledge': {
+      const file = value();
+      if (file === undefined || file === '') throw usageError('--knowledge needs a file');
+      options.knowledge = [...(options.knowledge ?? []), file];
       return;
     }
     case '--server-error-status': {

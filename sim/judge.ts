@@ -34,7 +34,7 @@ export type JudgeRequest =
 const unescaped = (s: string): string => s.replace(/(?<=[<>])\\(?=[<>/tT])/g, '');
 
 /** The text between `Label:\n<<<\n` and `\n>>>`, as the grading prompts set each part off. */
-function section(text: string, label: string): string | undefined {
+export function section(text: string, label: string): string | undefined {
   const open = `${label}:\n<<<\n`;
   const at = text.indexOf(open);
   if (at < 0) return undefined;

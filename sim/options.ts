@@ -4,6 +4,7 @@
  */
 import { TrajforgeError } from '../pipeline/errors.js';
 import { MISBEHAVIOUR_KINDS, type MisbehaviourKind, type MisbehaviourRates } from './misbehave.js';
+import type { PlantRates } from './synth.js';
 
 export interface SimOptions {
   /** Port to listen on; 0 (the default) picks a free one. */
@@ -58,6 +59,10 @@ export interface SimOptions {
    * an HTML body (as a proxy in front of the model sends it), the others with an OpenAI error body.
    */
   serverErrorStatuses?: readonly number[];
+  /** Synthesis (sim/synth.ts): defects the writer and obfuscator plant, at these rates per seed. Default none. */
+  plant?: PlantRates;
+  /** Synthesis: JSONL files of documents or triples the closed-book solver remembers. Default the bundled corpus. */
+  knowledge?: readonly string[];
 }
 
 export const SIM_DEFAULTS = {

@@ -23,6 +23,7 @@ import { resolveOptions, type SimOptions } from './options.js';
 import { route } from './routing.js';
 import { sendJson, sendRaw } from './send.js';
 import { newStats, type SimStats } from './stats.js';
+import { SynthRoles, type Planted } from './synth.js';
 
 // The sim's public face: start it, its options and counters, and the figures tests check against.
 export { estimateTokens } from './completion.js';
@@ -39,10 +40,14 @@ export interface Sim {
   close(): Promise<void>;
   /** A snapshot. */
   stats(): SimStats;
+  /** Synthesis: what the writer and obfuscator planted, one entry per seed (sim/synth.ts). */
+  planted(): Planted[];
 }
 
 export async function startSim(opts: SimOptions = {}): Promise<Sim> {
-  const sim: SimState = { o: resolveOptions(opts), rates: normaliseRates(opts.misbehave), stats: newStats(), seen: new Map() };
+  const o = resolveOptions(opts);
+  const synth = new SynthRoles({ seed: o.seed, plant: opts.plant, knowledge: opts.knowledge });
+  const sim: SimState = { o, synth, rates: normaliseRates(opts.misbehave), stats: newStats(), seen: new Map() };
   const { stats } = sim;
   const open = new Set<AbortController>();
 
@@ -85,6 +90,7 @@ export async function startSim(opts: SimOptions = {}): Promise<Sim> {
     url: `http://127.0.0.1:${port}/v1`,
     port,
     stats: () => structuredClone(stats),
+    planted: () => synth.planted(),
     close(): Promise<void> {
       closing ??= new Promise<void>((resolve) => {
         for (const c of open) c.abort();

@@ -48,6 +48,13 @@ const USES: Readonly<Record<string, Use>> = {
   'native-system': { caller: 'dialects/native.ts systemPrompt (raw)', vars: {} },
   'judge-simpleqa': { caller: 'core/judge/kinds.ts VERDICT, filled by prompt.ts renderGrading', vars: { question: QUESTION, gold: 'cyclooxygenase (COX-1)', answer: 'It blocks COX-1 <cite id="pm-1">x</cite>.' } },
   'judge-rubric': { caller: 'core/judge/kinds.ts rubricKind, filled by prompt.ts renderGrading', vars: { question: QUESTION, answer: 'It blocks COX-1 <cite id="pm-1">x</cite>.', criteria: '[{"criterion": 1, "description": "Names COX-1"}]' } },
+  // Synthesis (pipeline/synthesize/): its stages, filled by renderGrading (data blocks), and the judge's two kinds.
+  'synth-draft-documents': { caller: 'synthesize/draft.ts draft (documents)', vars: { documents: 'Document 1\nid: pm-1\ntext:\nAspirin acetylates COX-1.', links: '(one document: no links)', hops: '1' } },
+  'synth-draft-graph': { caller: 'synthesize/draft.ts draft (graph)', vars: { triples: '["aspirin","inhibits","COX-1"]', descriptions: '(none)', hops: '1' } },
+  'synth-obfuscate': { caller: 'synthesize/draft.ts obfuscate', vars: { question: QUESTION, answer: 'COX-1', evidence: 'Document 1\nid: pm-1\ntext:\nAspirin acetylates COX-1.' } },
+  'synth-closed-book': { caller: 'synthesize/judged.ts closedBookCheck', vars: { question: QUESTION } },
+  'synth-entailment': { caller: 'core/judge/kinds.ts ENTAILMENT, from synthesize/judged.ts', vars: { question: QUESTION, answer: 'COX-1', evidence: '{"doc_id":"pm-1","quote":"Aspirin acetylates COX-1."}' } },
+  'synth-unique': { caller: 'core/judge/kinds.ts UNIQUE, from synthesize/judged.ts', vars: { question: QUESTION, answer: 'COX-1', evidence: 'Document 1\nid: pm-1\ntext:\nAspirin acetylates COX-1.' } },
 };
 
 const PLACEHOLDER = /\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
@@ -156,6 +163,19 @@ describe('what the loop and the sim rely on', () => {
     expect(render('main-agent-objective')).toMatch(/^# Agent Specific Objective\n\nYou are a task-solving agent/);
     expect(render('browsing-agent-objective')).toMatch(/^# Agent Specific Objective\n\nYou are an agent that performs the task of searching and browsing/);
     expect(render('main-agent-objective')).not.toMatch(/browsing/);
+  });
+
+  it.each([
+    ['synth-entailment', ['SUPPORTED', 'NOT_SUPPORTED']],
+    ['synth-unique', ['UNIQUE', 'NOT_UNIQUE']],
+  ])('%s asks for its verdict on the first line, in the words its reader reads', (name, words) => {
+    const text = render(name);
+    expect(text).toContain(`Verdict: ${words[0]} or ${words[1]}`);
+    expect(text).toMatch(/only the first line is read/);
+  });
+
+  it('the synthesis stages ask for one JSON object starting the reply (the readers read nothing else)', () => {
+    for (const name of ['synth-draft-documents', 'synth-draft-graph', 'synth-obfuscate']) expect(render(name)).toMatch(/Reply with one JSON object and nothing else, starting with \{/);
   });
 
   it('judge-simpleqa names the three verdicts the parser reads', () => {

@@ -16,13 +16,19 @@ export function int(name: string, v: string | undefined): number | undefined {
   return n;
 }
 
-export function printSummary(s: GenerateSummary): void {
-  const out = (l = ''): void => void process.stdout.write(`${l}\n`);
-  const kv = (m: Record<string, number>): string =>
+/** `wrong_answer 3, max_turns 1`: counts by name, largest first; `none` when there are none. */
+export function byCount(m: Record<string, number>): string {
+  return (
     Object.entries(m)
       .sort((a, b) => b[1] - a[1])
       .map(([k, v]) => `${k} ${v}`)
-      .join(', ') || 'none';
+      .join(', ') || 'none'
+  );
+}
+
+export function printSummary(s: GenerateSummary): void {
+  const out = (l = ''): void => void process.stdout.write(`${l}\n`);
+  const kv = byCount;
   const x = s.session;
   const done = x.accepted + x.failed;
   out();
@@ -143,12 +149,22 @@ export async function run(argv: string[]): Promise<number> {
   return runInterruptibly((signal) => generate({ config, signal, progress: stderrSink(), allowConfigChange: values['allow-config-change'] }));
 }
 
+/** What a session's outcome says, for the exit code: `generate`'s, and `synthesize`'s. */
+interface Outcome {
+  readonly status: GenerateSummary['status'];
+  readonly fatal?: string | undefined;
+  readonly failure?: string | undefined;
+}
+
 /**
  * Runs a session with Ctrl-C (and SIGTERM) wired to a clean stop, prints the summary, and
  * turns the outcome into an exit code: 0 completed; 1 the endpoint refused or kept failing,
- * samples have no record, or every sample failed; 130 interrupted.
+ * samples have no record, or every sample failed; 130 interrupted. `print` prints the summary
+ * (default: generate's).
  */
-export async function runInterruptibly(session: (signal: AbortSignal) => Promise<GenerateSummary>): Promise<number> {
+export function runInterruptibly(session: (signal: AbortSignal) => Promise<GenerateSummary>): Promise<number>;
+export function runInterruptibly<S extends Outcome>(session: (signal: AbortSignal) => Promise<S>, print: (summary: S) => void): Promise<number>;
+export async function runInterruptibly(session: (signal: AbortSignal) => Promise<Outcome>, print: (summary: never) => void = printSummary): Promise<number> {
   const interrupt = new AbortController();
   let interrupts = 0;
   const onSignal = (): void => {
@@ -160,7 +176,7 @@ export async function runInterruptibly(session: (signal: AbortSignal) => Promise
   process.on('SIGTERM', onSignal);
   try {
     const summary = await session(interrupt.signal);
-    printSummary(summary);
+    (print as (summary: Outcome) => void)(summary);
     const why = summary.fatal ?? summary.failure;
     if (why !== undefined) {
       process.stderr.write(`error: ${why}\n`);

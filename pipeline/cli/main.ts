@@ -14,6 +14,7 @@ Usage:
   trajforge init [--preset P] [--out DIR]   write a commented starter config and a questions file
   trajforge check --config F                 can a run start? endpoint, key, model, servers, tools, questions, output
   trajforge generate --config F [options]   run the model over questions, write a run directory
+  trajforge synthesize --config F [--out DIR]   questions of its own from a corpus or a knowledge graph, checked
   trajforge <command> --help                that command's options
   trajforge validate <file|run|-> [--rules F] [--json] [--judge --config F]   check every row against the rules
   trajforge filter <file|run|-> [--keep EXPR] [--drop EXPR] --out F [--rejects F]
@@ -80,6 +81,7 @@ export async function main(argv: string[]): Promise<number> {
       case 'sim':
         return await cmdSim(rest);
       case 'generate':
+      case 'synthesize':
       case 'check':
       case 'init':
       case 'demo':

@@ -1,6 +1,7 @@
 /** `trajforge stats <file|run|->`: the shape of a dataset, as a table or one JSON object. */
 import { statsForInput, statsToJson } from '../dataset/stats.js';
 import { formatStats } from '../dataset/stats-format.js';
+import { formatSynthesis, isSynthesisRun, synthesisFigures } from '../dataset/synthesis.js';
 import { datasetTokenCounter, parseDatasetArgs, readOptions } from './common.js';
 
 const HELP = `Usage: trajforge stats <file|run|-> [--json] [--format F] [--on-bad-row skip] [--tokenizer T]
@@ -20,6 +21,10 @@ that only failed once, by its latest attempt.
 
 Rows from other systems (DR Tulu, chat) are run through the validator's rules here, so a row
 that breaks one counts as failed (reason invalid).
+
+A synthesis run directory (trajforge synthesize) shows its funnel (seeds → drafts → each check
+→ kept), the difficulty of its questions (rollouts judged correct of k) and the cost per kept
+question; its rollouts are DIR/solve, an ordinary run.
 `;
 
 export async function run(argv: string[]): Promise<number> {
@@ -30,9 +35,13 @@ export async function run(argv: string[]): Promise<number> {
   }, HELP);
   if (!args) return 0;
   const { values, input } = args;
+  if (isSynthesisRun(input)) return print(values.json ? `${JSON.stringify(await synthesisFigures(input), null, 2)}\n` : formatSynthesis(await synthesisFigures(input), input));
   const stats = await statsForInput(input, readOptions(values.format, values['on-bad-row']), datasetTokenCounter(input, values.tokenizer));
   if (stats.rows.bad) process.stderr.write(`stats: skipped ${stats.rows.bad} bad rows\n`);
-  const text = values.json ? `${JSON.stringify(statsToJson(stats), null, 2)}\n` : formatStats(stats, input === '-' ? 'stdin' : input);
+  return print(values.json ? `${JSON.stringify(statsToJson(stats), null, 2)}\n` : formatStats(stats, input === '-' ? 'stdin' : input));
+}
+
+async function print(text: string): Promise<number> {
   // A reader that stops early (`| head`) is not an error of ours.
   process.stdout.on('error', () => {});
   await new Promise<void>((resolve) => process.stdout.write(text, () => resolve()));

@@ -294,8 +294,9 @@ export function promptHashes(dialects: string | readonly string[], agentPrompts:
   const others = DialectName.options.filter((d) => !used.includes(d));
   const out: Record<string, string> = {};
   for (const file of readdirSync(dir).sort()) {
-    // The judge's templates go to the judge's fingerprint (validationFingerprint), with the judge.
-    if (!file.endsWith('.txt') || others.some((d) => file.startsWith(`${d}-`)) || file.startsWith('judge-')) continue;
+    // The judge's templates go to the judge's fingerprint (validationFingerprint), with the judge;
+    // synthesis's (`synth-*`) to a synthesis run's (pipeline/synthesize/fingerprint.ts): a rollout never sends them.
+    if (!file.endsWith('.txt') || others.some((d) => file.startsWith(`${d}-`)) || file.startsWith('judge-') || file.startsWith('synth-')) continue;
     const stem = file.slice(0, -'.txt'.length);
     if (AGENT_ONLY_PROMPTS.includes(stem) && !agentPrompts.includes(stem)) continue;
     out[file] = createHash('sha256').update(readFileSync(join(dir, file))).digest('hex').slice(0, 16);
@@ -309,10 +310,15 @@ export function promptHashes(dialects: string | readonly string[], agentPrompts:
 
 /** The judge's prompt templates (`judge-*.txt`) by a hash of their text: part of the fingerprint when a run has a judge. */
 export function judgePromptHashes(): Record<string, string> {
+  return prefixedPromptHashes('judge-');
+}
+
+/** The prompt templates whose names start with `prefix` (`judge-`, `synth-`), by a hash of their text. */
+export function prefixedPromptHashes(prefix: string): Record<string, string> {
   const dir = join(PACKAGE_ROOT, 'prompts');
   const out: Record<string, string> = {};
   for (const file of readdirSync(dir).sort()) {
-    if (file.startsWith('judge-') && file.endsWith('.txt')) out[file] = createHash('sha256').update(readFileSync(join(dir, file))).digest('hex').slice(0, 16);
+    if (file.startsWith(prefix) && file.endsWith('.txt')) out[file] = createHash('sha256').update(readFileSync(join(dir, file))).digest('hex').slice(0, 16);
   }
   return out;
 }

@@ -49,13 +49,14 @@ export function runSecrets(
     readonly endpoint: { readonly api_key_env: string };
     readonly mcpServers: Readonly<Record<string, McpServerConfig>>;
     readonly validation?: { readonly judge?: { readonly api_key_env: string } | undefined } | undefined;
+    readonly synthesis?: { readonly writer?: { readonly api_key_env: string } | undefined } | undefined;
   },
   env: NodeJS.ProcessEnv,
   expansions: readonly Expansion[],
 ): Secret[] {
   const out: Secret[] = [];
-  // The endpoint's key, and the judge's (validation.judge), which may be another provider's.
-  for (const keyName of [cfg.endpoint.api_key_env, cfg.validation?.judge?.api_key_env]) {
+  // The endpoint's key, the judge's (validation.judge) and synthesis's writer's, which may be other providers'.
+  for (const keyName of [cfg.endpoint.api_key_env, cfg.validation?.judge?.api_key_env, cfg.synthesis?.writer?.api_key_env]) {
     const key = keyName === undefined || keyName === 'none' ? undefined : env[keyName];
     if (key && !out.some((s) => s.value === key)) out.push({ name: keyName!, value: key });
   }

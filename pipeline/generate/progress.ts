@@ -45,11 +45,14 @@ export class Progress {
   #timer: NodeJS.Timeout | undefined;
   #cache: (() => { hits: number; misses: number }) | undefined;
 
-  /** `before`: samples already done by earlier sessions of the run. */
-  constructor(sink: ProgressSink | undefined, total: number | null, before: number) {
+  readonly #labels: { readonly ok: string; readonly failed: string };
+
+  /** `before`: samples already done by earlier sessions of the run; `labels`: what the two outcomes are called (synthesize: kept, rejected). */
+  constructor(sink: ProgressSink | undefined, total: number | null, before: number, labels = { ok: 'accepted', failed: 'failed' }) {
     this.#sink = sink;
     this.#total = total;
     this.#before = before;
+    this.#labels = labels;
   }
 
   start(): void {
@@ -81,7 +84,7 @@ export class Progress {
     const done = this.#before + doneNow;
     const elapsed = performance.now() - this.#started;
     const rate = doneNow / Math.max(elapsed / 1000, 1e-3);
-    const counts = `${this.#accepted} accepted · ${this.#failed} failed · ${rate.toFixed(2)}/s`;
+    const counts = `${this.#accepted} ${this.#labels.ok} · ${this.#failed} ${this.#labels.failed} · ${rate.toFixed(2)}/s`;
     const c = this.#cache?.();
     const cache = c ? ` · cache ${compact(c.hits)}/${compact(c.misses)}` : '';
     const wait = longestWait();

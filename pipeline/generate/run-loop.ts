@@ -87,6 +87,7 @@ export class RunLoop {
     this.#untilCorrect = config.questions.until_correct && config.questions.samples > 1;
     // Every request in flight listens on this one signal.
     setMaxListeners(0, this.#abort.signal);
+    if (plan.onAbort) this.#abort.signal.addEventListener('abort', plan.onAbort, { once: true });
     this.#failFast = new FailFast({ after: config.endpoint.fail_fast_after, retries: config.endpoint.max_retries, dir: () => this.#store.dir, stop: () => this.#abort.abort() });
     // `concurrency` is model requests in flight, whichever session of whichever family sends them.
     this.#llm = new LlmClient(config.endpoint, {

@@ -116,6 +116,12 @@ export interface SessionPlan extends GenerateOptions {
    */
   settled?(records: readonly Trajectory[], written: boolean): Promise<void>;
   /**
+   * Called once if the session stops before its samples run out (interrupted, or stopped by a
+   * fatal endpoint or judge): the samples in flight get no `settled`, and a caller that feeds
+   * `samples` as it goes (synthesize's solvability check) stops waiting for them here.
+   */
+  readonly onAbort?: (() => void) | undefined;
+  /**
    * Samples taken from `samples` ahead of a free slot. Default: as many as are in flight (the
    * sampler reads a file; reading ahead costs nothing). A queue worker takes 1: a sample it
    * holds waiting is a lease another worker could be using.

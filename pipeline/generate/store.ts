@@ -118,12 +118,50 @@ export interface OpenRunOptions {
 
 type Session = RunManifest['sessions'][number];
 
+/** Writes a manifest atomically (a temporary file renamed over it), scrubbed: a reader sees the old one or the new one, never half of one. */
+export function writeManifestFile(path: string, manifest: RunManifest, scrubber: Scrubber): void {
+  try {
+    writeFileSync(`${path}.tmp`, `${JSON.stringify(scrubber.value(manifest), null, 2)}\n`);
+    renameSync(`${path}.tmp`, path);
+  } catch (err) {
+    // The old manifest stays in place; a half-written temporary file does not.
+    try {
+      rmSync(`${path}.tmp`, { force: true });
+    } catch {
+      // not a file we can remove (a directory): the error below says what failed
+    }
+    throw new TrajforgeError('WRITE_FAILED', `${path}: cannot write the manifest: ${(err as Error).message}`, { file: path, cause: err });
+  }
+}
+
+/** The manifest's sessions with the last one ended: when, and how (`exit`). */
+export function endedSessions(sessions: RunManifest['sessions'], exit: string): RunManifest['sessions'] {
+  const out = [...sessions];
+  const last = out.pop();
+  if (last) out.push({ ...last, finished_at: new Date().toISOString(), exit });
+  return out;
+}
+
+/** A run directory's manifest, or the error that says it is none. */
+export async function readRunManifest(manifestPath: string): Promise<RunManifest> {
+  const text = await readFile(manifestPath, 'utf8');
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw new TrajforgeError('BAD_INPUT', `${manifestPath}: not valid JSON`, { file: manifestPath });
+  }
+  const m = RunManifest.safeParse(parsed);
+  if (!m.success) throw new TrajforgeError('BAD_INPUT', `${manifestPath}: not a trajforge run manifest (${m.error.issues[0]?.message})`, { file: manifestPath });
+  return m.data;
+}
+
 /**
  * Whether a resume may go on, and with what: the same fingerprint, or a changed one on
  * purpose (`allowConfigChange`). Returns the manifest to go on with, what the new session
- * records, and what to tell the person running it.
+ * records, and what to tell the person running it. (Also a synthesis run's: synthesize/store.ts.)
  */
-function resumeWith(manifest: RunManifest, opts: OpenRunOptions, file: string): { manifest: RunManifest; session: Partial<Session>; notices: string[] } {
+export function resumeWith(manifest: RunManifest, opts: OpenRunOptions, file: string): { manifest: RunManifest; session: Partial<Session>; notices: string[] } {
   const before = manifest.fingerprint_fields;
   // The manifest holds them scrubbed: so are these, to compare like with like.
   const now = (opts.scrubber ?? Scrubber.none).value(opts.fingerprintFields);
@@ -216,16 +254,7 @@ export class RunStore {
       let session: Partial<Session> = {};
       const notices: string[] = [];
       if (existsSync(manifestPath)) {
-        const text = await readFile(manifestPath, 'utf8');
-        let parsed: unknown;
-        try {
-          parsed = JSON.parse(text);
-        } catch {
-          throw new TrajforgeError('BAD_INPUT', `${manifestPath}: not valid JSON`, { file: manifestPath });
-        }
-        const m = RunManifest.safeParse(parsed);
-        if (!m.success) throw new TrajforgeError('BAD_INPUT', `${manifestPath}: not a trajforge run manifest (${m.error.issues[0]?.message})`, { file: manifestPath });
-        const resume = resumeWith(m.data, opts, manifestPath);
+        const resume = resumeWith(await readRunManifest(manifestPath), opts, manifestPath);
         manifest = resume.manifest;
         session = resume.session;
         notices.push(...resume.notices);
@@ -361,19 +390,7 @@ export class RunStore {
   /** Atomic: a reader sees the old manifest or the new one, never half of one. */
   writeManifest(patch: Partial<RunManifest> = {}): void {
     this.#manifest = { ...this.#manifest, counts: this.counts(), ...patch, updated_at: new Date().toISOString() };
-    const path = join(this.dir, MANIFEST);
-    try {
-      writeFileSync(`${path}.tmp`, `${JSON.stringify(this.#scrubber.value(this.#manifest), null, 2)}\n`);
-      renameSync(`${path}.tmp`, path);
-    } catch (err) {
-      // The old manifest stays in place; a half-written temporary file does not.
-      try {
-        rmSync(`${path}.tmp`, { force: true });
-      } catch {
-        // not a file we can remove (a directory): the error below says what failed
-      }
-      throw new TrajforgeError('WRITE_FAILED', `${path}: cannot write the manifest: ${(err as Error).message}`, { file: path, cause: err });
-    }
+    writeManifestFile(join(this.dir, MANIFEST), this.#manifest, this.#scrubber);
   }
 
   /**
@@ -395,11 +412,8 @@ export class RunStore {
       await fh.close().catch(() => {});
     }
     this.#traj = this.#fail = undefined;
-    const sessions = [...this.#manifest.sessions];
-    const last = sessions.pop();
-    if (last) sessions.push({ ...last, finished_at: new Date().toISOString(), exit });
     try {
-      this.writeManifest({ status, sessions });
+      this.writeManifest({ status, sessions: endedSessions(this.#manifest.sessions, exit) });
     } finally {
       releaseLock(this.#lock);
     }

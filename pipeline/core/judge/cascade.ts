@@ -4,8 +4,9 @@
  * No cheap step says "incorrect": "1990" is not "the treaty was signed in 1990", and "4" is
  * "four", so a mismatch of strings proves nothing.
  *
- * Each gold alternative is tried (the question's `answer`, and `meta.answers` when the row gave
- * a list), against the final answer and, when it holds one, the content of its last `\boxed{}`.
+ * Each gold alternative is tried (the question's `answer`, `meta.answers` when the row gave a
+ * list, and `meta.aliases`, a synthesized question's other spellings of its answer), against the
+ * final answer and, when it holds one, the content of its last `\boxed{}`.
  *
  * - exact: the answer, trimmed, equals the gold, trimmed.
  * - normalised: equal token lists after `matchTokens`: SQuAD's normalisation (NFKC, lower case,
@@ -40,15 +41,14 @@ export function matchTokens(text: string): string[] {
   return normalizeAnswer(text).map(canonicalNumber);
 }
 
-/** The gold answers of a row: its `gold_answer`, and the strings of `meta.answers` (a list the question gave). */
+/** The gold answers of a row: its `gold_answer`, the strings of `meta.answers` (a list the question gave) and of `meta.aliases` (synthesize). */
 export function goldsOf(t: { readonly gold_answer?: string | undefined; readonly meta?: Readonly<Record<string, unknown>> | undefined }): string[] {
   const out: string[] = [];
   const add = (g: unknown): void => {
     if (typeof g === 'string' && g.trim() !== '' && !out.includes(g)) out.push(g);
   };
   add(t.gold_answer);
-  const answers = t.meta?.answers;
-  if (Array.isArray(answers)) for (const a of answers) add(a);
+  for (const list of [t.meta?.answers, t.meta?.aliases]) if (Array.isArray(list)) for (const a of list) add(a);
   return out;
 }
 

@@ -36,6 +36,14 @@ export interface ClientOptions {
   readonly warn?: ((message: string) => void) | undefined;
 }
 
+/**
+ * What the judge's requests cost, charged to whoever asked (synthesis counts what each seed
+ * cost): one call per request sent, with its tokens (0 for a request that failed).
+ */
+export interface Meter {
+  charge(used: { readonly promptTokens: number; readonly completionTokens: number }): void;
+}
+
 export interface ClientStats {
   /** Grading requests sent (retries of one request not counted twice), and answers served from the cache. */
   requests: number;
@@ -82,7 +90,7 @@ export class JudgeClient {
   }
 
   /** One question: from the cache, else asked (again while the reply is unreadable, up to `unreadable_retries` times). */
-  async ask<T>(kind: QuestionKind<T>, material: Readonly<Record<string, string>>, signal?: AbortSignal): Promise<Asked<T>> {
+  async ask<T>(kind: QuestionKind<T>, material: Readonly<Record<string, string>>, signal?: AbortSignal, meter?: Meter): Promise<Asked<T>> {
     const key = cacheKey({ judge: this.#s.model, template: this.tag(kind), temperature: this.#s.temperature }, kind.name, material);
     const hit = await this.#cache?.get(key).catch(() => undefined);
     if (typeof hit === 'string') {
@@ -95,7 +103,7 @@ export class JudgeClient {
     const prompt = renderGrading(kind.prompt, material);
     let raw: string | undefined;
     for (let tries = 0; tries <= this.#s.unreadable_retries; tries++) {
-      const reply = await this.#complete(prompt, signal);
+      const reply = await this.#complete(prompt, signal, meter);
       if (typeof reply !== 'string') return reply;
       const value = kind.read(reply);
       if (value !== undefined) {
@@ -108,14 +116,16 @@ export class JudgeClient {
   }
 
   /** One request: the reply, cleaned and scrubbed, or the error to record. */
-  async #complete(prompt: string, signal: AbortSignal | undefined): Promise<string | { error: string }> {
+  async #complete(prompt: string, signal: AbortSignal | undefined, meter: Meter | undefined): Promise<string | { error: string }> {
     try {
       this.stats.requests++;
       const c = await this.#llm.complete({ messages: [{ role: 'user', content: prompt }], stop: [], signal });
+      meter?.charge(c);
       this.#refusals = 0;
       return this.scrub(cleanText(c.text));
     } catch (err) {
       if (!(err instanceof LlmError) || err.kind === 'aborted') throw err;
+      meter?.charge({ promptTokens: 0, completionTokens: 0 });
       const message = this.scrub(
         // The model client names the endpoint's limit; the judge's own one governs here.
         err.kind === 'too_large' ? `the judge's reply passed ${this.#s.max_response_bytes} bytes (${this.#s.section}.max_response_bytes); dropped there` : err.message,

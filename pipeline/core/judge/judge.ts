@@ -28,14 +28,14 @@
 import type { Judgement, JudgeStep, JudgeVerdict, RunConfig } from '../../../schemas/index.js';
 import type { Scrubber } from '../secrets.js';
 import { cheapSteps } from './cascade.js';
-import { JudgeClient, type Asked } from './client.js';
+import { JudgeClient, type Asked, type Meter } from './client.js';
 import { rubricKind, rubricMaterial, VERDICT, verdictMaterial, type QuestionKind } from './kinds.js';
 import type { Verdict } from './reply.js';
 import { weightedScore, type Criterion } from './rubrics.js';
 import { judgeSettings, resolveJudgeKey, type JudgeSettings } from './settings.js';
 
 export { judgeSettings, type JudgeSettings } from './settings.js';
-export type { Asked } from './client.js';
+export type { Asked, Meter } from './client.js';
 
 export interface GradeItem {
   readonly question: string;
@@ -118,20 +118,20 @@ export class Judge {
     await this.#client.close();
   }
 
-  /** One question of a kind about some material (kinds.ts), through the client, the cache and the retries. */
-  ask<T>(kind: QuestionKind<T>, material: Readonly<Record<string, string>>, signal?: AbortSignal): Promise<Asked<T>> {
-    return this.#client.ask(kind, material, signal);
+  /** One question of a kind about some material (kinds.ts), through the client, the cache and the retries; `meter` is charged for each request sent. */
+  ask<T>(kind: QuestionKind<T>, material: Readonly<Record<string, string>>, signal?: AbortSignal, meter?: Meter): Promise<Asked<T>> {
+    return this.#client.ask(kind, material, signal, meter);
   }
 
   /** Is the answer right: the cascade, then the LLM, and the rubric's scores. Never throws for the judge's own failures. */
-  async grade(item: GradeItem, signal?: AbortSignal): Promise<Judgement> {
+  async grade(item: GradeItem, signal?: AbortSignal, meter?: Meter): Promise<Judgement> {
     const golds = (typeof item.gold === 'string' ? [item.gold] : (item.gold ?? [])).filter((g) => g.trim() !== '');
     if (golds.length === 0 && item.rubric === undefined) throw new Error('Judge.grade: an item needs a gold answer or a rubric');
     this.#stats.judged++;
     const found: Found[] = [];
-    if (golds.length > 0) found.push(await this.#byGold(item.question, golds, item.answer, signal));
+    if (golds.length > 0) found.push(await this.#byGold(item.question, golds, item.answer, signal, meter));
     // A rubric is scored unless the gold's verdict could not be had: the item is unjudged either way.
-    if (item.rubric !== undefined && found[0]?.unjudged === undefined) found.push(await this.#byRubric(item, item.rubric, golds.length === 0, signal));
+    if (item.rubric !== undefined && found[0]?.unjudged === undefined) found.push(await this.#byRubric(item, item.rubric, golds.length === 0, signal, meter));
     const failed = found.find((f) => f.unjudged !== undefined);
     const prompts = found.flatMap((f) => (f.prompt === undefined ? [] : [f.prompt]));
     const judgement: Judgement = {
@@ -149,11 +149,11 @@ export class Judge {
   }
 
   /** Against the gold answers: a cheap step that accepts, else the LLM's verdict. */
-  async #byGold(question: string, golds: readonly string[], answer: string, signal: AbortSignal | undefined): Promise<Found> {
+  async #byGold(question: string, golds: readonly string[], answer: string, signal: AbortSignal | undefined, meter: Meter | undefined): Promise<Found> {
     const cheap = cheapSteps(answer, golds, this.settings.f1_threshold);
     const f1 = round4(cheap.f1);
     if (cheap.step !== undefined) return { step: cheap.step, verdict: 'correct', fields: { f1 } };
-    const asked = await this.#client.ask(VERDICT, verdictMaterial(question, golds, answer), signal);
+    const asked = await this.#client.ask(VERDICT, verdictMaterial(question, golds, answer), signal, meter);
     const base = { step: 'llm', prompt: this.#client.tag(VERDICT) } as const;
     const fields: Partial<Judgement> = { f1, judge_model: this.settings.model };
     if ('error' in asked) return { ...base, fields, unjudged: asked };
@@ -162,9 +162,9 @@ export class Judge {
   }
 
   /** Against the rubric: a score per criterion, weighted; the verdict too when there is no gold answer (`rubric_pass`). */
-  async #byRubric(item: GradeItem, criteria: readonly Criterion[], decides: boolean, signal: AbortSignal | undefined): Promise<Found> {
+  async #byRubric(item: GradeItem, criteria: readonly Criterion[], decides: boolean, signal: AbortSignal | undefined, meter: Meter | undefined): Promise<Found> {
     const kind = rubricKind(criteria);
-    const asked = await this.#client.ask(kind, rubricMaterial(item.question, item.answer, criteria), signal);
+    const asked = await this.#client.ask(kind, rubricMaterial(item.question, item.answer, criteria), signal, meter);
     const base = { step: 'rubric', prompt: this.#client.tag(kind) } as const;
     const fields: Partial<Judgement> = { judge_model: this.settings.model };
     if ('error' in asked) return { ...base, fields, unjudged: asked };

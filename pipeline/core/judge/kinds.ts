@@ -4,13 +4,14 @@
  * A kind names its template (`prompts/<prompt>.txt`, whose placeholders are the keys of the
  * material it is asked about, each filled as a data block: prompt.ts) and reads its answer
  * from the reply's fixed place (reply.ts). Today: `verdict` (an answer against gold answers,
- * SimpleQA's way) and `rubric` (a score per criterion). A new question (synthesis will ask:
- * does this evidence entail this answer? is it the only answer?) is a template that asks for
- * its answer on the reply's first line or as a JSON object that starts it, and a kind here;
- * `Judge.ask` gives it what every kind has: the one client, the cache, the retries and limits.
+ * SimpleQA's way), `rubric` (a score per criterion), and synthesis's two (pipeline/synthesize/):
+ * `entailment` (do these quotes, or these triples, entail this answer?) and `unique` (is it the
+ * only answer the question admits?). A new question is a template that asks for its answer on
+ * the reply's first line or as a JSON object that starts it, and a kind here; `Judge.ask` gives
+ * it what every kind has: the one client, the cache, the retries and limits.
  */
 import type { CriterionScore } from '../../../schemas/index.js';
-import { readVerdict, type VerdictReading } from './reply.js';
+import { readLabel, readVerdict, type LabelReading, type VerdictReading } from './reply.js';
 import { criteriaForPrompt, parseRubricReply, type Criterion } from './rubrics.js';
 
 export interface QuestionKind<T> {
@@ -41,3 +42,19 @@ export function rubricKind(criteria: readonly Criterion[]): QuestionKind<Criteri
 export function rubricMaterial(question: string, answer: string, criteria: readonly Criterion[]): Record<string, string> {
   return { question, answer, criteria: criteriaForPrompt(criteria) };
 }
+
+/** Do the quotes (or the triples) entail the answer? Material: question, answer, evidence. */
+export const ENTAILMENT: QuestionKind<LabelReading<'SUPPORTED' | 'NOT_SUPPORTED'>> = {
+  name: 'entailment',
+  prompt: 'synth-entailment',
+  wants: 'verdict (SUPPORTED or NOT_SUPPORTED)',
+  read: (reply) => readLabel(reply, ['SUPPORTED', 'NOT_SUPPORTED'] as const),
+};
+
+/** Is the answer the only one the question admits, given the evidence? Material: question, answer, evidence. */
+export const UNIQUE: QuestionKind<LabelReading<'UNIQUE' | 'NOT_UNIQUE'>> = {
+  name: 'unique',
+  prompt: 'synth-unique',
+  wants: 'verdict (UNIQUE or NOT_UNIQUE)',
+  read: (reply) => readLabel(reply, ['UNIQUE', 'NOT_UNIQUE'] as const),
+};

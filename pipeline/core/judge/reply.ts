@@ -13,6 +13,9 @@
  * `</think>` is a place where the reasoning may end; the readings after each must agree, or the
  * reply is unreadable. A quote can make a reply unreadable (asked again, then unjudged), never
  * turn its verdict around.
+ *
+ * Other questions (kinds.ts) answer with a label of their own (`SUPPORTED`, `NOT_UNIQUE`), read
+ * the same way, at the same place (`readLabel`).
  */
 import { jsonrepair } from 'jsonrepair';
 
@@ -161,4 +164,42 @@ export function readJsonReply<T>(reply: string, read: (value: unknown) => T | un
     },
     (a, b) => JSON.stringify(a) === JSON.stringify(b),
   );
+}
+
+export interface LabelReading<L extends string> {
+  readonly label: L;
+  readonly rationale: string;
+}
+
+/** A label as written, in one spelling: `not supported`, `Not-Supported` → `NOT_SUPPORTED`. */
+const labelSpelling = (s: string): string => s.trim().toUpperCase().replace(/[\s-]+/g, '_');
+
+/** The label on a body's first line (`Verdict: LABEL`, or the label alone), or in the `verdict` field of a JSON object that starts it. */
+function labelLine<L extends string>(body: string, labels: readonly L[]): LabelReading<L> | undefined {
+  const text = body.trimStart();
+  const find = (said: string): L | undefined => labels.find((l) => labelSpelling(l) === labelSpelling(said));
+  if (text.startsWith('{') || text.startsWith('```')) {
+    const value = jsonAtStart(text);
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) return undefined;
+    const o = value as Record<string, unknown>;
+    const label = typeof o.verdict === 'string' ? find(o.verdict) : undefined;
+    const why = ['rationale', 'reason', 'reasoning', 'explanation'].map((k) => o[k]).find((v) => typeof v === 'string');
+    return label === undefined ? undefined : { label, rationale: clip(typeof why === 'string' ? why : '', 500) };
+  }
+  const nl = text.indexOf('\n');
+  const line = (nl < 0 ? text : text.slice(0, nl)).replace(/[*_#`"'[\]().!]/g, ' ');
+  const m = new RegExp(String.raw`^\s*(?:(?:${LABEL}|label|answer)\s*[:：=])?\s*([A-Za-z][A-Za-z _-]*?)\s*$`, 'i').exec(line);
+  const label = m ? find(m[1]!) : undefined;
+  if (label === undefined) return undefined;
+  const rationale = (nl < 0 ? '' : text.slice(nl + 1)).replace(RATIONALE, '').replace(/["'*_}\s]+$/, '');
+  return { label, rationale: clip(rationale, 500) };
+}
+
+/**
+ * A reply that answers with one of `labels` at the fixed place: its first line, after any
+ * reasoning (`Verdict: NOT_SUPPORTED`), or the `verdict` field of a JSON object that starts it.
+ * Undefined when it holds none of them there, or two readings disagree.
+ */
+export function readLabel<L extends string>(reply: string, labels: readonly L[]): LabelReading<L> | undefined {
+  return atFixedPlace(reply, (body) => labelLine(body, labels), (a, b) => a.label === b.label);
 }

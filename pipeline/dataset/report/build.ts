@@ -7,7 +7,11 @@
  * A run directory shows the latest state of each id, in the list and in the figures alike.
  * Memory holds one row, the figures' fixed-size sketches and, for a run directory, its ids.
  */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { TrajforgeError } from '../../errors.js';
+import { MANIFEST, SYNTH_SOLVE_DIR } from '../../core/run-dir/names.js';
+import { isSynthesisRun, synthesisFigures, synthesisSection } from '../synthesis.js';
 import { latestFilter, latestIndexFor, type LatestIndex } from '../latest.js';
 import { isOutputClosed, JsonlWriter } from '../../core/jsonl.js';
 import { PACKAGE_VERSION } from '../../paths.js';
@@ -48,8 +52,18 @@ export async function buildReport(input: string, out: string, opts: ReportOption
   return writeReport(await reportData(input, opts.read ?? {}), out, opts);
 }
 
-/** What the page of an input path is made of; a run directory's failures are indexed first (one pass over them). */
+/**
+ * What the page of an input path is made of; a run directory's failures are indexed first (one
+ * pass over them). A synthesis run: its funnel, difficulty and cost, above the overview and list
+ * of its rollouts (`DIR/solve`), when it has any.
+ */
 export async function reportData(input: string, read: ReadOptions): Promise<ReportData> {
+  if (isSynthesisRun(input)) {
+    const before = synthesisSection(await synthesisFigures(input));
+    const solve = join(input, SYNTH_SOLVE_DIR);
+    if (!existsSync(join(solve, MANIFEST))) return { rows: (async function* () {})(), source: input, before };
+    return { ...(await reportData(solve, read)), source: input, before };
+  }
   const latest = await latestIndexFor(input, read);
   const { rows, report } = readDataset(input, read);
   return { rows, report, latest, source: input === '-' ? 'stdin' : input };
@@ -62,6 +76,8 @@ export interface ReportData {
   readonly latest?: LatestIndex | undefined;
   /** What the page says it shows. */
   readonly source: string;
+  /** Markup above the overview (a synthesis run's funnel). */
+  readonly before?: string | undefined;
 }
 
 function checkRowOptions(opts: Partial<RowOptions>): RowOptions {
@@ -117,6 +133,7 @@ export async function pageInto(data: ReportData, writer: JsonlWriter, opts: Repo
   const stats = await computeStats(tee(), { latest, report });
   stats.validation.validated_here = foreign.validated;
   await put(ROWS_END);
+  if (data.before) await put(data.before);
   await put(overview(stats, listed, rowOpts));
   if (opts.live) await put(opts.live.html);
   await put(pageTail(opts.live?.script));

@@ -142,7 +142,7 @@ function distRow(name: string, d: Distribution): string {
   return `<tr><td>${esc(name)}</td><td>${fmt(d.count)}</td><td>${v(d.mean, 2)}</td><td>${approx}${v(d.p50)}</td><td>${approx}${v(d.p90)}</td><td>${v(d.max)}</td></tr>`;
 }
 
-function card(title: string, body: string, extra = ''): string {
+export function card(title: string, body: string, extra = ''): string {
   return `<div class="card"${extra}><h3>${esc(title)}</h3>${body}</div>`;
 }
 
