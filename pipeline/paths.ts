@@ -17,6 +17,15 @@ export const PACKAGE_ROOT: string = (() => {
   }
 })();
 
+/**
+ * The built file of a module that runs as a process of its own (`pipeline/dataset/token-worker.js`):
+ * always the one in dist/, so that code run from source (vitest) starts the same worker the
+ * installed CLI does.
+ */
+export function builtFile(rel: string): string {
+  return join(PACKAGE_ROOT, 'dist', rel);
+}
+
 export const PACKAGE_VERSION: string = JSON.parse(readFileSync(join(PACKAGE_ROOT, 'package.json'), 'utf8')).version;
 
 /**

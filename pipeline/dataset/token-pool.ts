@@ -14,7 +14,7 @@
  * themselves when the command's process dies (their message channel closes).
  */
 import { fork, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
+import { builtFile } from '../paths.js';
 import { TrajforgeError, type ErrorCode } from '../errors.js';
 import { TOKEN_LIMITS, type TokenLimits } from '../core/tokens/limits.js';
 import { UnexportableRow, type TrainingView } from './training-view.js';
@@ -103,7 +103,7 @@ export class TokenPool {
   }
 
   #spawn(): void {
-    const worker = fork(fileURLToPath(new URL('./token-worker.js', import.meta.url)), [JSON.stringify(this.#setup)], {
+    const worker = fork(builtFile('pipeline/dataset/token-worker.js'), [JSON.stringify(this.#setup)], {
       execArgv: [`--max-old-space-size=${this.#limits.workerHeapMb}`],
       // Its stdout is never the command's (that may be the export itself); its stderr says why it died.
       stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
