@@ -328,7 +328,8 @@ describe('trajforge check with a judge', () => {
     const noJudge = await runCli(['check', '--config', writeConfig(runDir, policy.url, { questions: { path: questions, samples: 2, until_correct: true } })]);
     expect(noJudge.code).toBe(1);
     expect(noJudge.stdout).toMatch(/FAIL\s+judge\s+questions.until_correct .* needs a judge/);
-  });
+    // Four `check`s, each starting the corpus server and asking the model: over a minute on a loaded machine.
+  }, 240_000);
 });
 
 describe('rubrics', () => {
