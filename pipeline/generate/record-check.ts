@@ -8,25 +8,27 @@ import { z } from 'zod';
 import { FailureRecord, SCHEMA_VERSION, Trajectory } from '../../schemas/index.js';
 
 /**
- * The same schemas compiled by Ajv from their JSON Schema form: a pass over the record that
+ * The Trajectory schema compiled by Ajv from its JSON Schema form: a pass over the record that
  * builds nothing (zod's parse builds a copy of every object, ~30 KB a record, a second full
  * parse of what was just built). Ajv only says yes quickly: every record it does not pass goes
  * to zod, which decides and words the message, so a record zod would refuse is never written
  * because of the fast pass (the JSON Schema form is zod's own, and tests hold the two to the
- * same verdicts on hostile records).
+ * same verdicts on hostile records). Compiled once, at the first record: without the
+ * meta-schema check, which would compile the 2020-12 meta-schema as well.
  */
-type Check = (record: unknown) => boolean;
-let fast: { ok: Check; failed: Check } | undefined;
-function fastChecks(): { ok: Check; failed: Check } {
+let fast: ((record: unknown) => boolean) | undefined;
+function fastCheck(): (record: unknown) => boolean {
   if (fast) return fast;
-  const ajv = new Ajv2020({ strict: false, allErrors: false, validateFormats: false });
+  const ajv = new Ajv2020({ strict: false, allErrors: false, validateFormats: false, validateSchema: false, addUsedSchema: false });
   // `input`: an object's unknown keys are let through, as zod's parse lets them through.
-  const compile = (s: z.ZodType): Check => {
-    const v: ValidateFunction = ajv.compile(z.toJSONSchema(s, { io: 'input', unrepresentable: 'any' }));
-    return (record) => v(record);
-  };
-  fast = { ok: compile(Trajectory), failed: compile(FailureRecord) };
+  const v: ValidateFunction = ajv.compile(z.toJSONSchema(Trajectory, { io: 'input', unrepresentable: 'any' }));
+  fast = (record) => v(record);
   return fast;
+}
+
+/** Passes the fast check: a Trajectory, and for a failure what FailureRecord adds to it (status `failed`, a reason). */
+function fits(traj: Trajectory): boolean {
+  return fastCheck()(traj) && (traj.status === 'ok' || (traj.status === 'failed' && traj.reason !== undefined));
 }
 
 /** A zod issue as `path: message`. */
@@ -74,8 +76,7 @@ export function noRolloutFailure(
  * trajforge itself sets. A record that fails its schema never reaches the run directory.
  */
 export function schemaChecked(traj: Trajectory): { record: Trajectory; rejected: boolean } {
-  const { ok, failed } = fastChecks();
-  if ((traj.status === 'ok' ? ok : failed)(traj)) return { record: traj, rejected: false };
+  if (fits(traj)) return { record: traj, rejected: false };
   const check = (t: Trajectory) => (t.status === 'ok' ? Trajectory : FailureRecord).safeParse(t);
   const first = check(traj);
   if (first.success) return { record: traj, rejected: false };

@@ -92,6 +92,23 @@ describe('schemaChecked: the fast pass and zod agree', () => {
     });
   }
 
+  const failures: [string, (r: Record<string, any>) => void][] = [
+    ['a failure with its reason', (r) => ((r.status = 'failed'), (r.reason = 'max_turns'))],
+    ['a failure without a reason', (r) => (r.status = 'failed')],
+    ['a failure with an unknown reason', (r) => ((r.status = 'failed'), (r.reason = 'bored'))],
+    ['a failure with a NaN count', (r) => ((r.status = 'failed'), (r.reason = 'max_turns'), (r.turns = Number.NaN))],
+  ];
+  for (const [label, spoil] of failures) {
+    it(`${label}: the verdict zod's FailureRecord gives`, () => {
+      const rec = base();
+      spoil(rec as unknown as Record<string, any>);
+      const zodSays = FailureRecord.safeParse(rec).success;
+      const { record, rejected } = schemaChecked(rec);
+      expect(rejected).toBe(!zodSays);
+      if (zodSays) expect(record).toBe(rec);
+    });
+  }
+
   it('the variants hold both verdicts (the list is not all passes)', () => {
     const verdicts = variants.map(([, spoil]) => {
       const rec = base();
