@@ -231,3 +231,30 @@ export function appendWhole(fd: number, bytes: Uint8Array): void {
     at += n;
   }
 }
+
+const encoder = new TextEncoder();
+/** Where appendLine encodes: reused, as appends are synchronous; grown to the largest line seen up to SCRATCH_MAX. */
+let scratch = new Uint8Array(1 << 16);
+/** A longer line gets a buffer of its own, dropped after: one huge record does not pin its size for the rest of the run. */
+const SCRATCH_MAX = 1 << 22;
+
+/**
+ * Appends `text` and a newline (appendWhole) and returns the bytes written: the line is encoded
+ * into one reused buffer instead of a new one per record (a run writes a ~30 KB record per
+ * sample, and each fresh copy was work for the garbage collector).
+ */
+export function appendLine(fd: number, text: string): number {
+  // UTF-8 takes at most 3 bytes per UTF-16 unit.
+  const room = text.length * 3 + 1;
+  if (room > SCRATCH_MAX) {
+    const line = Buffer.from(`${text}\n`, 'utf8');
+    appendWhole(fd, line);
+    return line.length;
+  }
+  if (scratch.length < room) scratch = new Uint8Array(room);
+  const { written } = encoder.encodeInto(text, scratch);
+  scratch[written] = 0x0a;
+  const line = scratch.subarray(0, written + 1);
+  appendWhole(fd, line);
+  return line.length;
+}

@@ -131,6 +131,18 @@ export class Scrubber {
     return this.#pattern ? s.replace(this.#pattern, (m) => `[redacted:${this.#owner.get(m)!.name}]`) : s;
   }
 
+  /**
+   * `JSON.stringify(this.value(v))`, serialised once: a record's line is scanned for the
+   * secrets' JSON forms (formsOf holds them: JSON escapes each character on its own, so a secret
+   * inside any string or key shows in the text as that form), and only a line that holds one is
+   * walked and serialised again. The common case, no secret, costs one scan instead of a walk
+   * that copies and a second serialisation.
+   */
+  json(v: unknown): string {
+    const text = JSON.stringify(v);
+    return this.finds(text) ? JSON.stringify(this.#walk(v)) : text;
+  }
+
   /** A copy of a JSON-like value with every string (and key) scrubbed; the value itself when nothing was found. */
   value<T>(v: T): T {
     return this.#pattern ? (this.#walk(v) as T) : v;

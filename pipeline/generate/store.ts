@@ -21,7 +21,7 @@ import { compareFingerprints, fingerprint } from '../core/config.js';
 import { TrajforgeError } from '../errors.js';
 import { IdSet } from '../id-set.js';
 import { PACKAGE_VERSION } from '../paths.js';
-import { appendWhole } from '../core/jsonl.js';
+import { appendLine } from '../core/jsonl.js';
 import { Scrubber } from '../core/secrets.js';
 import { fsError } from '../files.js';
 import { releaseLock, takeLock } from '../core/run-dir/lock.js';
@@ -221,6 +221,8 @@ export class RunStore {
   #chain: Promise<void> = Promise.resolve();
   #writeError: Error | undefined;
   readonly #scrubber: Scrubber;
+  /** Each written root record's line (scrubbed JSON, no newline), while the record lives: queue mode hashes it for the accept. */
+  readonly #lines = new WeakMap<Trajectory, string>();
 
   /** Our entry in `.lock/`, released at close. */
   readonly #lock: string;
@@ -321,11 +323,13 @@ export class RunStore {
       const start = { traj: this.#trajBytes, fail: this.#failBytes };
       try {
         for (const traj of records) {
-          const line = Buffer.from(`${JSON.stringify(this.#scrubber.value(traj))}\n`, 'utf8');
+          // One serialisation serves the scrub, the write and (queue mode) the accepted line's hash.
+          const text = this.#scrubber.json(traj);
           const ok = traj.status === 'ok';
-          appendWhole((ok ? this.#traj! : this.#fail!).fd, line);
-          if (ok) this.#trajBytes += line.length;
-          else this.#failBytes += line.length;
+          const bytes = appendLine((ok ? this.#traj! : this.#fail!).fd, text);
+          if (ok) this.#trajBytes += bytes;
+          else this.#failBytes += bytes;
+          if (traj === root) this.#lines.set(root, text);
         }
       } catch (err) {
         // A full disk can take part of a line: cut it off, and the family's earlier lines with it, so every line on disk stays whole and no family is half there.
@@ -353,6 +357,11 @@ export class RunStore {
       () => undefined,
     );
     return result;
+  }
+
+  /** The line this store wrote for a family's root record (`appendFamily`), as on disk without its newline. */
+  lineOf(root: Trajectory): string | undefined {
+    return this.#lines.get(root);
   }
 
   #noteAnswered(rec: RunLine): void {

@@ -167,7 +167,8 @@ class Leases {
     if (c === undefined) return;
     const { store, scrubber } = this.#run!;
     await store.sync();
-    const sha = lineSha(JSON.stringify(scrubber.value(root)));
+    // The line the store wrote, not a second serialisation of the record.
+    const sha = lineSha(store.lineOf(root) ?? scrubber.json(root));
     const winner = await this.#queue.accept(c.entry, root.id, { w: this.#name, sha, attempt: root.attempt, status: root.status, ...(root.reason ? { reason: root.reason } : {}) });
     this.#held.delete(root.id);
     if (winner === undefined) this.stats.accepted++;

@@ -192,3 +192,29 @@ describe('the run store with secrets', () => {
     await again.close('completed', 'done');
   });
 });
+
+describe('Scrubber.json: one serialisation', () => {
+  const s = new Scrubber([
+    { name: 'QUOTED', value: 'pa"ss\\word\u0001-42' },
+    { name: 'ACROSS', value: 'abc","def' },
+    { name: 'PLAIN', value: 'plain-secret-77' },
+  ]);
+  const cases: [string, unknown][] = [
+    ['clean', { a: ['x', { y: 'ünï 🚀' }], n: 1.5, b: null }],
+    ['a secret with a quote, a backslash and a control character, in a value', { e: 'key pa"ss\\word\u0001-42 refused' }],
+    ['a secret in a key', { 'plain-secret-77': 1 }],
+    ['a secret as the only text of an array item', ['plain-secret-77']],
+    ['text across a JSON boundary that looks like a secret', { x: 'abc', def: 'y', z: ['abc', 'def'] }],
+    ['a secret made of JSON punctuation, inside a string', { x: 'abc","def' }],
+  ];
+  for (const [label, v] of cases) {
+    it(`${label}: the text of the scrubbed copy`, () => {
+      expect(s.json(v)).toBe(JSON.stringify(s.value(v)));
+    });
+  }
+
+  it('no secret survives in the text', () => {
+    const text = s.json({ a: 'pa"ss\\word\u0001-42', 'plain-secret-77': ['abc","def'] });
+    for (const secret of ['pa"ss\\word\u0001-42', JSON.stringify('pa"ss\\word\u0001-42').slice(1, -1), 'plain-secret-77', 'abc","def', 'abc\\",\\"def']) expect(text).not.toContain(secret);
+  });
+});

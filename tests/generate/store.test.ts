@@ -6,6 +6,7 @@ import { SCHEMA_VERSION, type RunManifest, type Trajectory } from '../../schemas
 import { TrajforgeError } from '../../pipeline/errors.js';
 import { FAILURES, MANIFEST, TRAJECTORIES } from '../../pipeline/core/run-dir/names.js';
 import { RunStore } from '../../pipeline/generate/store.js';
+import { Scrubber } from '../../pipeline/core/secrets.js';
 import { repairTail } from '../../pipeline/core/run-dir/run-lines.js';
 
 const fields = { 'endpoint.model': 'm', dialect: 'tulu' };
@@ -280,5 +281,40 @@ describe('run store: families', () => {
     await s.close('failed', 'write failed').catch(() => {});
     expect(ids(join(dir, TRAJECTORIES))).toEqual(['a']);
     expect(ids(join(dir, FAILURES))).toEqual(['a/browsing#0']);
+  });
+});
+
+describe('run store: each line serialised once', () => {
+  const scrubber = new Scrubber([
+    { name: 'API_KEY', value: 'sk-live-"quoted"\\slash-123' },
+    { name: 'TOKEN', value: 'tok-abcdef-987' },
+  ]);
+  // What the store wrote before it serialised once: the scrubbed copy, serialised, a newline.
+  const before = (t: Trajectory): string => `${JSON.stringify(scrubber.value(t))}\n`;
+
+  it('writes the bytes the scrub-then-serialise formula gives: secrets in strings, keys and escapes, non-ASCII, lines past the reused buffer', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tf-store-once-'));
+    const s = await RunStore.open({ dir, fresh: manifest, fingerprintFields: fields, scrubber });
+    const withSecret = { ...traj('s', 'ok'), final_answer: 'the key is sk-live-"quoted"\\slash-123 and tok-abcdef-987', meta: { 'tok-abcdef-987': ['x', 'tok-abcdef-987'] } };
+    const clean = { ...traj('c', 'ok'), final_answer: 'ünïcödé 日本語 🚀 \u0001 \ud800 "q" \\' };
+    // Past the 64 KB the buffer starts with, and past the 4 MB it is ever kept at.
+    const big = { ...traj('b', 'ok'), final_answer: `é${'x'.repeat(70_000)}🚀` };
+    const huge = { ...traj('h', 'failed'), final_answer: `${'日'.repeat(1_500_000)}tok-abcdef-987` };
+    const small = traj('z', 'ok');
+    for (const t of [withSecret, clean, big, huge, small]) expect(await s.append(t)).toBe(true);
+    await s.close('completed', 'completed');
+    expect(readFileSync(join(dir, TRAJECTORIES), 'utf8')).toBe([withSecret, clean, big, small].map(before).join(''));
+    expect(readFileSync(join(dir, FAILURES), 'utf8')).toBe(before(huge));
+    expect(readFileSync(join(dir, TRAJECTORIES), 'utf8')).not.toContain('tok-abcdef-987');
+  });
+
+  it('lineOf gives the root line as written, without its newline (queue mode hashes it for the accept)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tf-store-line-'));
+    const s = await RunStore.open({ dir, fresh: manifest, fingerprintFields: fields, scrubber });
+    const root = { ...traj('r', 'ok'), final_answer: 'tok-abcdef-987' };
+    await s.append(root);
+    await s.close('completed', 'completed');
+    expect(`${s.lineOf(root)}\n`).toBe(readFileSync(join(dir, TRAJECTORIES), 'utf8'));
+    expect(s.lineOf(traj('r', 'ok'))).toBeUndefined();
   });
 });
