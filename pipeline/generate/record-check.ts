@@ -3,33 +3,7 @@
  * FailureRecord for a failure) or becomes a failure that does; and the one shape of a failure
  * with nothing rolled out (a record that failed its schema, a queue sample given up on).
  */
-import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
-import { z } from 'zod';
 import { FailureRecord, SCHEMA_VERSION, Trajectory } from '../../schemas/index.js';
-
-/**
- * The Trajectory schema compiled by Ajv from its JSON Schema form: a pass over the record that
- * builds nothing (zod's parse builds a copy of every object, ~30 KB a record, a second full
- * parse of what was just built). Ajv only says yes quickly: every record it does not pass goes
- * to zod, which decides and words the message, so a record zod would refuse is never written
- * because of the fast pass (the JSON Schema form is zod's own, and tests hold the two to the
- * same verdicts on hostile records). Compiled once, at the first record: without the
- * meta-schema check, which would compile the 2020-12 meta-schema as well.
- */
-let fast: ((record: unknown) => boolean) | undefined;
-function fastCheck(): (record: unknown) => boolean {
-  if (fast) return fast;
-  const ajv = new Ajv2020({ strict: false, allErrors: false, validateFormats: false, validateSchema: false, addUsedSchema: false });
-  // `input`: an object's unknown keys are let through, as zod's parse lets them through.
-  const v: ValidateFunction = ajv.compile(z.toJSONSchema(Trajectory, { io: 'input', unrepresentable: 'any' }));
-  fast = (record) => v(record);
-  return fast;
-}
-
-/** Passes the fast check: a Trajectory, and for a failure what FailureRecord adds to it (status `failed`, a reason). */
-function fits(traj: Trajectory): boolean {
-  return fastCheck()(traj) && (traj.status === 'ok' || (traj.status === 'failed' && traj.reason !== undefined));
-}
 
 /** A zod issue as `path: message`. */
 function schemaProblem(issues: readonly { path: readonly PropertyKey[]; message: string }[]): string {
@@ -76,7 +50,6 @@ export function noRolloutFailure(
  * trajforge itself sets. A record that fails its schema never reaches the run directory.
  */
 export function schemaChecked(traj: Trajectory): { record: Trajectory; rejected: boolean } {
-  if (fits(traj)) return { record: traj, rejected: false };
   const check = (t: Trajectory) => (t.status === 'ok' ? Trajectory : FailureRecord).safeParse(t);
   const first = check(traj);
   if (first.success) return { record: traj, rejected: false };

@@ -4,7 +4,7 @@
  * `invalid` failure, and one too broken for that a bare failure that keeps only which sample it
  * was. Checked against the zod schemas themselves, not against what the code builds.
  */
-import { describe, expect, it, vi } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { FailureRecord, Trajectory } from '../../schemas/index.js';
 import { noRolloutFailure, schemaChecked } from '../../pipeline/generate/run.js';
 
@@ -38,12 +38,8 @@ describe('schemaChecked', () => {
   });
 });
 
-/**
- * The fast check (Ajv over the schemas' JSON Schema form) must never pass what zod refuses: each
- * hostile variant of a full record gets the verdict zod gives it, and a clean record is passed
- * without zod building its copy.
- */
-describe('schemaChecked: the fast pass and zod agree', () => {
+/** Each hostile variant of a full record gets the verdict zod gives it: never written when zod refuses it. */
+describe('schemaChecked on hostile records', () => {
   const base = (): Trajectory =>
     ({
       ...noRolloutFailure({ ...which, reason: 'invalid', error: 'x', meta: { source: 'bench', n: 1 } }),
@@ -117,16 +113,5 @@ describe('schemaChecked: the fast pass and zod agree', () => {
     });
     expect(verdicts.filter(Boolean).length).toBeGreaterThanOrEqual(3);
     expect(verdicts.filter((v) => !v).length).toBeGreaterThanOrEqual(10);
-  });
-
-  it('a record that fits is passed without a zod parse (no second copy of it built)', () => {
-    const spy = vi.spyOn(Trajectory, 'safeParse');
-    try {
-      const rec = base();
-      expect(schemaChecked(rec)).toEqual({ record: rec, rejected: false });
-      expect(spy).not.toHaveBeenCalled();
-    } finally {
-      spy.mockRestore();
-    }
   });
 });
