@@ -3,10 +3,14 @@
  *
  * Normalisation (both commands): NFKC (full-width and compatibility forms fold to their plain
  * ones: `Ｑ１` → `q1`, `ﬁ` → `fi`), lowercase, every run of Unicode punctuation (`\p{P}`:
- * quotes, dashes, hyphens, apostrophes, brackets, `?`) replaced by one space, whitespace
- * collapsed. Symbols (`+`, `$`, `°`) and digits stay. `What's the U.S. "GDP"?` → words
- * `what s the u s gdp`. Case, punctuation, quotes and spacing therefore never count as a
- * difference; a hyphen dropped inside a word (`e-mail` → `email`) does.
+ * quotes, dashes, hyphens, apostrophes, brackets, `?`) and of the symbols markup glues to words
+ * (`<`, `>`, `=`, `|`, `` ` ``: `<snippet id="3">How`, `text</snippet>`, `a|b`, `id=x`) replaced
+ * by one space, whitespace collapsed. Other symbols (`+`, `$`, `°`) and digits stay. `What's
+ * the U.S. "GDP"?` → words `what s the u s gdp`. Case, punctuation, quotes, markup and spacing
+ * therefore never count as a difference; a hyphen dropped inside a word (`e-mail` → `email`) does.
+ * (Unicode files `<>=|` and the backtick under symbols, not punctuation: counted as letters, they
+ * glued a tool output's first and last words to its tags, and an eval item starting or ending
+ * there was missed.)
  *
  * Clauses (dedup's second view of a question): before the punctuation goes, the text is cut
  * where a clause or sentence ends: `, ; : . ? !` (and their full-width and CJK forms) followed
@@ -23,12 +27,12 @@
  * run and process, which is what makes dedup's output stable across runs.
  */
 
-/** A run of punctuation, replaced by a space. */
-const PUNCTUATION = /\p{P}+/gu;
+/** A run of punctuation or markup symbols, replaced by a space. */
+const PUNCTUATION = /[\p{P}<>=|`]+/gu;
 /** Where a clause ends: its mark must be followed by whitespace or the end, so `3.5` is one word. */
 const CLAUSE_END = /[.,;:?!。、，；：？！]+(?=\s|$)|[\r\n]+/u;
 
-/** The normalised form of `text`: NFKC, lowercase, punctuation to spaces, whitespace collapsed. */
+/** The normalised form of `text`: NFKC, lowercase, punctuation and markup symbols to spaces, whitespace collapsed. */
 export function normalise(text: string): string {
   return text.normalize('NFKC').toLowerCase().replace(PUNCTUATION, ' ').replace(/\s+/g, ' ').trim();
 }
