@@ -1,6 +1,7 @@
 /**
  * `trajforge decontaminate`: rows whose question, tool outputs or final answer overlap an eval
- * set, found by word n-grams, flagged with the eval item they overlap, optionally dropped.
+ * set, found by word n-grams, flagged with the eval item they overlap, optionally dropped. A
+ * question bank (curate-rows.ts) is scanned by its questions and written back as read.
  *
  * The rule, as the GPT-3 report and later ones apply it: both sides are normalised the same way
  * (pipeline/dataset/shingles.ts: NFKC, lowercase, punctuation to spaces) and cut into words; a
@@ -37,7 +38,8 @@ import { QuestionsConfig, SCHEMA_VERSION, type ContaminationFlag, type Contamina
 import { inputError, TrajforgeError } from '../errors.js';
 import { readQuestions } from '../core/questions/read.js';
 import type { JsonlWriter } from '../core/jsonl.js';
-import { readDataset, type DatasetRow, type ReadOptions } from './readers.js';
+import type { ReadOptions } from './readers.js';
+import { curateRows, type CurateRow } from './curate-rows.js';
 import { lineProblem, maxLineBytes, readLines } from '../core/lines.js';
 import { forEachNgram, hashWord, STOPWORDS, words } from './shingles.js';
 import { familyOf, FamilyGroups } from './families.js';
@@ -334,7 +336,7 @@ function covers(it: EvalItem, positions: readonly number[], len: number): boolea
 }
 
 /** The row as a JSON line with its `decontamination` field set (replacing one written before). */
-function withField(row: DatasetRow, d: Decontamination): string {
+function withField(row: CurateRow, d: Decontamination): string {
   const t = row.trajectory as Trajectory;
   if (row.raw !== undefined && !Object.hasOwn(t, 'decontamination')) {
     // Splice the field in before the closing brace: re-serialising every row would cost more than the scan.
@@ -371,12 +373,12 @@ export interface DecontaminateWriters {
 }
 
 interface Scanned {
-  readonly row: DatasetRow;
+  readonly row: CurateRow;
   readonly found: ScanMatch[];
 }
 
 /** One pass over `inputs`. A reader of stdout that goes away ends it with the writer's OutputClosedError (cli/output.ts). */
-export async function decontaminate(inputs: readonly string[], read: ReadOptions, index: EvalIndex, writers: DecontaminateWriters): Promise<DecontaminateSummary> {
+export async function decontaminate(inputs: readonly string[], read: ReadOptions, index: EvalIndex, writers: DecontaminateWriters, bank = false): Promise<DecontaminateSummary> {
   const summary: DecontaminateSummary = { rows: 0, bad: 0, flagged: 0, clean: 0, by_field: {}, by_eval_file: {}, families_flagged: 0, rows_in_flagged_families: 0, eval: index.summary };
   const against = index.summary.files;
   const n = index.options.n;
@@ -388,7 +390,8 @@ export async function decontaminate(inputs: readonly string[], read: ReadOptions
     const flagged = matches.length > 0;
     const target = (family ?? flagged) && writers.drop ? writers.rejects : writers.out;
     if (target) {
-      const p = target.writeLine(withField(row, { n, against, matches, ...(family === undefined ? {} : { family_flagged: family }) }));
+      // A bank row is written as read: a bank of the shape it came in, its flags in the report.
+      const p = target.writeLine(row.bank ? row.raw! : withField(row, { n, against, matches, ...(family === undefined ? {} : { family_flagged: family }) }));
       if (p) await p;
     }
     if (flagged && writers.report) {
@@ -412,9 +415,9 @@ export async function decontaminate(inputs: readonly string[], read: ReadOptions
     for (const s of rows) await write(s, flagged);
   };
 
+  const bad = { count: 0 };
   for (const input of inputs) {
-    const { rows, report } = readDataset(input, read);
-    for await (const row of rows) {
+    for await (const row of curateRows(input, bank, read, bad)) {
       summary.rows++;
       const t = row.trajectory as Partial<Trajectory>;
       const found = scanRow(t, index);
@@ -432,8 +435,8 @@ export async function decontaminate(inputs: readonly string[], read: ReadOptions
       const whole = families.push(t, { row, found });
       if (whole !== undefined) await writeFamily(whole);
     }
-    summary.bad += report.bad.length;
   }
+  summary.bad = bad.count;
   for (const rest of families.finish()) await writeFamily(rest);
   return summary;
 }

@@ -1,6 +1,7 @@
 /**
  * `trajforge dedup`: near-duplicate rows found with MinHash and LSH, clustered, one kept per
  * cluster by a stated rule. Several inputs are read as one dataset, in order (merged shards).
+ * The inputs are trajectories or question banks (curate-rows.ts): a bank comes out a bank.
  *
  * Two passes over the input, never a row held:
  * 1. `indexNearDuplicates` reads every row once and keeps, per row, the shingle sets of the
@@ -39,7 +40,8 @@ import { SCHEMA_VERSION, type DedupCluster, type DedupOptions, type Trajectory }
 import { TrajforgeError } from '../errors.js';
 import type { JsonlWriter } from '../core/jsonl.js';
 import { banding as bandingFor, jaccard, minimumHashes, MinHasher, type Banding } from './minhash.js';
-import { inputFiles, readDataset, type DatasetRow, type ReadOptions } from './readers.js';
+import { inputFiles, type ReadOptions } from './readers.js';
+import { curateRows, type CurateRow } from './curate-rows.js';
 import { textShingles, type ShingleSet } from './shingles.js';
 import { familyOf, isChild } from './families.js';
 
@@ -212,6 +214,8 @@ export interface DedupSummary {
 export interface DedupIndex {
   readonly inputs: readonly string[];
   readonly read: ReadOptions;
+  /** The inputs are question banks (curate-rows.ts). */
+  readonly bank: boolean;
   readonly options: DedupOptions;
   readonly banding: Banding;
   readonly sets: RowSets;
@@ -249,23 +253,20 @@ function checkUnchanged(files: DedupIndex['files']): void {
   }
 }
 
-async function* rowsOf(inputs: readonly string[], read: ReadOptions, bad: { count: number }): AsyncGenerator<DatasetRow> {
-  for (const input of inputs) {
-    const { rows, report } = readDataset(input, read);
-    yield* rows;
-    bad.count += report.bad.length;
-  }
+async function* rowsOf(inputs: readonly string[], read: ReadOptions, bank: boolean, bad: { count: number }): AsyncGenerator<CurateRow> {
+  for (const input of inputs) yield* curateRows(input, bank, read, bad);
 }
 
 /** Pass 1: the sets of every row, then the clusters. */
-export async function indexNearDuplicates(inputs: readonly string[], read: ReadOptions, options: DedupOptions): Promise<DedupIndex> {
+export async function indexNearDuplicates(inputs: readonly string[], read: ReadOptions, options: DedupOptions, bank = false): Promise<DedupIndex> {
   if (inputs.length === 0) throw new TrajforgeError('BAD_USAGE', 'dedup: no input given');
+  if (bank && options.by !== 'question') throw new TrajforgeError('BAD_USAGE', `dedup: --by ${options.by} compares final answers, and a question bank has none; use --by question`);
   const banding = bandingFor(options.threshold, options.max_hashes);
   if (banding === undefined) {
     throw new TrajforgeError('BAD_USAGE', `dedup: max_hashes ${options.max_hashes} is too few for threshold ${options.threshold}: LSH needs at least ${minimumHashes(options.threshold)}`);
   }
   const files = fileStates(inputs);
-  const rows = await readRows(inputs, read, options);
+  const rows = await readRows(inputs, read, options, bank);
   const { sets } = rows;
   const n = sets.n;
   const clusters = new Clusters(n);
@@ -284,6 +285,7 @@ export async function indexNearDuplicates(inputs: readonly string[], read: ReadO
   return {
     inputs,
     read,
+    bank,
     options,
     banding,
     sets,
@@ -331,7 +333,7 @@ interface ReadRows {
  * run writes a family's sessions before its root), else the last one before it: so each copy of
  * a family written twice keeps its own sessions.
  */
-async function readRows(inputs: readonly string[], read: ReadOptions, options: DedupOptions): Promise<ReadRows> {
+async function readRows(inputs: readonly string[], read: ReadOptions, options: DedupOptions, bank: boolean): Promise<ReadRows> {
   const { by, shingle_size: k, sketch_size: cap } = options;
   const sets = new RowSets();
   let ranks = new Float64Array(options.keep === 'first' ? 0 : 1024);
@@ -342,7 +344,7 @@ async function readRows(inputs: readonly string[], read: ReadOptions, options: D
   let subAgentSessions = 0;
   const nothing = textShingles('', k, cap, false);
   let follows = new Int32Array(1024);
-  for await (const row of rowsOf(inputs, read, bad)) {
+  for await (const row of rowsOf(inputs, read, bank, bad)) {
     const t = row.trajectory as Partial<Trajectory>;
     const family = familyOf(t);
     if (family !== undefined && isChild(t)) {
@@ -522,7 +524,7 @@ export async function writeDeduplicated(index: DedupIndex, writers: DedupWriters
   const { sets, clusters, best, size, options } = index;
   const members = new Map<number, Member[]>();
   let i = 0;
-  for await (const row of rowsOf(index.inputs, index.read, { count: 0 })) {
+  for await (const row of rowsOf(index.inputs, index.read, index.bank, { count: 0 })) {
     if (i >= sets.n) {
       // More rows than the first pass saw: counted for the error below, never written.
       i++;
