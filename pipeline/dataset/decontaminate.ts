@@ -46,6 +46,13 @@ import { familyOf, FamilyGroups } from './families.js';
 
 /** Characters of an eval item's text kept for the report. */
 const REPORT_TEXT_CHARS = 300;
+/**
+ * Bytes the rows are read in at a time: a chunk's lines live until the last is scanned, and at
+ * the readers' 1 MiB that survivor load grew the young generation to its most (~35 MB more RSS)
+ * for a pass that keeps nothing. 64 KiB: RSS stays by the eval index, and the pass is no slower
+ * (bench/BENCHMARKS.md, "Curation").
+ */
+const READ_CHUNK_BYTES = 64 * 1024;
 /** Items under `min_words` the summary names; the rest are only counted. */
 const SHORT_EXAMPLES = 5;
 
@@ -89,9 +96,13 @@ class NgramIndex {
     for (let e = this.#head[slot]! - 1; e >= 0; e = this.#next[e]! - 1) each(this.#item[e]!, this.#pos[e]!);
   }
 
-  /** Records that word `pos` of `item` starts this n-gram. */
-  add(hi: number, lo: number, item: number, pos: number): void {
+  /**
+   * Records that word `pos` of `item` starts this n-gram; returns whether the item had not held
+   * it before. An item's n-grams are added together, so the key's latest entry tells.
+   */
+  add(hi: number, lo: number, item: number, pos: number): boolean {
     let s = this.find(hi, lo);
+    const fresh = s < 0 || this.#item[this.#head[s]! - 1] !== item;
     if (s < 0) {
       if ((this.size + 1) * 2 > this.#mask + 1) this.#grow();
       s = this.#slotFor(hi, lo);
@@ -109,6 +120,7 @@ class NgramIndex {
     this.#pos[e] = pos;
     this.#next[e] = this.#head[s]!;
     this.#head[s] = e + 1;
+    return fresh;
   }
 
   #slotFor(hi: number, lo: number): number {
@@ -202,17 +214,17 @@ export class EvalIndex {
     const len = Math.min(n, hashes.length);
     lengths.add(len);
     const item = this.items.length;
-    const own = new Set<string>();
+    // Distinct n-grams counted in the table itself: a set of them per item was the load's largest garbage.
+    let of = 0;
     let pos = 0;
     forEachNgram(hashes, len, (hi, lo) => {
-      own.add(`${hi}:${lo}`);
-      this.table.add(hi, lo, item, pos++);
+      if (this.table.add(hi, lo, item, pos++)) of++;
     });
     const content: number[] = [];
     ws.forEach((w, i) => {
       if (!STOPWORDS.has(w)) content.push(i);
     });
-    this.items.push({ file, id, text: text.slice(0, REPORT_TEXT_CHARS), of: own.size, words: ws.length, content: Int32Array.from(content) });
+    this.items.push({ file, id, text: text.slice(0, REPORT_TEXT_CHARS), of, words: ws.length, content: Int32Array.from(content) });
     this.summary.checked++;
   }
 }
@@ -417,7 +429,7 @@ export async function decontaminate(inputs: readonly string[], read: ReadOptions
 
   const bad = { count: 0 };
   for (const input of inputs) {
-    for await (const row of curateRows(input, bank, read, bad)) {
+    for await (const row of curateRows(input, bank, { chunkBytes: READ_CHUNK_BYTES, ...read }, bad)) {
       summary.rows++;
       const t = row.trajectory as Partial<Trajectory>;
       const found = scanRow(t, index);
