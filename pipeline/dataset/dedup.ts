@@ -42,7 +42,7 @@ import type { JsonlWriter } from '../core/jsonl.js';
 import { banding as bandingFor, jaccard, minimumHashes, MinHasher, type Banding } from './minhash.js';
 import { inputFiles, type ReadOptions } from './readers.js';
 import { curateRows, type CurateRow } from './curate-rows.js';
-import { textShingles, type ShingleSet } from './shingles.js';
+import { fmix32, textShingles, type ShingleSet } from './shingles.js';
 import { familyOf, isChild } from './families.js';
 
 /** Int32 slots per arena chunk (16 MB); a row's sets never straddle two. */
@@ -77,10 +77,13 @@ class RowSets {
   len2 = new Uint16Array(1024);
   whole = new Uint8Array(1024);
   content = new Int32Array(1024);
+  /** The compared text's word multiset and slot-like words in order (shingles.ts): equal for a reordering that moves no slot. */
+  bag = new Int32Array(1024);
+  slots = new Int32Array(1024);
   /** Rows with a clause view of their own. */
   clauseRows = 0;
 
-  add(s0: ShingleSet, s1: ShingleSet | undefined, s2: ShingleSet | undefined, content: number): number {
+  add(s0: ShingleSet, s1: ShingleSet | undefined, s2: ShingleSet | undefined, content: number, bag = 0, slots = 0): number {
     const i = this.n++;
     if (i >= this.start.length) {
       const need = i + 1;
@@ -90,6 +93,8 @@ class RowSets {
       this.len2 = grown(this.len2, need);
       this.whole = grown(this.whole, need);
       this.content = grown(this.content, need);
+      this.bag = grown(this.bag, need);
+      this.slots = grown(this.slots, need);
     }
     const l0 = s0.hashes.length;
     const l1 = s1?.hashes.length ?? 0;
@@ -111,6 +116,8 @@ class RowSets {
     this.len2[i] = l2;
     this.whole[i] = (s0.whole ? WHOLE_0 : 0) | (s1 === undefined || s1.whole ? WHOLE_1 : 0) | (s2 === undefined || s2.whole ? WHOLE_2 : 0);
     this.content[i] = content;
+    this.bag[i] = bag;
+    this.slots[i] = slots;
     if (l1 > 0) this.clauseRows++;
     return i;
   }
@@ -125,7 +132,7 @@ class RowSets {
 
   /** Bytes held in typed arrays. */
   get bytes(): number {
-    return this.#chunks.length * CHUNK * 4 + this.start.length * (4 + 2 * 3 + 1 + 4);
+    return this.#chunks.length * CHUNK * 4 + this.start.length * (4 + 2 * 3 + 1 + 4 * 3);
   }
 }
 
@@ -362,7 +369,7 @@ async function readRows(inputs: readonly string[], read: ReadOptions, options: D
     const main = textShingles(comparedText(t, by), k, cap, by !== 'answer');
     const answer = by === 'both' ? textShingles(str(t.final_answer), k, cap, false) : undefined;
     if (main.words === 0) empty++;
-    const i = sets.add(main.plain, main.clauses, answer?.plain, main.content);
+    const i = sets.add(main.plain, main.clauses, answer?.plain, main.content, main.bag, main.slots);
     follows = grown(follows, sets.n);
     follows[i] = -1;
     if (family !== undefined) {
@@ -438,6 +445,8 @@ function similarity(sets: RowSets, x: number, y: number, options: DedupOptions):
     );
     if (c > s) s = c;
   }
+  // The same words in another order, every slot value where it was: one question reworded.
+  if (s < 1 && l0x > 0 && sets.bag[x] === sets.bag[y] && sets.slots[x] === sets.slots[y]) s = 1;
   if (options.by === 'both') {
     const a = jaccard(ax, ox + l0x + l1x, sets.len2[x]!, (wx & WHOLE_2) !== 0, ay, oy + l0y + l1y, sets.len2[y]!, (wy & WHOLE_2) !== 0, k);
     if (a < s) s = a;
@@ -460,6 +469,14 @@ function lsh(sets: RowSets, clusters: Clusters, banding: Banding, options: Dedup
   // With the slot guard, only rows with the same content words can be near-duplicates: keying
   // the bands by them too keeps a template's siblings out of each other's buckets.
   const salted = options.slot_guard;
+  const compare = (x: number, y: number): void => {
+    if (clusters.find(x) === clusters.find(y)) return;
+    out.pairs_compared++;
+    if (similarity(sets, x, y, options) >= t) {
+      out.pairs_similar++;
+      clusters.union(x, y);
+    }
+  };
   for (let band = 0; band < banding.bands; band++) {
     let m = 0;
     for (let i = 0; i < n; i++) {
@@ -476,29 +493,39 @@ function lsh(sets: RowSets, clusters: Clusters, banding: Banding, options: Dedup
         if (k1 !== k0) entries[m++] = (k1 >>> keyShift) * scale + i;
       }
     }
-    const sorted = entries.subarray(0, m).sort();
-    let s = 0;
-    while (s < m) {
-      const key = Math.floor(sorted[s]! / scale);
-      let e = s + 1;
-      while (e < m && Math.floor(sorted[e]! / scale) === key) e++;
-      for (let p = s + 1; p < e; p++) {
-        const x = sorted[p]! - key * scale;
-        if (p - s > window) out.window_overflows++;
-        for (let q = p - 1, stop = Math.max(s, p - window); q >= stop; q--) {
-          const y = sorted[q]! - key * scale;
-          if (y === x || clusters.find(x) === clusters.find(y)) continue;
-          out.pairs_compared++;
-          if (similarity(sets, x, y, options) >= t) {
-            out.pairs_similar++;
-            clusters.union(x, y);
-          }
-        }
-      }
-      s = e;
-    }
+    compareBuckets(entries.subarray(0, m).sort(), scale, window, compare, out);
+  }
+  // Reorderings (similarity above) share no band when the words moved far: one more bucket
+  // each, keyed by the word multiset and the slots, finds them.
+  if (options.by !== 'answer') {
+    let m = 0;
+    for (let i = 0; i < n; i++) if (sets.len0[i]! > 0) entries[m++] = ((fmix32(sets.bag[i]! ^ Math.imul(sets.slots[i]!, 0x85ebca6b)) >>> 0) >>> keyShift) * scale + i;
+    compareBuckets(entries.subarray(0, m).sort(), scale, window, compare, out);
   }
   return out;
+}
+
+/**
+ * Walks sorted (key, row) entries bucket by bucket, handing each row with up to `window`
+ * earlier rows of its bucket to `compare`; entries beyond the window are counted.
+ */
+function compareBuckets(sorted: Float64Array, scale: number, window: number, compare: (x: number, y: number) => void, out: { window_overflows: number }): void {
+  const m = sorted.length;
+  let s = 0;
+  while (s < m) {
+    const key = Math.floor(sorted[s]! / scale);
+    let e = s + 1;
+    while (e < m && Math.floor(sorted[e]! / scale) === key) e++;
+    for (let p = s + 1; p < e; p++) {
+      const x = sorted[p]! - key * scale;
+      if (p - s > window) out.window_overflows++;
+      for (let q = p - 1, stop = Math.max(s, p - window); q >= stop; q--) {
+        const y = sorted[q]! - key * scale;
+        if (y !== x) compare(x, y);
+      }
+    }
+    s = e;
+  }
 }
 
 export interface DedupWriters {
