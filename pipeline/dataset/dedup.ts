@@ -39,7 +39,7 @@ import { statSync } from 'node:fs';
 import { SCHEMA_VERSION, type DedupCluster, type DedupOptions, type Trajectory } from '../../schemas/index.js';
 import { TrajforgeError } from '../errors.js';
 import type { JsonlWriter } from '../core/jsonl.js';
-import { banding as bandingFor, jaccard, minimumHashes, MinHasher, type Banding } from './minhash.js';
+import { banding as bandingFor, jaccard, minimumHashes, MinHasher, symmetricDifference, type Banding } from './minhash.js';
 import { inputFiles, type ReadOptions } from './readers.js';
 import { curateRows, type CurateRow } from './curate-rows.js';
 import { fmix32, textShingles, type ShingleSet } from './shingles.js';
@@ -445,13 +445,26 @@ function similarity(sets: RowSets, x: number, y: number, options: DedupOptions):
     );
     if (c > s) s = c;
   }
-  // The same words in another order, every slot value where it was: one question reworded.
-  if (s < 1 && l0x > 0 && sets.bag[x] === sets.bag[y] && sets.slots[x] === sets.slots[y]) s = 1;
+  if (s < 1 && swapped(sets, x, y, options.shingle_size)) s = 1;
   if (options.by === 'both') {
     const a = jaccard(ax, ox + l0x + l1x, sets.len2[x]!, (wx & WHOLE_2) !== 0, ay, oy + l0y + l1y, sets.len2[y]!, (wy & WHOLE_2) !== 0, k);
     if (a < s) s = a;
   }
   return s;
+}
+
+/**
+ * Whether rows x and y are one question with two neighbouring words swapped: the same words
+ * (as a multiset), the slot-like words in the same order, and word views (whole) that differ
+ * by no more than one adjacent swap moves: the k + 1 shingles covering the two places, on each
+ * side. A swap across other words moves more (`compare A with B` / `compare B with A`: 2 × 6).
+ */
+function swapped(sets: RowSets, x: number, y: number, k: number): boolean {
+  const lx = sets.len0[x]!;
+  const ly = sets.len0[y]!;
+  if (lx === 0 || sets.bag[x] !== sets.bag[y] || sets.slots[x] !== sets.slots[y]) return false;
+  if ((sets.whole[x]! & WHOLE_0) === 0 || (sets.whole[y]! & WHOLE_0) === 0) return false;
+  return symmetricDifference(sets.arena(x), sets.offset(x), lx, sets.arena(y), sets.offset(y), ly) <= 2 * (k + 1);
 }
 
 function lsh(sets: RowSets, clusters: Clusters, banding: Banding, options: DedupOptions): Pick<DedupSummary, 'pairs_compared' | 'pairs_similar' | 'window_overflows'> {
@@ -495,8 +508,8 @@ function lsh(sets: RowSets, clusters: Clusters, banding: Banding, options: Dedup
     }
     compareBuckets(entries.subarray(0, m).sort(), scale, window, compare, out);
   }
-  // Reorderings (similarity above) share no band when the words moved far: one more bucket
-  // each, keyed by the word multiset and the slots, finds them.
+  // Swaps (`swapped`) in a short question may share no band: one more bucket each, keyed by
+  // the word multiset and the slot words, makes every one a candidate.
   if (options.by !== 'answer') {
     let m = 0;
     for (let i = 0; i < n; i++) if (sets.len0[i]! > 0) entries[m++] = ((fmix32(sets.bag[i]! ^ Math.imul(sets.slots[i]!, 0x85ebca6b)) >>> 0) >>> keyShift) * scale + i;
