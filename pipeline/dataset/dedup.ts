@@ -17,8 +17,8 @@
  * 2. `writeDeduplicated` reads the input again and writes each row to `out` (kept) or
  *    `rejects` (dropped), and the clusters of two or more rows to `clusters`.
  *
- * Memory: about 4 bytes per stored shingle (a 20-word question stores ~22 per view) plus ~50
- * bytes per row (offsets, lengths, the content hash, union-find, the band being sorted), and
+ * Memory: about 4 bytes per stored shingle (a 20-word question stores ~22 per view) plus ~58
+ * bytes per row (offsets, lengths, the content, word-multiset and slot hashes, union-find, the band being sorted), and
  * during pass 2 the ids and texts of the rows that are in clusters. Sets longer than
  * `sketch_size` keep their smallest hashes (a bottom-k sketch), so a long text costs no more
  * than `sketch_size` × 4 bytes; texts within it are compared exactly.
