@@ -19,6 +19,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PACKAGE_ROOT } from '../pipeline/paths.js';
 import { CLI } from './harness.js';
+import { normalise } from '../pipeline/dataset/shingles.js';
 
 const ROWS = Number(process.env.TRAJFORGE_BENCH_CURATE_ROWS ?? '1000000');
 const EVAL = Number(process.env.TRAJFORGE_BENCH_CURATE_EVAL ?? '10000');
@@ -152,7 +153,6 @@ export function checkClusters(clustersFile: string, copies: ReadonlyMap<number, 
   const clusterOf = new Map<number, number>();
   let merged = 0;
   let mergedSameWords = 0;
-  const norm = (t: string): string => t.normalize('NFKC').toLowerCase().replace(/\p{P}+/gu, ' ').replace(/\s+/g, ' ').trim();
   for (const line of readFileSync(clustersFile, 'utf8').split('\n')) {
     if (!line) continue;
     const c = JSON.parse(line) as { cluster: number; members: { id: string; text: string }[] };
@@ -164,7 +164,7 @@ export function checkClusters(clustersFile: string, copies: ReadonlyMap<number, 
       if (o === i || !originals.has(o)) originals.set(o, o === i ? m.text : (originals.get(o) ?? ''));
     }
     if (originals.size > 1) {
-      const texts = new Set([...originals.values()].filter(Boolean).map(norm));
+      const texts = new Set([...originals.values()].filter(Boolean).map(normalise));
       merged += texts.size - 1;
       mergedSameWords += originals.size - texts.size;
     }
@@ -258,10 +258,11 @@ export interface Measured {
   stderr: string;
 }
 
-export function measure(args: string[]): Promise<Measured> {
+/** Runs the CLI with `args` (or, with `script`, node on that script) and reads its peak RSS. */
+export function measure(args: string[], script = CLI): Promise<Measured> {
   return new Promise((resolve, reject) => {
     const started = performance.now();
-    const child = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [script, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout!.on('data', (d: Buffer) => (stdout += d.toString('utf8')));
@@ -283,6 +284,32 @@ export function measure(args: string[]): Promise<Measured> {
   });
 }
 
+/**
+ * decontaminate's memory against two baselines measured in the same run: the same command over
+ * the first tenth of the rows (same eval set: a ratio near 1 says the input does not count), and
+ * a process holding only a plain set of the eval items' 13-grams (bench/plain-ngrams.ts).
+ */
+async function decontaminateMemory(dir: string, evalFile: string, full: Measured): Promise<string> {
+  const tenth = join(dir, 'tenth');
+  mkdirSync(tenth, { recursive: true });
+  const small = await writeCurateData(tenth, Math.max(1, Math.floor(ROWS / 10)));
+  const smallArgs = ['decontaminate', small.rows, '--against', evalFile, '--drop', '--out', join(tenth, 'clean.jsonl'), '--report', join(tenth, 'flagged.jsonl')];
+  const s = await measure(smallArgs);
+  const plainScript = join(PACKAGE_ROOT, 'dist/bench/plain-ngrams.js');
+  const p = await measure([evalFile], plainScript);
+  const mb = (m: Measured): string => `${m.peakRssMb.toFixed(0)} MB`;
+  const rows = (n: number): string => n.toLocaleString('en-US');
+  return [
+    `decontaminate's peak RSS against its baselines, measured in this run (\`node dist/bench/plain-ngrams.js $DIR/eval.jsonl\` is the plain set):`,
+    '',
+    '| process | peak RSS | ratio |',
+    '|---|---|---|',
+    `| decontaminate, ${rows(ROWS)} rows | ${mb(full)} | 1 |`,
+    `| decontaminate, the first ${rows(Math.floor(ROWS / 10))} rows, same eval set | ${mb(s)} | ${(full.peakRssMb / s.peakRssMb).toFixed(2)} (${rows(ROWS)} rows ÷ a tenth of them) |`,
+    `| a plain set of the eval items' 13-grams (${p.stdout.trim()} strings), nothing else | ${mb(p)} | ${(full.peakRssMb / p.peakRssMb).toFixed(2)} (decontaminate ÷ plain set) |`,
+  ].join('\n');
+}
+
 export async function benchCurate(): Promise<string> {
   const keep = process.env.TRAJFORGE_BENCH_CURATE_DIR;
   const dir = keep ?? mkdtempSync(join(tmpdir(), 'tf-bench-curate-'));
@@ -297,6 +324,7 @@ export async function benchCurate(): Promise<string> {
     const deconArgs = ['decontaminate', data.rows, '--against', data.eval, '--drop', '--out', join(dir, 'clean.jsonl'), '--report', join(dir, 'flagged.jsonl'), '--json'];
     process.stderr.write('  curate: decontaminate…\n');
     const c = await measure(deconArgs);
+    const memory = await decontaminateMemory(dir, data.eval, c);
     if (d.code !== 0) process.stderr.write(`dedup exited ${d.code}: ${d.stderr}\n`);
     if (c.code !== 0) process.stderr.write(`decontaminate exited ${c.code}: ${c.stderr}\n`);
     const ds = d.code === 0 ? (JSON.parse(d.stdout) as Record<string, number>) : undefined;
@@ -316,6 +344,8 @@ export async function benchCurate(): Promise<string> {
       '|---|---|---|---|---|---|',
       `| \`${shown(dedupArgs)}\` | ${d.seconds.toFixed(1)} s | ${mbps(d.seconds)} | ${d.peakRssMb.toFixed(0)} MB | ${ds && dq ? `${n(ds.dropped!)} dropped in ${n(ds.clusters!)} clusters; ${n(dq.found)} of ${n(data.copies.size)} planted copies clustered with their source; distinct questions merged: ${n(dq.mergedSameWords)} whose features differ only in punctuation (\`:host\` / \`:host()\`), ${n(dq.merged)} with the same content words otherwise (\`while\` / \`do...while\`); ${n(ds.pairs_compared!)} pairs compared, ${n(ds.window_overflows!)} window overflows; ${ds.bands} bands × ${ds.rows_per_band} rows` : '-'} | ${d.code} |`,
       `| \`${shown(deconArgs)}\` | ${c.seconds.toFixed(1)} s | ${mbps(c.seconds)} | ${c.peakRssMb.toFixed(0)} MB | ${cs && cq ? `${n(cs.flagged)} flagged: ${n(cq.found)} of ${n(data.contaminated.size)} planted, ${n(cq.other)} others; ${n(cs.eval.ngrams)} eval n-grams` : '-'} | ${c.code} |`,
+      '',
+      memory,
       '',
       "Where dedup's memory goes: its first pass keeps each row's shingle sets (4 bytes a shingle; here ~26 in the word view and, for the rows of two clauses, ~29 in the clause view) and ~50 bytes of bookkeeping in typed arrays; RSS grows with them while the input is read, stays flat while the bands are sorted and compared, and grows again in the second pass by the ids and texts of the clustered rows the report needs. decontaminate holds one row and the eval index (12 bytes per n-gram entry) and streams.",
       '',

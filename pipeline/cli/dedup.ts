@@ -4,6 +4,7 @@ import { indexNearDuplicates, writeDeduplicated, type DedupSummary } from '../da
 import { banding, minimumHashes } from '../dataset/minhash.js';
 import { TrajforgeError } from '../errors.js';
 import { parseDatasetInputs, readOptions } from './common.js';
+import { curateInputs } from '../dataset/curate-rows.js';
 import { Outputs } from './output.js';
 import { checkedOptions, numberFlag } from './flags.js';
 
@@ -34,7 +35,9 @@ The input is read twice; stdin is not accepted. Files are written whole or not a
   --sketch-size N   shingles kept per text; texts within it are compared exactly (default ${D.sketch_size})
   --bucket-window N earlier rows of an LSH bucket each row is compared with (default ${D.bucket_window})
   --json            print the summary as JSON on stdout
-  --format F        row format: auto (default), trajforge, drtulu, chat
+  --format F        row format: auto (default), trajforge, drtulu, chat, or bank: a question
+                    bank (JSONL, JSON array, CSV/TSV, gzip; auto knows one by its form), written
+                    back as a bank of the same rows (JSON Lines)
   --on-bad-row M    error (default) or skip
 `;
 
@@ -93,10 +96,11 @@ export async function run(argv: string[]): Promise<number> {
   if (banding(options.threshold, options.max_hashes) === undefined) {
     throw new TrajforgeError('BAD_USAGE', `dedup: --max-hashes ${options.max_hashes} is too few for --threshold ${options.threshold}: LSH needs at least ${minimumHashes(options.threshold)}`);
   }
-  const read = readOptions(values.format, values['on-bad-row']);
+  const { bank, format } = curateInputs('dedup', inputs, values.format, { '--out': values.out, '--rejects': values.rejects });
+  const read = readOptions(format, values['on-bad-row']);
   return outputs.write(
     async (w) => {
-      const index = await indexNearDuplicates(inputs, read, options);
+      const index = await indexNearDuplicates(inputs, read, options, bank);
       await writeDeduplicated(index, { out: w.out!, rejects: w.rejects, clusters: w.clusters });
       return index.summary;
     },

@@ -1,6 +1,7 @@
 /**
  * `trajforge decontaminate`: rows whose question, tool outputs or final answer overlap an eval
- * set, found by word n-grams, flagged with the eval item they overlap, optionally dropped.
+ * set, found by word n-grams, flagged with the eval item they overlap, optionally dropped. A
+ * question bank (curate-rows.ts) is scanned by its questions and written back as read.
  *
  * The rule, as the GPT-3 report and later ones apply it: both sides are normalised the same way
  * (pipeline/dataset/shingles.ts: NFKC, lowercase, punctuation to spaces) and cut into words; a
@@ -37,13 +38,21 @@ import { QuestionsConfig, SCHEMA_VERSION, type ContaminationFlag, type Contamina
 import { inputError, TrajforgeError } from '../errors.js';
 import { readQuestions } from '../core/questions/read.js';
 import type { JsonlWriter } from '../core/jsonl.js';
-import { readDataset, type DatasetRow, type ReadOptions } from './readers.js';
+import type { ReadOptions } from './readers.js';
+import { curateRows, type CurateRow } from './curate-rows.js';
 import { lineProblem, maxLineBytes, readLines } from '../core/lines.js';
 import { forEachNgram, hashWord, STOPWORDS, words } from './shingles.js';
 import { familyOf, FamilyGroups } from './families.js';
 
 /** Characters of an eval item's text kept for the report. */
 const REPORT_TEXT_CHARS = 300;
+/**
+ * Bytes the rows are read in at a time: a chunk's lines live until the last is scanned, and at
+ * the readers' 1 MiB that survivor load grew the young generation to its most (~35 MB more RSS)
+ * for a pass that keeps nothing. 64 KiB: RSS stays by the eval index, and the pass is no slower
+ * (bench/BENCHMARKS.md, "Curation").
+ */
+const READ_CHUNK_BYTES = 64 * 1024;
 /** Items under `min_words` the summary names; the rest are only counted. */
 const SHORT_EXAMPLES = 5;
 
@@ -87,9 +96,13 @@ class NgramIndex {
     for (let e = this.#head[slot]! - 1; e >= 0; e = this.#next[e]! - 1) each(this.#item[e]!, this.#pos[e]!);
   }
 
-  /** Records that word `pos` of `item` starts this n-gram. */
-  add(hi: number, lo: number, item: number, pos: number): void {
+  /**
+   * Records that word `pos` of `item` starts this n-gram; returns whether the item had not held
+   * it before. An item's n-grams are added together, so the key's latest entry tells.
+   */
+  add(hi: number, lo: number, item: number, pos: number): boolean {
     let s = this.find(hi, lo);
+    const fresh = s < 0 || this.#item[this.#head[s]! - 1] !== item;
     if (s < 0) {
       if ((this.size + 1) * 2 > this.#mask + 1) this.#grow();
       s = this.#slotFor(hi, lo);
@@ -107,6 +120,7 @@ class NgramIndex {
     this.#pos[e] = pos;
     this.#next[e] = this.#head[s]!;
     this.#head[s] = e + 1;
+    return fresh;
   }
 
   #slotFor(hi: number, lo: number): number {
@@ -200,17 +214,17 @@ export class EvalIndex {
     const len = Math.min(n, hashes.length);
     lengths.add(len);
     const item = this.items.length;
-    const own = new Set<string>();
+    // Distinct n-grams counted in the table itself: a set of them per item was the load's largest garbage.
+    let of = 0;
     let pos = 0;
     forEachNgram(hashes, len, (hi, lo) => {
-      own.add(`${hi}:${lo}`);
-      this.table.add(hi, lo, item, pos++);
+      if (this.table.add(hi, lo, item, pos++)) of++;
     });
     const content: number[] = [];
     ws.forEach((w, i) => {
       if (!STOPWORDS.has(w)) content.push(i);
     });
-    this.items.push({ file, id, text: text.slice(0, REPORT_TEXT_CHARS), of: own.size, words: ws.length, content: Int32Array.from(content) });
+    this.items.push({ file, id, text: text.slice(0, REPORT_TEXT_CHARS), of, words: ws.length, content: Int32Array.from(content) });
     this.summary.checked++;
   }
 }
@@ -334,7 +348,7 @@ function covers(it: EvalItem, positions: readonly number[], len: number): boolea
 }
 
 /** The row as a JSON line with its `decontamination` field set (replacing one written before). */
-function withField(row: DatasetRow, d: Decontamination): string {
+function withField(row: CurateRow, d: Decontamination): string {
   const t = row.trajectory as Trajectory;
   if (row.raw !== undefined && !Object.hasOwn(t, 'decontamination')) {
     // Splice the field in before the closing brace: re-serialising every row would cost more than the scan.
@@ -371,12 +385,12 @@ export interface DecontaminateWriters {
 }
 
 interface Scanned {
-  readonly row: DatasetRow;
+  readonly row: CurateRow;
   readonly found: ScanMatch[];
 }
 
 /** One pass over `inputs`. A reader of stdout that goes away ends it with the writer's OutputClosedError (cli/output.ts). */
-export async function decontaminate(inputs: readonly string[], read: ReadOptions, index: EvalIndex, writers: DecontaminateWriters): Promise<DecontaminateSummary> {
+export async function decontaminate(inputs: readonly string[], read: ReadOptions, index: EvalIndex, writers: DecontaminateWriters, bank = false): Promise<DecontaminateSummary> {
   const summary: DecontaminateSummary = { rows: 0, bad: 0, flagged: 0, clean: 0, by_field: {}, by_eval_file: {}, families_flagged: 0, rows_in_flagged_families: 0, eval: index.summary };
   const against = index.summary.files;
   const n = index.options.n;
@@ -388,7 +402,8 @@ export async function decontaminate(inputs: readonly string[], read: ReadOptions
     const flagged = matches.length > 0;
     const target = (family ?? flagged) && writers.drop ? writers.rejects : writers.out;
     if (target) {
-      const p = target.writeLine(withField(row, { n, against, matches, ...(family === undefined ? {} : { family_flagged: family }) }));
+      // A bank row is written as read: a bank of the shape it came in, its flags in the report.
+      const p = target.writeLine(row.bank ? row.raw! : withField(row, { n, against, matches, ...(family === undefined ? {} : { family_flagged: family }) }));
       if (p) await p;
     }
     if (flagged && writers.report) {
@@ -412,9 +427,9 @@ export async function decontaminate(inputs: readonly string[], read: ReadOptions
     for (const s of rows) await write(s, flagged);
   };
 
+  const bad = { count: 0 };
   for (const input of inputs) {
-    const { rows, report } = readDataset(input, read);
-    for await (const row of rows) {
+    for await (const row of curateRows(input, bank, { chunkBytes: READ_CHUNK_BYTES, ...read }, bad)) {
       summary.rows++;
       const t = row.trajectory as Partial<Trajectory>;
       const found = scanRow(t, index);
@@ -432,8 +447,8 @@ export async function decontaminate(inputs: readonly string[], read: ReadOptions
       const whole = families.push(t, { row, found });
       if (whole !== undefined) await writeFamily(whole);
     }
-    summary.bad += report.bad.length;
   }
+  summary.bad = bad.count;
   for (const rest of families.finish()) await writeFamily(rest);
   return summary;
 }

@@ -1,6 +1,7 @@
 /**
  * `trajforge dedup`: near-duplicate rows found with MinHash and LSH, clustered, one kept per
  * cluster by a stated rule. Several inputs are read as one dataset, in order (merged shards).
+ * The inputs are trajectories or question banks (curate-rows.ts): a bank comes out a bank.
  *
  * Two passes over the input, never a row held:
  * 1. `indexNearDuplicates` reads every row once and keeps, per row, the shingle sets of the
@@ -16,8 +17,8 @@
  * 2. `writeDeduplicated` reads the input again and writes each row to `out` (kept) or
  *    `rejects` (dropped), and the clusters of two or more rows to `clusters`.
  *
- * Memory: about 4 bytes per stored shingle (a 20-word question stores ~22 per view) plus ~50
- * bytes per row (offsets, lengths, the content hash, union-find, the band being sorted), and
+ * Memory: about 4 bytes per stored shingle (a 20-word question stores ~22 per view) plus ~58
+ * bytes per row (offsets, lengths, the content, word-multiset and slot hashes, union-find, the band being sorted), and
  * during pass 2 the ids and texts of the rows that are in clusters. Sets longer than
  * `sketch_size` keep their smallest hashes (a bottom-k sketch), so a long text costs no more
  * than `sketch_size` × 4 bytes; texts within it are compared exactly.
@@ -38,9 +39,10 @@ import { statSync } from 'node:fs';
 import { SCHEMA_VERSION, type DedupCluster, type DedupOptions, type Trajectory } from '../../schemas/index.js';
 import { TrajforgeError } from '../errors.js';
 import type { JsonlWriter } from '../core/jsonl.js';
-import { banding as bandingFor, jaccard, minimumHashes, MinHasher, type Banding } from './minhash.js';
-import { inputFiles, readDataset, type DatasetRow, type ReadOptions } from './readers.js';
-import { textShingles, type ShingleSet } from './shingles.js';
+import { banding as bandingFor, jaccard, minimumHashes, MinHasher, symmetricDifference, type Banding } from './minhash.js';
+import { inputFiles, type ReadOptions } from './readers.js';
+import { curateRows, type CurateRow } from './curate-rows.js';
+import { fmix32, textShingles, type ShingleSet } from './shingles.js';
 import { familyOf, isChild } from './families.js';
 
 /** Int32 slots per arena chunk (16 MB); a row's sets never straddle two. */
@@ -75,10 +77,13 @@ class RowSets {
   len2 = new Uint16Array(1024);
   whole = new Uint8Array(1024);
   content = new Int32Array(1024);
+  /** The compared text's word multiset and slot-like words in order (shingles.ts): equal for a reordering that moves no slot. */
+  bag = new Int32Array(1024);
+  slots = new Int32Array(1024);
   /** Rows with a clause view of their own. */
   clauseRows = 0;
 
-  add(s0: ShingleSet, s1: ShingleSet | undefined, s2: ShingleSet | undefined, content: number): number {
+  add(s0: ShingleSet, s1: ShingleSet | undefined, s2: ShingleSet | undefined, content: number, bag = 0, slots = 0): number {
     const i = this.n++;
     if (i >= this.start.length) {
       const need = i + 1;
@@ -88,6 +93,8 @@ class RowSets {
       this.len2 = grown(this.len2, need);
       this.whole = grown(this.whole, need);
       this.content = grown(this.content, need);
+      this.bag = grown(this.bag, need);
+      this.slots = grown(this.slots, need);
     }
     const l0 = s0.hashes.length;
     const l1 = s1?.hashes.length ?? 0;
@@ -109,6 +116,8 @@ class RowSets {
     this.len2[i] = l2;
     this.whole[i] = (s0.whole ? WHOLE_0 : 0) | (s1 === undefined || s1.whole ? WHOLE_1 : 0) | (s2 === undefined || s2.whole ? WHOLE_2 : 0);
     this.content[i] = content;
+    this.bag[i] = bag;
+    this.slots[i] = slots;
     if (l1 > 0) this.clauseRows++;
     return i;
   }
@@ -123,7 +132,7 @@ class RowSets {
 
   /** Bytes held in typed arrays. */
   get bytes(): number {
-    return this.#chunks.length * CHUNK * 4 + this.start.length * (4 + 2 * 3 + 1 + 4);
+    return this.#chunks.length * CHUNK * 4 + this.start.length * (4 + 2 * 3 + 1 + 4 * 3);
   }
 }
 
@@ -212,6 +221,8 @@ export interface DedupSummary {
 export interface DedupIndex {
   readonly inputs: readonly string[];
   readonly read: ReadOptions;
+  /** The inputs are question banks (curate-rows.ts). */
+  readonly bank: boolean;
   readonly options: DedupOptions;
   readonly banding: Banding;
   readonly sets: RowSets;
@@ -249,23 +260,20 @@ function checkUnchanged(files: DedupIndex['files']): void {
   }
 }
 
-async function* rowsOf(inputs: readonly string[], read: ReadOptions, bad: { count: number }): AsyncGenerator<DatasetRow> {
-  for (const input of inputs) {
-    const { rows, report } = readDataset(input, read);
-    yield* rows;
-    bad.count += report.bad.length;
-  }
+async function* rowsOf(inputs: readonly string[], read: ReadOptions, bank: boolean, bad: { count: number }): AsyncGenerator<CurateRow> {
+  for (const input of inputs) yield* curateRows(input, bank, read, bad);
 }
 
 /** Pass 1: the sets of every row, then the clusters. */
-export async function indexNearDuplicates(inputs: readonly string[], read: ReadOptions, options: DedupOptions): Promise<DedupIndex> {
+export async function indexNearDuplicates(inputs: readonly string[], read: ReadOptions, options: DedupOptions, bank = false): Promise<DedupIndex> {
   if (inputs.length === 0) throw new TrajforgeError('BAD_USAGE', 'dedup: no input given');
+  if (bank && options.by !== 'question') throw new TrajforgeError('BAD_USAGE', `dedup: --by ${options.by} compares final answers, and a question bank has none; use --by question`);
   const banding = bandingFor(options.threshold, options.max_hashes);
   if (banding === undefined) {
     throw new TrajforgeError('BAD_USAGE', `dedup: max_hashes ${options.max_hashes} is too few for threshold ${options.threshold}: LSH needs at least ${minimumHashes(options.threshold)}`);
   }
   const files = fileStates(inputs);
-  const rows = await readRows(inputs, read, options);
+  const rows = await readRows(inputs, read, options, bank);
   const { sets } = rows;
   const n = sets.n;
   const clusters = new Clusters(n);
@@ -284,6 +292,7 @@ export async function indexNearDuplicates(inputs: readonly string[], read: ReadO
   return {
     inputs,
     read,
+    bank,
     options,
     banding,
     sets,
@@ -331,7 +340,7 @@ interface ReadRows {
  * run writes a family's sessions before its root), else the last one before it: so each copy of
  * a family written twice keeps its own sessions.
  */
-async function readRows(inputs: readonly string[], read: ReadOptions, options: DedupOptions): Promise<ReadRows> {
+async function readRows(inputs: readonly string[], read: ReadOptions, options: DedupOptions, bank: boolean): Promise<ReadRows> {
   const { by, shingle_size: k, sketch_size: cap } = options;
   const sets = new RowSets();
   let ranks = new Float64Array(options.keep === 'first' ? 0 : 1024);
@@ -342,7 +351,7 @@ async function readRows(inputs: readonly string[], read: ReadOptions, options: D
   let subAgentSessions = 0;
   const nothing = textShingles('', k, cap, false);
   let follows = new Int32Array(1024);
-  for await (const row of rowsOf(inputs, read, bad)) {
+  for await (const row of rowsOf(inputs, read, bank, bad)) {
     const t = row.trajectory as Partial<Trajectory>;
     const family = familyOf(t);
     if (family !== undefined && isChild(t)) {
@@ -360,7 +369,7 @@ async function readRows(inputs: readonly string[], read: ReadOptions, options: D
     const main = textShingles(comparedText(t, by), k, cap, by !== 'answer');
     const answer = by === 'both' ? textShingles(str(t.final_answer), k, cap, false) : undefined;
     if (main.words === 0) empty++;
-    const i = sets.add(main.plain, main.clauses, answer?.plain, main.content);
+    const i = sets.add(main.plain, main.clauses, answer?.plain, main.content, main.bag, main.slots);
     follows = grown(follows, sets.n);
     follows[i] = -1;
     if (family !== undefined) {
@@ -436,11 +445,26 @@ function similarity(sets: RowSets, x: number, y: number, options: DedupOptions):
     );
     if (c > s) s = c;
   }
+  if (s < 1 && swapped(sets, x, y, options.shingle_size)) s = 1;
   if (options.by === 'both') {
     const a = jaccard(ax, ox + l0x + l1x, sets.len2[x]!, (wx & WHOLE_2) !== 0, ay, oy + l0y + l1y, sets.len2[y]!, (wy & WHOLE_2) !== 0, k);
     if (a < s) s = a;
   }
   return s;
+}
+
+/**
+ * Whether rows x and y are one question with two neighbouring words swapped: the same words
+ * (as a multiset), the slot-like words in the same order, and word views (whole) that differ
+ * by no more than one adjacent swap moves: the k + 1 shingles covering the two places, on each
+ * side. A swap across other words moves more (`compare A with B` / `compare B with A`: 2 × 6).
+ */
+function swapped(sets: RowSets, x: number, y: number, k: number): boolean {
+  const lx = sets.len0[x]!;
+  const ly = sets.len0[y]!;
+  if (lx === 0 || sets.bag[x] !== sets.bag[y] || sets.slots[x] !== sets.slots[y]) return false;
+  if ((sets.whole[x]! & WHOLE_0) === 0 || (sets.whole[y]! & WHOLE_0) === 0) return false;
+  return symmetricDifference(sets.arena(x), sets.offset(x), lx, sets.arena(y), sets.offset(y), ly) <= 2 * (k + 1);
 }
 
 function lsh(sets: RowSets, clusters: Clusters, banding: Banding, options: DedupOptions): Pick<DedupSummary, 'pairs_compared' | 'pairs_similar' | 'window_overflows'> {
@@ -458,6 +482,14 @@ function lsh(sets: RowSets, clusters: Clusters, banding: Banding, options: Dedup
   // With the slot guard, only rows with the same content words can be near-duplicates: keying
   // the bands by them too keeps a template's siblings out of each other's buckets.
   const salted = options.slot_guard;
+  const compare = (x: number, y: number): void => {
+    if (clusters.find(x) === clusters.find(y)) return;
+    out.pairs_compared++;
+    if (similarity(sets, x, y, options) >= t) {
+      out.pairs_similar++;
+      clusters.union(x, y);
+    }
+  };
   for (let band = 0; band < banding.bands; band++) {
     let m = 0;
     for (let i = 0; i < n; i++) {
@@ -474,29 +506,39 @@ function lsh(sets: RowSets, clusters: Clusters, banding: Banding, options: Dedup
         if (k1 !== k0) entries[m++] = (k1 >>> keyShift) * scale + i;
       }
     }
-    const sorted = entries.subarray(0, m).sort();
-    let s = 0;
-    while (s < m) {
-      const key = Math.floor(sorted[s]! / scale);
-      let e = s + 1;
-      while (e < m && Math.floor(sorted[e]! / scale) === key) e++;
-      for (let p = s + 1; p < e; p++) {
-        const x = sorted[p]! - key * scale;
-        if (p - s > window) out.window_overflows++;
-        for (let q = p - 1, stop = Math.max(s, p - window); q >= stop; q--) {
-          const y = sorted[q]! - key * scale;
-          if (y === x || clusters.find(x) === clusters.find(y)) continue;
-          out.pairs_compared++;
-          if (similarity(sets, x, y, options) >= t) {
-            out.pairs_similar++;
-            clusters.union(x, y);
-          }
-        }
-      }
-      s = e;
-    }
+    compareBuckets(entries.subarray(0, m).sort(), scale, window, compare, out);
+  }
+  // Swaps (`swapped`) in a short question may share no band: one more bucket each, keyed by
+  // the word multiset and the slot words, makes every one a candidate.
+  if (options.by !== 'answer') {
+    let m = 0;
+    for (let i = 0; i < n; i++) if (sets.len0[i]! > 0) entries[m++] = ((fmix32(sets.bag[i]! ^ Math.imul(sets.slots[i]!, 0x85ebca6b)) >>> 0) >>> keyShift) * scale + i;
+    compareBuckets(entries.subarray(0, m).sort(), scale, window, compare, out);
   }
   return out;
+}
+
+/**
+ * Walks sorted (key, row) entries bucket by bucket, handing each row with up to `window`
+ * earlier rows of its bucket to `compare`; entries beyond the window are counted.
+ */
+function compareBuckets(sorted: Float64Array, scale: number, window: number, compare: (x: number, y: number) => void, out: { window_overflows: number }): void {
+  const m = sorted.length;
+  let s = 0;
+  while (s < m) {
+    const key = Math.floor(sorted[s]! / scale);
+    let e = s + 1;
+    while (e < m && Math.floor(sorted[e]! / scale) === key) e++;
+    for (let p = s + 1; p < e; p++) {
+      const x = sorted[p]! - key * scale;
+      if (p - s > window) out.window_overflows++;
+      for (let q = p - 1, stop = Math.max(s, p - window); q >= stop; q--) {
+        const y = sorted[q]! - key * scale;
+        if (y !== x) compare(x, y);
+      }
+    }
+    s = e;
+  }
 }
 
 export interface DedupWriters {
@@ -522,7 +564,7 @@ export async function writeDeduplicated(index: DedupIndex, writers: DedupWriters
   const { sets, clusters, best, size, options } = index;
   const members = new Map<number, Member[]>();
   let i = 0;
-  for await (const row of rowsOf(index.inputs, index.read, { count: 0 })) {
+  for await (const row of rowsOf(index.inputs, index.read, index.bank, { count: 0 })) {
     if (i >= sets.n) {
       // More rows than the first pass saw: counted for the error below, never written.
       i++;

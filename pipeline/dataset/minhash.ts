@@ -141,3 +141,23 @@ export function jaccard(
   }
   return union === 0 ? 0 : both / union;
 }
+
+/** How many hashes are in exactly one of two whole sets (ascending, distinct). */
+export function symmetricDifference(a: Int32Array, aStart: number, aLen: number, b: Int32Array, bStart: number, bLen: number): number {
+  let i = aStart;
+  let j = bStart;
+  const aEnd = aStart + aLen;
+  const bEnd = bStart + bLen;
+  let both = 0;
+  while (i < aEnd && j < bEnd) {
+    const x = a[i]!;
+    const y = b[j]!;
+    if (x === y) {
+      both++;
+      i++;
+      j++;
+    } else if (x < y) i++;
+    else j++;
+  }
+  return aLen + bLen - 2 * both;
+}

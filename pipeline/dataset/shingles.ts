@@ -3,10 +3,14 @@
  *
  * Normalisation (both commands): NFKC (full-width and compatibility forms fold to their plain
  * ones: `Ｑ１` → `q1`, `ﬁ` → `fi`), lowercase, every run of Unicode punctuation (`\p{P}`:
- * quotes, dashes, hyphens, apostrophes, brackets, `?`) replaced by one space, whitespace
- * collapsed. Symbols (`+`, `$`, `°`) and digits stay. `What's the U.S. "GDP"?` → words
- * `what s the u s gdp`. Case, punctuation, quotes and spacing therefore never count as a
- * difference; a hyphen dropped inside a word (`e-mail` → `email`) does.
+ * quotes, dashes, hyphens, apostrophes, brackets, `?`) and of the symbols markup glues to words
+ * (`<`, `>`, `=`, `|`, `` ` ``: `<snippet id="3">How`, `text</snippet>`, `a|b`, `id=x`) replaced
+ * by one space, whitespace collapsed. Other symbols (`+`, `$`, `°`) and digits stay. `What's
+ * the U.S. "GDP"?` → words `what s the u s gdp`. Case, punctuation, quotes, markup and spacing
+ * therefore never count as a difference; a hyphen dropped inside a word (`e-mail` → `email`) does.
+ * (Unicode files `<>=|` and the backtick under symbols, not punctuation: counted as letters, they
+ * glued a tool output's first and last words to its tags, and an eval item starting or ending
+ * there was missed.)
  *
  * Clauses (dedup's second view of a question): before the punctuation goes, the text is cut
  * where a clause or sentence ends: `, ; : . ? !` (and their full-width and CJK forms) followed
@@ -23,12 +27,12 @@
  * run and process, which is what makes dedup's output stable across runs.
  */
 
-/** A run of punctuation, replaced by a space. */
-const PUNCTUATION = /\p{P}+/gu;
+/** A run of punctuation or markup symbols, replaced by a space. */
+const PUNCTUATION = /[\p{P}<>=|`]+/gu;
 /** Where a clause ends: its mark must be followed by whitespace or the end, so `3.5` is one word. */
 const CLAUSE_END = /[.,;:?!。、，；：？！]+(?=\s|$)|[\r\n]+/u;
 
-/** The normalised form of `text`: NFKC, lowercase, punctuation to spaces, whitespace collapsed. */
+/** The normalised form of `text`: NFKC, lowercase, punctuation and markup symbols to spaces, whitespace collapsed. */
 export function normalise(text: string): string {
   return text.normalize('NFKC').toLowerCase().replace(PUNCTUATION, ' ').replace(/\s+/g, ' ').trim();
 }
@@ -118,6 +122,23 @@ export const STOPWORDS: ReadonlySet<string> = new Set(
   ).split(' '),
 );
 
+/**
+ * Whether a word of the raw text is a slot value by its form: a number or anything with a digit
+ * (`52`, `HbA1c`, `v8`), a capital after the first word (`Chrome`, `CSS`, `iOS`), or a mark
+ * inside it (`-webkit-perspective`, `<position>`, `(A`). Trailing sentence marks do not count.
+ */
+function slotLike(token: string, first: boolean): boolean {
+  const t = token.replace(/[?!.,;:"'»”’)]+$/u, '');
+  return /\d/u.test(t) || (!first && /\p{Lu}/u.test(t)) || /\p{Lu}/u.test(t.slice(1)) || /[^\p{L}]/u.test(t);
+}
+
+/** A hash of a sequence of word hashes, in order. */
+function sequenceKey(hashes: Iterable<number>, seed: number): number {
+  let h = seed;
+  for (const x of hashes) h = fmix32(Math.imul(h, 0x9e3779b1) ^ x);
+  return h;
+}
+
 export interface TextShingles {
   /** Shingles of the text as one word sequence. */
   readonly plain: ShingleSet;
@@ -127,6 +148,10 @@ export interface TextShingles {
   readonly content: number;
   /** Words in the text. */
   readonly words: number;
+  /** A hash of the text's words as a multiset: equal for two texts that only order them differently. */
+  readonly bag: number;
+  /** A hash of the words of its slot-like tokens (`slotLike`), in order. */
+  readonly slots: number;
 }
 
 /** Both views of `text` as k-shingle sets of at most `cap` hashes each, and its numbers. */
@@ -151,7 +176,18 @@ export function textShingles(text: string, k: number, cap: number, withClauses =
     clauses,
     content: contentKey(all, hashes),
     words: all.length,
+    bag: sequenceKey(Int32Array.from(hashes).sort(), 0x1b873593 ^ hashes.length),
+    slots: slotKey(text),
   };
+}
+
+/** The hash of the normalised words of `text`'s slot-like tokens, in order. */
+function slotKey(text: string): number {
+  const out: number[] = [];
+  text.normalize('NFKC').split(/\s+/u).filter(Boolean).forEach((token, i) => {
+    if (slotLike(token, i === 0)) for (const w of words(token)) out.push(hashWord(w));
+  });
+  return sequenceKey(out, 0x68e31da4);
 }
 
 /** The hashes of the distinct content words (not in STOPWORDS) of `ws`, ascending; `hashes[i]` is `ws[i]`'s. */
@@ -165,9 +201,7 @@ export function contentHashes(ws: readonly string[], hashes: readonly number[]):
 
 function contentKey(ws: readonly string[], hashes: readonly number[]): number {
   const set = contentHashes(ws, hashes);
-  let h = 0x3c6ef372 ^ set.length;
-  for (const x of set) h = fmix32(Math.imul(h, 0x9e3779b1) ^ x);
-  return h;
+  return sequenceKey(set, 0x3c6ef372 ^ set.length);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -263,6 +263,24 @@ describe('trajforge decontaminate: the rule at its edges', () => {
     expect(lower.report.map((f) => f.id).sort()).toEqual(['tiny', 'whole']);
   });
 
+  it('finds an item whose first or last word is glued to markup: <snippet id="…">How, text</snippet>, a|b, id=x (20 of 20, short and long)', async () => {
+    // Ten items of 8–12 words (matched only whole) and ten of 13+, from the real banks.
+    const short = [...BCD_QUESTIONS, ...DRTULU_QUESTIONS].filter((q) => normalisedWords(q).length >= 8 && normalisedWords(q).length < 13).slice(0, 10);
+    const longer = DRTULU_QUESTIONS.filter((q) => normalisedWords(q).length >= 13).slice(0, 10);
+    expect([short.length, longer.length]).toEqual([10, 10]);
+    const items = [...short, ...longer];
+    const glue = [(q: string) => q, (q: string) => `a|${q}|b`, (q: string) => `<td id=${q}</td>`, (q: string) => `key=${q}`];
+    // A tool output is the item alone: trajRow wraps it as <snippet id="…">item</snippet>, glued at both ends.
+    const rows = items.map((q, i) => trajRow({ id: `r${i}`, question: 'q', outputs: [glue[i % glue.length]!(q)] }));
+    const r = await flagsFor(rows, items.map((q) => `${q}\n`).join(''));
+    expect(r.report.map((f) => [f.id, f.matches[0]!.eval_id])).toEqual(items.map((_, i) => [`r${i}`, `line ${i + 1}`]));
+  });
+
+  it('reads markup symbols as spaces, as docs/curate.md says', () => {
+    expect(words('<snippet id="s-1">How</snippet> a|b id=x `code`')).toEqual(['snippet', 'id', 's', '1', 'how', 'snippet', 'a', 'b', 'id', 'x', 'code']);
+    expect(words('C++ costs $5 at 20°')).toEqual(['c++', 'costs', '$5', 'at', '20°']);
+  });
+
   it('scans only the fields it is given', async () => {
     const rows = [trajRow({ id: 'out', question: 'q', outputs: [long] })];
     expect((await flagsFor(rows, `${long}\n`)).report).toHaveLength(1);

@@ -2,7 +2,8 @@
  * Reading a question file: JSONL, a JSON array or CSV/TSV (sniffed from the extension and the
  * first byte, gzip or not, a path or stdin), each row mapped to a Question. Bad rows stop the
  * read or are collected, as `on_bad_row` says. Used by the sampler, and by every command that
- * reads a question bank (decontaminate's eval sets).
+ * reads a question bank (decontaminate's eval sets; dedup and decontaminate cleaning a bank,
+ * which write each row back as it was: `readQuestionRows`).
  */
 import { extname } from 'node:path';
 import type { Question, QuestionsConfig } from '../../../schemas/index.js';
@@ -54,6 +55,22 @@ export function displayName(path: string): string {
  * or no valid one, once it has been read to the end.
  */
 export async function* readQuestions(opts: ReadQuestionsOptions, report: ReadReport): AsyncGenerator<Iterable<Question>> {
+  for await (const batch of readQuestionRows(opts, report)) yield questionsOf(batch);
+}
+
+function* questionsOf(batch: Iterable<QuestionRow>): Generator<Question> {
+  for (const row of batch) yield row.question;
+}
+
+/** A valid row of a question file: where it is, the value read (a CSV record: an object of its header's fields), and its Question. */
+export interface QuestionRow {
+  readonly line: number;
+  readonly value: unknown;
+  readonly question: Question;
+}
+
+/** `readQuestions`, each Question with the row it was read from. */
+export async function* readQuestionRows(opts: ReadQuestionsOptions, report: ReadReport): AsyncGenerator<Iterable<QuestionRow>> {
   const file = displayName(opts.path);
   const seen = { valid: 0 };
   for await (const batch of readRows(opts, file)) yield mapBatch(batch, opts.config, file, report, seen);
@@ -69,7 +86,7 @@ export async function* readQuestions(opts: ReadQuestionsOptions, report: ReadRep
   }
 }
 
-function* mapBatch(batch: Iterable<RawRow>, cfg: QuestionsConfig, file: string, report: ReadReport, seen: { valid: number }): Generator<Question> {
+function* mapBatch(batch: Iterable<RawRow>, cfg: QuestionsConfig, file: string, report: ReadReport, seen: { valid: number }): Generator<QuestionRow> {
   for (const row of batch) {
     report.rows++;
     const mapped = 'bad' in row ? row : mapRow(row.value, cfg.fields);
@@ -80,7 +97,7 @@ function* mapBatch(batch: Iterable<RawRow>, cfg: QuestionsConfig, file: string, 
       continue;
     }
     seen.valid++;
-    yield mapped.question;
+    yield { line: row.line, value: 'bad' in row ? undefined : row.value, question: mapped.question };
   }
 }
 
