@@ -3,6 +3,7 @@
  * parent process can read the URL; everything else goes to stderr.
  */
 import { TrajforgeError } from '../pipeline/errors.js';
+import { suggestKey } from '../pipeline/core/config-hints.js';
 import { untilStopped } from '../pipeline/wait.js';
 import {
   EXCLUDED_FROM_ALL,
@@ -11,7 +12,7 @@ import {
   MISBEHAVIOUR_KINDS,
   type MisbehaviourKind,
 } from './misbehave.js';
-import { SIM_DEFAULTS, startSim, type SimOptions } from './server.js';
+import { SIM_DEFAULTS, SIM_MODEL, startSim, type SimOptions } from './server.js';
 import { parsePlant, PLANTED_DEFECTS } from './synth.js';
 
 export function simUsage(): string {
@@ -41,8 +42,14 @@ Misbehaviours apply to both roles alike.
 Deterministic for a seed. Prints "sim listening on http://127.0.0.1:PORT/v1" when ready;
 stops on SIGINT or SIGTERM and prints its counters to stderr.
 
+As vLLM, it serves only the model names it was given and only under /v1: a request for
+another model gets vLLM's 404 ("The model \`X\` does not exist."), a path without /v1
+FastAPI's 404 ({"detail":"Not Found"}); --lenient forgives both.
+
 Options:
   --port P               port on 127.0.0.1 (default 0: a free port)
+  --served-model-name M  a model name it serves (repeatable; default ${SIM_MODEL})
+  --lenient              answer any model name, and paths without /v1 (/chat/completions)
   --seed S               seed for every draw (default ${SIM_DEFAULTS.seed})
   --latency-ms N         added to every chat request (default ${SIM_DEFAULTS.latencyMs})
   --misbehave KIND=RATE  misbehave at RATE (0..1) per completion; repeatable, later wins;
@@ -109,7 +116,8 @@ const NUMBER_FLAGS: Readonly<Record<string, { option: NumberOption; integer: boo
 };
 
 /** The flags that take no value: the option each turns on. */
-const SWITCHES: Readonly<Record<string, 'rejectStop' | 'rejectMaxTokens' | 'reasoningParser'>> = {
+const SWITCHES: Readonly<Record<string, 'rejectStop' | 'rejectMaxTokens' | 'reasoningParser' | 'lenient'>> = {
+  '--lenient': 'lenient',
   '--reject-stop': 'rejectStop',
   '--reject-max-tokens': 'rejectMaxTokens',
   '--reasoning-parser': 'reasoningParser',
@@ -141,6 +149,17 @@ export function parseSimArgs(argv: readonly string[]): ParsedSimArgs {
   if (Object.keys(rates).length > 0) options.misbehave = rates;
   if (Object.keys(burst).length > 0) options.burst = burst;
   return { help: false, options };
+}
+
+/** The flags whose values are words or lists (readValueFlag's cases). */
+const VALUE_FLAGS = ['--reasoning-field', '--content-filter', '--burst', '--plant', '--served-model-name', '--knowledge', '--server-error-status', '--misbehave'];
+
+/** An unknown flag, with the nearest known one when it looks like a slip. */
+function unknownOption(arg: string): TrajforgeError {
+  const flag = arg.replace(/=.*$/, '');
+  const known = [...Object.keys(NUMBER_FLAGS), ...Object.keys(SWITCHES), ...VALUE_FLAGS, '--help'];
+  const near = flag.startsWith('--') ? suggestKey(flag.slice(2), known.map((k) => k.slice(2))) : undefined;
+  return usageError(`unknown option '${flag}'${near !== undefined ? ` (did you mean --${near}?)` : ''}`);
 }
 
 /** The flags whose values are words or lists; anything else is an unknown option. */
@@ -178,6 +197,12 @@ function readValueFlag(
     case '--plant':
       options.plant = { ...options.plant, ...parsePlant(value() ?? '') };
       return;
+    case '--served-model-name': {
+      const name = value();
+      if (name === undefined || name === '') throw usageError('--served-model-name needs a model name');
+      options.models = [...(options.models ?? []), name];
+      return;
+    }
     case '--knowledge': {
       const file = value();
       if (file === undefined || file === '') throw usageError('--knowledge needs a file');
@@ -201,7 +226,7 @@ function readValueFlag(
       return;
     }
     default:
-      throw usageError(`unknown option '${arg}'`);
+      throw unknownOption(arg);
   }
 }
 
