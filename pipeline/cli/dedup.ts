@@ -22,7 +22,8 @@ The input is read twice; stdin is not accepted. Files are written whole or not a
   --by W            what near-duplicates share: question (default), answer (final answers), or both
   --threshold T     Jaccard similarity at or above which two texts are near-duplicates (default ${D.threshold})
   --shingle K       words per shingle (default ${D.shingle_size})
-  --keep RULE       which row of a cluster is kept (default ${D.keep}; ties go to the earlier row):
+  --prefer RULE     which row of a cluster is kept (default ${D.keep}; ties go to the earlier row;
+                    was --keep, which filter and export use for an expression):
                     ${DEDUP_KEEP_RULES.join(', ')}
                     (accepted: status ok first; shortest/longest: characters of the trajectory;
                     most-calls/fewest-calls: tool calls)
@@ -34,7 +35,7 @@ The input is read twice; stdin is not accepted. Files are written whole or not a
   --sketch-size N   shingles kept per text; texts within it are compared exactly (default ${D.sketch_size})
   --bucket-window N earlier rows of an LSH bucket each row is compared with (default ${D.bucket_window})
   --json            print the summary as JSON on stdout
-  --format F        row format: auto (default), trajforge, drtulu, chat
+  --input-format F  input row format: auto (default), trajforge, drtulu, chat (was --format)
   --on-bad-row M    error (default) or skip
 `;
 
@@ -42,7 +43,7 @@ const FLAGS: Record<string, string> = {
   by: 'by',
   threshold: 'threshold',
   shingle_size: 'shingle',
-  keep: 'keep',
+  keep: 'prefer',
   max_hashes: 'max-hashes',
   sketch_size: 'sketch-size',
   bucket_window: 'bucket-window',
@@ -67,21 +68,20 @@ export async function run(argv: string[]): Promise<number> {
     by: { type: 'string' },
     threshold: { type: 'string' },
     shingle: { type: 'string' },
-    keep: { type: 'string' },
+    prefer: { type: 'string' },
     'slots-may-differ': { type: 'boolean' },
     'max-hashes': { type: 'string' },
     'sketch-size': { type: 'string' },
     'bucket-window': { type: 'string' },
     json: { type: 'boolean' },
-    format: { type: 'string' },
-  }, HELP);
+  }, HELP, { keep: 'prefer' });
   if (!args) return 0;
   const { values, inputs } = args;
   const options = checkedOptions('dedup', DedupOptions, {
     by: values.by,
     threshold: numberFlag('threshold', values.threshold),
     shingle_size: numberFlag('shingle', values.shingle),
-    keep: values.keep,
+    keep: values.prefer,
     max_hashes: numberFlag('max-hashes', values['max-hashes']),
     sketch_size: numberFlag('sketch-size', values['sketch-size']),
     bucket_window: numberFlag('bucket-window', values['bucket-window']),
@@ -93,7 +93,7 @@ export async function run(argv: string[]): Promise<number> {
   if (banding(options.threshold, options.max_hashes) === undefined) {
     throw new TrajforgeError('BAD_USAGE', `dedup: --max-hashes ${options.max_hashes} is too few for --threshold ${options.threshold}: LSH needs at least ${minimumHashes(options.threshold)}`);
   }
-  const read = readOptions(values.format, values['on-bad-row']);
+  const read = readOptions(values['input-format'], values['on-bad-row']);
   return outputs.write(
     async (w) => {
       const index = await indexNearDuplicates(inputs, read, options);
