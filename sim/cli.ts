@@ -2,6 +2,7 @@
  * `trajforge sim`: flags → startSim. Prints exactly one line to stdout once it listens, so a
  * parent process can read the URL; everything else goes to stderr.
  */
+import { rmSync, writeFileSync } from 'node:fs';
 import { TrajforgeError } from '../pipeline/errors.js';
 import { suggestKey } from '../pipeline/core/config-hints.js';
 import { untilStopped } from '../pipeline/wait.js';
@@ -50,6 +51,8 @@ Options:
   --port P               port on 127.0.0.1 (default 0: a free port)
   --served-model-name M  a model name it serves (repeatable; default ${SIM_MODEL})
   --lenient              answer any model name, and paths without /v1 (/chat/completions)
+  --pid-file F           once listening, write its process id to F (removed when it stops):
+                         started in the background, wait for F, stop it with kill $(cat F)
   --seed S               seed for every draw (default ${SIM_DEFAULTS.seed})
   --latency-ms N         added to every chat request (default ${SIM_DEFAULTS.latencyMs})
   --misbehave KIND=RATE  misbehave at RATE (0..1) per completion; repeatable, later wins;
@@ -87,7 +90,7 @@ Completion tokens, and prompt tokens without --context-window, are estimated as 
 `;
 }
 
-export type ParsedSimArgs = { readonly help: true } | { readonly help: false; readonly options: SimOptions };
+export type ParsedSimArgs = { readonly help: true } | { readonly help: false; readonly options: SimOptions; readonly pidFile?: string };
 
 function usageError(message: string): TrajforgeError {
   return new TrajforgeError('BAD_USAGE', `trajforge sim: ${message} (see trajforge sim --help)`);
@@ -127,6 +130,7 @@ export function parseSimArgs(argv: readonly string[]): ParsedSimArgs {
   const options: SimOptions = {};
   const rates: Partial<Record<MisbehaviourKind, number>> = {};
   const burst: Partial<Record<MisbehaviourKind, number>> = {};
+  let pidFile: string | undefined;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i] ?? '';
     if (arg === '-h' || arg === '--help') return { help: true };
@@ -134,7 +138,10 @@ export function parseSimArgs(argv: readonly string[]): ParsedSimArgs {
     const flag = arg.startsWith('--') && eq !== -1 ? arg.slice(0, eq) : arg;
     const inline = arg.startsWith('--') && eq !== -1 ? arg.slice(eq + 1) : undefined;
     const value = (): string | undefined => inline ?? argv[++i];
-    if (Object.hasOwn(NUMBER_FLAGS, flag)) {
+    if (flag === '--pid-file') {
+      pidFile = value();
+      if (pidFile === undefined || pidFile === '') throw usageError('--pid-file needs a file');
+    } else if (Object.hasOwn(NUMBER_FLAGS, flag)) {
       const f = NUMBER_FLAGS[flag]!;
       const n = numberArg(flag, value(), f.integer, f.min);
       if (f.max !== undefined && n > f.max) throw usageError(`${flag} must be at most ${f.max}, got ${n}`);
@@ -148,7 +155,7 @@ export function parseSimArgs(argv: readonly string[]): ParsedSimArgs {
   }
   if (Object.keys(rates).length > 0) options.misbehave = rates;
   if (Object.keys(burst).length > 0) options.burst = burst;
-  return { help: false, options };
+  return { help: false, options, ...(pidFile !== undefined ? { pidFile } : {}) };
 }
 
 /** The flags whose values are words or lists (readValueFlag's cases). */
@@ -157,7 +164,7 @@ const VALUE_FLAGS = ['--reasoning-field', '--content-filter', '--burst', '--plan
 /** An unknown flag, with the nearest known one when it looks like a slip. */
 function unknownOption(arg: string): TrajforgeError {
   const flag = arg.replace(/=.*$/, '');
-  const known = [...Object.keys(NUMBER_FLAGS), ...Object.keys(SWITCHES), ...VALUE_FLAGS, '--help'];
+  const known = [...Object.keys(NUMBER_FLAGS), ...Object.keys(SWITCHES), ...VALUE_FLAGS, '--pid-file', '--help'];
   const near = flag.startsWith('--') ? suggestKey(flag.slice(2), known.map((k) => k.slice(2))) : undefined;
   return usageError(`unknown option '${flag}'${near !== undefined ? ` (did you mean --${near}?)` : ''}`);
 }
@@ -273,8 +280,11 @@ export async function runSimCli(argv: string[]): Promise<void> {
     throw err;
   });
   const stopped = untilStopped();
+  // Written once it listens: a script that started it in the background waits for the file, and stops it with kill $(cat F).
+  if (parsed.pidFile !== undefined) writeFileSync(parsed.pidFile, `${process.pid}\n`);
   process.stdout.write(`sim listening on ${sim.url}\n`);
   await stopped;
   await sim.close();
+  if (parsed.pidFile !== undefined) rmSync(parsed.pidFile, { force: true });
   process.stderr.write(`sim stopped: ${JSON.stringify(sim.stats())}\n`);
 }
