@@ -12,7 +12,7 @@ export class ApiError extends WireError {
     message: string,
     readonly type: string,
     readonly param: string | null,
-    readonly code: string | null,
+    readonly code: string | number | null,
     readonly headers: Record<string, string> = {},
     /** A body that is not JSON (an HTML error page from a proxy), sent as is. */
     readonly raw?: { readonly contentType: string; readonly text: string },
@@ -27,6 +27,19 @@ export class ApiError extends WireError {
 
 export function invalid(message: string, param: string | null, code: string | null = null): ApiError {
   return new ApiError(400, message, 'invalid_request_error', param, code);
+}
+
+/**
+ * vLLM's answer to a model it does not serve (vllm/entrypoints/openai/engine/serving.py,
+ * `OpenAIServing._check_model`): 404, type NotFoundError, param model, the status as the code.
+ */
+export function modelNotFound(model: string): ApiError {
+  return new ApiError(404, `The model \`${model}\` does not exist.`, 'NotFoundError', 'model', 404);
+}
+
+/** A path vLLM has no route for: FastAPI's own 404 body, not an OpenAI error (what a base URL without /v1 meets). */
+export function noRoute(): ApiError {
+  return new ApiError(404, 'Not Found', 'not_found', null, null, {}, { contentType: 'application/json', text: '{"detail":"Not Found"}' });
 }
 
 const BAD_GATEWAY_HTML =

@@ -9,7 +9,7 @@
 import { createHash } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { estimateRequestTokens } from '../pipeline/core/tokens/count.js';
-import { ApiError, invalid } from './api-error.js';
+import { ApiError, invalid, modelNotFound } from './api-error.js';
 import { CHARS_PER_TOKEN, estimateTokens, finishCompletion, parseReasoning, turnLength, type Completion } from './completion.js';
 import { detectDialect, messageText } from './dialects.js';
 import { applyFaults, type Draws } from './faults.js';
@@ -93,6 +93,8 @@ async function admit({ o, stats }: SimState, req: IncomingMessage): Promise<Admi
   const body = await readJson(req);
   if ((body as { stream?: unknown } | null)?.stream === true) stats.streamedRequests++;
   const request = parseChatRequest(body, o.rejectStop);
+  // vLLM checks the model before anything else about the request (a missing model is its default one).
+  if (!o.lenient && !o.models.includes(request.model)) throw modelNotFound(request.model);
   stats.requestsByMaxTokensParam[request.maxTokensParam]++;
   if (o.rejectMaxTokens && request.maxTokensParam === 'max_tokens') {
     throw invalid("Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.", 'max_tokens', 'unsupported_parameter');

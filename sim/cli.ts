@@ -2,7 +2,9 @@
  * `trajforge sim`: flags → startSim. Prints exactly one line to stdout once it listens, so a
  * parent process can read the URL; everything else goes to stderr.
  */
+import { rmSync, writeFileSync } from 'node:fs';
 import { TrajforgeError } from '../pipeline/errors.js';
+import { suggestKey } from '../pipeline/core/config-hints.js';
 import { untilStopped } from '../pipeline/wait.js';
 import {
   EXCLUDED_FROM_ALL,
@@ -11,7 +13,7 @@ import {
   MISBEHAVIOUR_KINDS,
   type MisbehaviourKind,
 } from './misbehave.js';
-import { SIM_DEFAULTS, startSim, type SimOptions } from './server.js';
+import { SIM_DEFAULTS, SIM_MODEL, startSim, type SimOptions } from './server.js';
 import { parsePlant, PLANTED_DEFECTS } from './synth.js';
 
 export function simUsage(): string {
@@ -41,8 +43,16 @@ Misbehaviours apply to both roles alike.
 Deterministic for a seed. Prints "sim listening on http://127.0.0.1:PORT/v1" when ready;
 stops on SIGINT or SIGTERM and prints its counters to stderr.
 
+As vLLM, it serves only the model names it was given and only under /v1: a request for
+another model gets vLLM's 404 ("The model \`X\` does not exist."), a path without /v1
+FastAPI's 404 ({"detail":"Not Found"}); --lenient forgives both.
+
 Options:
   --port P               port on 127.0.0.1 (default 0: a free port)
+  --served-model-name M  a model name it serves (repeatable; default ${SIM_MODEL})
+  --lenient              answer any model name, and paths without /v1 (/chat/completions)
+  --pid-file F           once listening, write its process id to F (removed when it stops):
+                         started in the background, wait for F, stop it with kill $(cat F)
   --seed S               seed for every draw (default ${SIM_DEFAULTS.seed})
   --latency-ms N         added to every chat request (default ${SIM_DEFAULTS.latencyMs})
   --misbehave KIND=RATE  misbehave at RATE (0..1) per completion; repeatable, later wins;
@@ -80,7 +90,7 @@ Completion tokens, and prompt tokens without --context-window, are estimated as 
 `;
 }
 
-export type ParsedSimArgs = { readonly help: true } | { readonly help: false; readonly options: SimOptions };
+export type ParsedSimArgs = { readonly help: true } | { readonly help: false; readonly options: SimOptions; readonly pidFile?: string };
 
 function usageError(message: string): TrajforgeError {
   return new TrajforgeError('BAD_USAGE', `trajforge sim: ${message} (see trajforge sim --help)`);
@@ -109,7 +119,8 @@ const NUMBER_FLAGS: Readonly<Record<string, { option: NumberOption; integer: boo
 };
 
 /** The flags that take no value: the option each turns on. */
-const SWITCHES: Readonly<Record<string, 'rejectStop' | 'rejectMaxTokens' | 'reasoningParser'>> = {
+const SWITCHES: Readonly<Record<string, 'rejectStop' | 'rejectMaxTokens' | 'reasoningParser' | 'lenient'>> = {
+  '--lenient': 'lenient',
   '--reject-stop': 'rejectStop',
   '--reject-max-tokens': 'rejectMaxTokens',
   '--reasoning-parser': 'reasoningParser',
@@ -119,6 +130,7 @@ export function parseSimArgs(argv: readonly string[]): ParsedSimArgs {
   const options: SimOptions = {};
   const rates: Partial<Record<MisbehaviourKind, number>> = {};
   const burst: Partial<Record<MisbehaviourKind, number>> = {};
+  let pidFile: string | undefined;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i] ?? '';
     if (arg === '-h' || arg === '--help') return { help: true };
@@ -126,7 +138,10 @@ export function parseSimArgs(argv: readonly string[]): ParsedSimArgs {
     const flag = arg.startsWith('--') && eq !== -1 ? arg.slice(0, eq) : arg;
     const inline = arg.startsWith('--') && eq !== -1 ? arg.slice(eq + 1) : undefined;
     const value = (): string | undefined => inline ?? argv[++i];
-    if (Object.hasOwn(NUMBER_FLAGS, flag)) {
+    if (flag === '--pid-file') {
+      pidFile = value();
+      if (pidFile === undefined || pidFile === '') throw usageError('--pid-file needs a file');
+    } else if (Object.hasOwn(NUMBER_FLAGS, flag)) {
       const f = NUMBER_FLAGS[flag]!;
       const n = numberArg(flag, value(), f.integer, f.min);
       if (f.max !== undefined && n > f.max) throw usageError(`${flag} must be at most ${f.max}, got ${n}`);
@@ -140,7 +155,18 @@ export function parseSimArgs(argv: readonly string[]): ParsedSimArgs {
   }
   if (Object.keys(rates).length > 0) options.misbehave = rates;
   if (Object.keys(burst).length > 0) options.burst = burst;
-  return { help: false, options };
+  return { help: false, options, ...(pidFile !== undefined ? { pidFile } : {}) };
+}
+
+/** The flags whose values are words or lists (readValueFlag's cases). */
+const VALUE_FLAGS = ['--reasoning-field', '--content-filter', '--burst', '--plant', '--served-model-name', '--knowledge', '--server-error-status', '--misbehave'];
+
+/** An unknown flag, with the nearest known one when it looks like a slip. */
+function unknownOption(arg: string): TrajforgeError {
+  const flag = arg.replace(/=.*$/, '');
+  const known = [...Object.keys(NUMBER_FLAGS), ...Object.keys(SWITCHES), ...VALUE_FLAGS, '--pid-file', '--help'];
+  const near = flag.startsWith('--') ? suggestKey(flag.slice(2), known.map((k) => k.slice(2))) : undefined;
+  return usageError(`unknown option '${flag}'${near !== undefined ? ` (did you mean --${near}?)` : ''}`);
 }
 
 /** The flags whose values are words or lists; anything else is an unknown option. */
@@ -178,6 +204,12 @@ function readValueFlag(
     case '--plant':
       options.plant = { ...options.plant, ...parsePlant(value() ?? '') };
       return;
+    case '--served-model-name': {
+      const name = value();
+      if (name === undefined || name === '') throw usageError('--served-model-name needs a model name');
+      options.models = [...(options.models ?? []), name];
+      return;
+    }
     case '--knowledge': {
       const file = value();
       if (file === undefined || file === '') throw usageError('--knowledge needs a file');
@@ -201,7 +233,7 @@ function readValueFlag(
       return;
     }
     default:
-      throw usageError(`unknown option '${arg}'`);
+      throw unknownOption(arg);
   }
 }
 
@@ -248,8 +280,11 @@ export async function runSimCli(argv: string[]): Promise<void> {
     throw err;
   });
   const stopped = untilStopped();
+  // Written once it listens: a script that started it in the background waits for the file, and stops it with kill $(cat F).
+  if (parsed.pidFile !== undefined) writeFileSync(parsed.pidFile, `${process.pid}\n`);
   process.stdout.write(`sim listening on ${sim.url}\n`);
   await stopped;
   await sim.close();
+  if (parsed.pidFile !== undefined) rmSync(parsed.pidFile, { force: true });
   process.stderr.write(`sim stopped: ${JSON.stringify(sim.stats())}\n`);
 }

@@ -1,4 +1,4 @@
-/** The one model the sim serves, as `GET /v1/models` lists it (any model name a request asks for is answered). */
+/** The model the sim serves unless told others (`--served-model-name`); with `--lenient` any name a request asks for is answered. */
 
 export const SIM_MODEL = 'trajforge-sim';
 

@@ -5,6 +5,7 @@
 import { TrajforgeError } from '../pipeline/errors.js';
 import { MISBEHAVIOUR_KINDS, type MisbehaviourKind, type MisbehaviourRates } from './misbehave.js';
 import type { PlantRates } from './synth.js';
+import { SIM_MODEL } from './models.js';
 
 export interface SimOptions {
   /** Port to listen on; 0 (the default) picks a free one. */
@@ -63,6 +64,17 @@ export interface SimOptions {
   plant?: PlantRates;
   /** Synthesis: JSONL files of documents or triples the closed-book solver remembers. Default the bundled corpus. */
   knowledge?: readonly string[];
+  /**
+   * The model names served, as vLLM's `--served-model-name`: a chat request naming another
+   * gets vLLM's 404. Default [SIM_MODEL].
+   */
+  models?: readonly string[];
+  /**
+   * Forgive what vLLM refuses: any model name is answered, and paths without `/v1` are taken
+   * (`/chat/completions`). Default false: the sim answers as vLLM does, so `trajforge check`
+   * against it rehearses the mistakes a real server would refuse.
+   */
+  lenient?: boolean;
 }
 
 export const SIM_DEFAULTS = {
@@ -88,6 +100,8 @@ export interface ResolvedOptions {
   readonly contextWindow: number | undefined;
   readonly burst: Partial<Record<MisbehaviourKind, number>>;
   readonly errorStatuses: readonly number[];
+  readonly models: readonly string[];
+  readonly lenient: boolean;
 }
 
 /** The options checked, with their defaults. Throws BAD_CONFIG naming the first bad one. */
@@ -107,6 +121,8 @@ export function resolveOptions(opts: SimOptions): ResolvedOptions {
     contextWindow: opts.contextWindow,
     burst: opts.burst ?? {},
     errorStatuses: opts.serverErrorStatuses ?? [500],
+    models: opts.models?.length ? opts.models : [SIM_MODEL],
+    lenient: opts.lenient ?? false,
   };
 }
 

@@ -43,14 +43,24 @@ const npmEnv = (): NodeJS.ProcessEnv => ({
 });
 
 /** The installed trajforge, run from `cwd` with a PATH that holds no checkout of it. */
-async function trajforge(args: string[], cwd: string): Promise<{ code: number; stdout: string; stderr: string }> {
+function trajforge(args: string[], cwd: string): Promise<{ code: number; stdout: string; stderr: string }> {
+  return trajforgeWith(args, cwd, {});
+}
+
+async function trajforgeWith(args: string[], cwd: string, env: NodeJS.ProcessEnv): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
-    const r = await run(bin, args, { cwd, env: { ...process.env, PATH: `${join(installed, '..', '..', '..', 'bin')}:/usr/bin:/bin`, OPENAI_API_KEY: '' }, timeout: 60_000 });
+    const r = await run(bin, args, { cwd, env: { ...process.env, PATH: `${join(installed, '..', '..', '..', 'bin')}:/usr/bin:/bin`, OPENAI_API_KEY: '', ...env }, timeout: 120_000 });
     return { code: 0, stdout: r.stdout, stderr: r.stderr };
   } catch (err) {
     const e = err as { code?: number; stdout?: string; stderr?: string };
     return { code: typeof e.code === 'number' ? e.code : -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
   }
+}
+
+/** The bundled configs the README's commands name (`data/configs/X.yaml`). */
+function readmeConfigs(): string[] {
+  const readme = readFileSync(join(PACKAGE_ROOT, 'README.md'), 'utf8');
+  return [...new Set([...readme.matchAll(/--config (data\/configs\/[a-z0-9-]+\.yaml)/g)].map((m) => m[1]!))];
 }
 
 beforeAll(async () => {
@@ -97,6 +107,10 @@ describe('npm pack; npm install -g; trajforge from any directory', () => {
     }
     for (const p of readdirSync(join(PACKAGE_ROOT, 'prompts'))) expect(files).toContain(`prompts/${p}`);
     expect(files.filter((f) => f.startsWith('tests/') || f.startsWith('node_modules/') || f.startsWith('pipeline/'))).toEqual([]);
+    // Nothing a run does not need: no benchmarks, no source maps pointing at .ts files it does not hold.
+    expect(files.filter((f) => f.startsWith('dist/bench/') || f.startsWith('dist/data/build/') || f.endsWith('.map'))).toEqual([]);
+    // Every config the README names ships.
+    for (const c of readmeConfigs()) expect(files, c).toContain(c);
     // `npm pack` builds dist/ first, so a tarball never holds a stale build.
     expect(JSON.parse(readFileSync(join(PACKAGE_ROOT, 'package.json'), 'utf8')).scripts.prepack).toBe('npm run build');
   });
@@ -135,5 +149,30 @@ describe('npm pack; npm install -g; trajforge from any directory', () => {
     expect(ok.length).toBeGreaterThan(0);
     expect(ok[0]!.messages[0].content).toContain('<call_tool');
     expect(ok.some((t) => t.total_tool_calls > 0)).toBe(true);
+  });
+
+  it("runs every README command that names a bundled config, as written, from a directory that holds none", async () => {
+    const configs = readmeConfigs();
+    expect(configs).toEqual(expect.arrayContaining(['data/configs/miroverse.yaml', 'data/configs/curate.yaml', 'data/configs/synthesize.yaml']));
+    const cwd = tempDir('tf-install-cwd-');
+    for (const config of configs) {
+      // One question each (the README's runs are the same commands at full size); SIM_URL points the curate and synthesize configs' every role at the sim.
+      const synth = config.endsWith('synthesize.yaml');
+      const args = synth ? ['synthesize', '--config', config, '--limit', '1', '--out', 'synth'] : ['generate', '--config', config, '--base-url', sim.url, '--limit', '1', '--out', config.replace(/\W/g, '-')];
+      const r = await trajforgeWith(args, cwd, { SIM_URL: sim.url });
+      expect(r.code, `${config}: ${r.stderr}`).toBe(0);
+    }
+    // A bundled config by its name alone.
+    const byName = await trajforgeWith(['generate', '--config', 'demo', '--dry-run', '--json'], cwd, {});
+    expect(byName.code, byName.stderr).toBe(0);
+  });
+
+  it('is a lean install: its size is what the README says', async () => {
+    const readme = readFileSync(join(PACKAGE_ROOT, 'README.md'), 'utf8');
+    const stated = Number(/a global install takes about (\d+) MB/.exec(readme)?.[1]);
+    const { stdout } = await run('du', ['-sm', installed]);
+    const mb = Number(stdout.split('\t')[0]);
+    expect(stated, 'the README states the installed size').toBeGreaterThan(0);
+    expect(Math.abs(mb - stated) / stated, `${mb} MB installed, the README says ${stated}`).toBeLessThan(0.2);
   });
 });

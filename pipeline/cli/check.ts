@@ -1,9 +1,9 @@
 /** `trajforge check --config F`: whether a run can start, one line per check (generate/preflight.ts). */
-import { parseArgs } from 'node:util';
 import { loadConfig } from '../core/config.js';
 import { TrajforgeError } from '../errors.js';
 import { preflight, shellWord, type CheckLine } from '../generate/preflight.js';
 import { CLI_COMMAND } from '../paths.js';
+import { parseFlags } from './flags.js';
 
 const USAGE = `trajforge check --config F [options]
 
@@ -28,23 +28,16 @@ function format(line: CheckLine): string {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      config: { type: 'string' },
-      questions: { type: 'string' },
-      out: { type: 'string' },
-      'base-url': { type: 'string' },
-      model: { type: 'string' },
-      dialect: { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-    strict: true,
-  });
-  if (values.help) {
-    process.stdout.write(USAGE);
-    return 0;
-  }
+  const parsed = parseFlags('check', argv, {
+    config: { type: 'string' },
+    questions: { type: 'string' },
+    out: { type: 'string' },
+    'base-url': { type: 'string' },
+    model: { type: 'string' },
+    dialect: { type: 'string' },
+  }, { help: USAGE, positionals: false });
+  if (!parsed) return 0;
+  const { values } = parsed;
   if (!values.config) throw new TrajforgeError('BAD_USAGE', `check: --config F is required\n\n${USAGE}`);
   const config = loadConfig(values.config, { questions: values.questions, out: values.out, baseUrl: values['base-url'], model: values.model, dialect: values.dialect });
   const out = (l: string): void => void process.stdout.write(`${l}\n`);

@@ -1,52 +1,52 @@
 /**
  * The front every dataset command shares (validate, filter, stats, export, report): one input
- * (a file, a run directory or `-`), `--on-bad-row`, `--help`, the reader options and the
- * `--keep`/`--drop` expressions; dedup and decontaminate take several inputs. The writing end
- * they share is output.ts.
+ * (a file, a run directory or `-`), `--input-format` and `--on-bad-row` (the reader options),
+ * `--help`, and the `--keep`/`--drop` expressions; dedup and decontaminate take several inputs.
+ * The writing end they share is output.ts.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { TrajforgeError } from '../errors.js';
+import { parseFlags, type FlagTable } from './flags.js';
 import { statPath } from '../files.js';
 import type { ReadOptions } from '../dataset/readers.js';
 import { compileFilter, FilterSpecError, type RowPredicate } from '../dataset/filter-compile.js';
 import { tokenCounter, type TokenCounter } from '../core/tokens/count.js';
 
-type Options = NonNullable<ParseArgsConfig['options']>;
-
 const SHARED = {
   'on-bad-row': { type: 'string' },
-  help: { type: 'boolean', short: 'h' },
-} as const satisfies Options;
+  'input-format': { type: 'string' },
+} as const satisfies FlagTable;
+
+/**
+ * The input's row format was `--format` in every dataset command but export, where `--format`
+ * is the output's (and the input's was `--format-in`): one name now, the old ones kept a release.
+ */
+function inputFormatAlias(options: FlagTable): Record<string, string> {
+  return Object.hasOwn(options, 'format') ? { 'format-in': 'input-format' } : { format: 'input-format' };
+}
 
 /** The flags and positionals, or undefined when `--help` was asked for (the help is printed). */
-function parse<O extends Options>(argv: string[], options: O, help: string) {
-  const config = { args: argv, options: { ...SHARED, ...options } as typeof SHARED & O, allowPositionals: true as const, strict: true as const };
-  const parsed = parseArgs(config);
-  if ((parsed.values as { help?: boolean }).help) {
-    process.stdout.write(help);
-    return undefined;
-  }
-  return parsed;
+function parse<O extends FlagTable>(command: string, argv: string[], options: O, help: string, deprecated: Record<string, string>) {
+  return parseFlags(command, argv, { ...SHARED, ...options } as typeof SHARED & O, { help, deprecated: { ...inputFormatAlias(options), ...deprecated } });
 }
 
 /**
  * Parses a dataset command's flags (its own `options` plus the shared ones). Undefined when
  * `--help` was asked for (the help is printed); otherwise the values and the one input.
  */
-export function parseDatasetArgs<O extends Options>(command: string, argv: string[], options: O, help: string) {
-  const parsed = parse(argv, options, help);
+export function parseDatasetArgs<O extends FlagTable>(command: string, argv: string[], options: O, help: string, deprecated: Record<string, string> = {}) {
+  const parsed = parse(command, argv, options, help, deprecated);
   if (!parsed) return undefined;
   const { values, positionals } = parsed;
   if (positionals.length !== 1) throw new TrajforgeError('BAD_USAGE', `${command}: expected one input (a file, a run directory or -), got ${positionals.length}`);
   return { values, input: positionals[0]! };
 }
 
-/** The reader options from `--format` (the input's row format) and `--on-bad-row`. */
+/** The reader options from `--input-format` (the input's row format) and `--on-bad-row`. */
 export function readOptions(format: string | undefined, onBadRow: string | undefined): ReadOptions {
   const f = format ?? 'auto';
-  if (!['auto', 'trajforge', 'drtulu', 'chat'].includes(f)) throw new TrajforgeError('BAD_USAGE', `--format: expected auto, trajforge, drtulu or chat, got "${f}"`);
+  if (!['auto', 'trajforge', 'drtulu', 'chat'].includes(f)) throw new TrajforgeError('BAD_USAGE', `--input-format: expected auto, trajforge, drtulu or chat, got "${f}"`);
   const bad = onBadRow ?? 'error';
   if (bad !== 'error' && bad !== 'skip') throw new TrajforgeError('BAD_USAGE', `--on-bad-row: expected error or skip, got "${bad}"`);
   return { format: f as ReadOptions['format'], onBadRow: bad };
@@ -56,8 +56,8 @@ export function readOptions(format: string | undefined, onBadRow: string | undef
  * `parseDatasetArgs` for a command that reads several inputs as one dataset, in order (shards of
  * one job, or runs to be curated together): one or more positionals.
  */
-export function parseDatasetInputs<O extends Options>(command: string, argv: string[], options: O, help: string) {
-  const parsed = parse(argv, options, help);
+export function parseDatasetInputs<O extends FlagTable>(command: string, argv: string[], options: O, help: string, deprecated: Record<string, string> = {}) {
+  const parsed = parse(command, argv, options, help, deprecated);
   if (!parsed) return undefined;
   const { values, positionals } = parsed;
   if (positionals.length === 0) throw new TrajforgeError('BAD_USAGE', `${command}: expected one or more inputs (files, run directories${command === 'dedup' ? '' : ' or -'})`);

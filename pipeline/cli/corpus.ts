@@ -1,9 +1,8 @@
 /** `trajforge corpus index DOCS.jsonl[.gz] --out DIR`: build (or finish) the on-disk index the corpus server's `--index DIR` serves. */
-import { parseArgs } from 'node:util';
 import type { BuildProgress, BuildSummary } from '../../tools/corpus/build.js';
 import { DEFAULT_BATCH_DOCS, withSqlite } from '../../tools/corpus/fts.js';
 import { TrajforgeError } from '../errors.js';
-import { numberFlag } from './flags.js';
+import { numberFlag, parseFlags } from './flags.js';
 
 const HELP = `Usage: trajforge corpus index DOCS.jsonl[.gz] --out DIR [options]
 
@@ -46,16 +45,9 @@ export async function run(argv: string[]): Promise<number> {
     return sub === undefined ? 2 : 0;
   }
   if (sub !== 'index') throw new TrajforgeError('BAD_USAGE', `corpus: unknown subcommand "${sub}" (have: index)`);
-  const { values, positionals } = parseArgs({
-    args: rest,
-    options: { out: { type: 'string', short: 'o' }, batch: { type: 'string' }, 'on-bad-row': { type: 'string' }, quiet: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
-    allowPositionals: true,
-    strict: true,
-  });
-  if (values.help) {
-    process.stdout.write(HELP);
-    return 0;
-  }
+  const parsed = parseFlags('corpus index', rest, { out: { type: 'string', short: 'o' }, batch: { type: 'string' }, 'on-bad-row': { type: 'string' }, quiet: { type: 'boolean' } }, { help: HELP });
+  if (!parsed) return 0;
+  const { values, positionals } = parsed;
   if (positionals.length !== 1) throw new TrajforgeError('BAD_USAGE', `corpus index: expected one input file, got ${positionals.length}`);
   if (values.out === undefined) throw new TrajforgeError('BAD_USAGE', 'corpus index: --out DIR is required');
   const batch = numberFlag('batch', values.batch) ?? DEFAULT_BATCH_DOCS;

@@ -37,9 +37,9 @@ Several inputs are one dataset, read in order. Files are written whole or not at
   --eval-id F       the eval files' id field (default: ${D.eval_fields.id.join(', ')}; without one, a hash of the text)
   --eval-format F   ${EVAL_FORMATS.join(', ')} (default auto: .txt is lines, otherwise by content)
   --json            print the summary as JSON on stdout
-  --format F        row format: auto (default), trajforge, drtulu, chat, or bank: a question
-                    bank (JSONL, JSON array, CSV/TSV, gzip; auto knows one by its form), written
-                    back as a bank of the same rows (JSON Lines)
+  --input-format F  input row format: auto (default), trajforge, drtulu, chat, or bank: a
+                    question bank (JSONL, JSON array, CSV/TSV, gzip; auto knows one by its
+                    form), written back as a bank of the same rows (JSON Lines) (was --format)
   --on-bad-row M    error (default) or skip
 `;
 
@@ -75,7 +75,6 @@ export async function run(argv: string[]): Promise<number> {
     'eval-id': { type: 'string' },
     'eval-format': { type: 'string' },
     json: { type: 'boolean' },
-    format: { type: 'string' },
   }, HELP);
   if (!args) return 0;
   const { values, inputs } = args;
@@ -99,7 +98,7 @@ export async function run(argv: string[]): Promise<number> {
   if (values.drop && values.out === undefined) throw new TrajforgeError('BAD_USAGE', 'decontaminate: --drop needs --out F for the clean rows');
   const outputs = Outputs.check('decontaminate', { out: values.out, rejects: values.rejects, report: values.report }, [...inputs, ...against]);
   if (values.json && [values.out, values.rejects, values.report].includes('-')) throw new TrajforgeError('BAD_USAGE', 'decontaminate: --json prints on stdout, so no output can be -');
-  const { bank, format } = curateInputs('decontaminate', inputs, values.format, { '--out': values.out, '--rejects': values.rejects });
+  const { bank, format } = curateInputs('decontaminate', inputs, values['input-format'], { '--out': values.out, '--rejects': values.rejects });
   const read = readOptions(format, values['on-bad-row']);
   return outputs.write(
     async (w) => decontaminate(inputs, read, await EvalIndex.load(against, options, evalFormat), { out: w.out, rejects: w.rejects, report: w.report, drop: values.drop === true }, bank),

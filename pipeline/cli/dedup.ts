@@ -23,7 +23,8 @@ The input is read twice; stdin is not accepted. Files are written whole or not a
   --by W            what near-duplicates share: question (default), answer (final answers), or both
   --threshold T     Jaccard similarity at or above which two texts are near-duplicates (default ${D.threshold})
   --shingle K       words per shingle (default ${D.shingle_size})
-  --keep RULE       which row of a cluster is kept (default ${D.keep}; ties go to the earlier row):
+  --prefer RULE     which row of a cluster is kept (default ${D.keep}; ties go to the earlier row;
+                    was --keep, which filter and export use for an expression):
                     ${DEDUP_KEEP_RULES.join(', ')}
                     (accepted: status ok first; shortest/longest: characters of the trajectory;
                     most-calls/fewest-calls: tool calls)
@@ -35,9 +36,9 @@ The input is read twice; stdin is not accepted. Files are written whole or not a
   --sketch-size N   shingles kept per text; texts within it are compared exactly (default ${D.sketch_size})
   --bucket-window N earlier rows of an LSH bucket each row is compared with (default ${D.bucket_window})
   --json            print the summary as JSON on stdout
-  --format F        row format: auto (default), trajforge, drtulu, chat, or bank: a question
-                    bank (JSONL, JSON array, CSV/TSV, gzip; auto knows one by its form), written
-                    back as a bank of the same rows (JSON Lines)
+  --input-format F  input row format: auto (default), trajforge, drtulu, chat, or bank: a
+                    question bank (JSONL, JSON array, CSV/TSV, gzip; auto knows one by its
+                    form), written back as a bank of the same rows (JSON Lines) (was --format)
   --on-bad-row M    error (default) or skip
 `;
 
@@ -45,7 +46,7 @@ const FLAGS: Record<string, string> = {
   by: 'by',
   threshold: 'threshold',
   shingle_size: 'shingle',
-  keep: 'keep',
+  keep: 'prefer',
   max_hashes: 'max-hashes',
   sketch_size: 'sketch-size',
   bucket_window: 'bucket-window',
@@ -70,21 +71,20 @@ export async function run(argv: string[]): Promise<number> {
     by: { type: 'string' },
     threshold: { type: 'string' },
     shingle: { type: 'string' },
-    keep: { type: 'string' },
+    prefer: { type: 'string' },
     'slots-may-differ': { type: 'boolean' },
     'max-hashes': { type: 'string' },
     'sketch-size': { type: 'string' },
     'bucket-window': { type: 'string' },
     json: { type: 'boolean' },
-    format: { type: 'string' },
-  }, HELP);
+  }, HELP, { keep: 'prefer' });
   if (!args) return 0;
   const { values, inputs } = args;
   const options = checkedOptions('dedup', DedupOptions, {
     by: values.by,
     threshold: numberFlag('threshold', values.threshold),
     shingle_size: numberFlag('shingle', values.shingle),
-    keep: values.keep,
+    keep: values.prefer,
     max_hashes: numberFlag('max-hashes', values['max-hashes']),
     sketch_size: numberFlag('sketch-size', values['sketch-size']),
     bucket_window: numberFlag('bucket-window', values['bucket-window']),
@@ -96,7 +96,7 @@ export async function run(argv: string[]): Promise<number> {
   if (banding(options.threshold, options.max_hashes) === undefined) {
     throw new TrajforgeError('BAD_USAGE', `dedup: --max-hashes ${options.max_hashes} is too few for --threshold ${options.threshold}: LSH needs at least ${minimumHashes(options.threshold)}`);
   }
-  const { bank, format } = curateInputs('dedup', inputs, values.format, { '--out': values.out, '--rejects': values.rejects });
+  const { bank, format } = curateInputs('dedup', inputs, values['input-format'], { '--out': values.out, '--rejects': values.rejects });
   const read = readOptions(format, values['on-bad-row']);
   return outputs.write(
     async (w) => {

@@ -7,25 +7,38 @@
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { pathToFileURL } from 'node:url';
 import { startSim } from '../../sim/server.js';
 import { parseMisbehave } from '../../sim/cli.js';
 import { main } from './main.js';
 import { CLI_COMMAND, PACKAGE_ROOT } from '../paths.js';
 import { shellWord } from '../generate/preflight.js';
+import { parseFlags } from './flags.js';
+
+const HELP = `Usage: trajforge demo [--dialect D] [--limit N] [--out DIR] [options]
+
+The whole pipeline offline: starts the sim on a free loopback port, generates trajectories
+for the bundled questions with the bundled corpus server, stops the sim, and prints where
+the run is, its summary and the commands to try next. No network, no keys.
+
+  --dialect D       tulu (default), mcp-xml or native: the tool-call format of the run
+  --limit N         questions to run (default 50)
+  --out DIR         the run directory (default runs/demo-<time>)
+  --misbehave K=R   the sim misbehaves at rate R (0..1) in kind K, as trajforge sim --misbehave
+                    takes it (repeatable; default all=0.05)
+  --seed S          the sim's seed (default 1)
+`;
 
 export async function run(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      misbehave: { type: 'string', multiple: true, default: ['all=0.05'] },
-      seed: { type: 'string', default: '1' },
-      limit: { type: 'string', default: '50' },
-      out: { type: 'string' },
-      dialect: { type: 'string', default: 'tulu' },
-    },
-  });
+  const parsed = parseFlags('demo', argv, {
+    misbehave: { type: 'string', multiple: true, default: ['all=0.05'] },
+    seed: { type: 'string', default: '1' },
+    limit: { type: 'string', default: '50' },
+    out: { type: 'string' },
+    dialect: { type: 'string', default: 'tulu' },
+  }, { help: HELP, positionals: false });
+  if (!parsed) return 0;
+  const { values } = parsed;
   const sim = await startSim({ port: 0, seed: Number(values.seed), misbehave: parseMisbehave(values.misbehave ?? []) });
   process.stderr.write(`sim listening on ${sim.url} (misbehave ${(values.misbehave ?? []).join(' ')})\n`);
   const stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '').replace('T', '-');

@@ -1,10 +1,10 @@
 /** `trajforge enqueue --config F --queue URL --run NAME`: the run's samples onto Redis, once. */
-import { parseArgs } from 'node:util';
 import { loadConfig } from '../core/config.js';
 import { TrajforgeError } from '../errors.js';
 import { checkRunName, QUEUE_OPTION_HELP, queueFor } from '../generate/queue.js';
 import { enqueue } from '../generate/enqueue.js';
 import { int } from './generate.js';
+import { parseFlags } from './flags.js';
 
 const USAGE = `trajforge enqueue --config F --queue redis://HOST:PORT/DB --run NAME [options]
 
@@ -22,24 +22,17 @@ ${QUEUE_OPTION_HELP}
 `;
 
 export async function run(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      config: { type: 'string' },
-      queue: { type: 'string' },
-      run: { type: 'string' },
-      questions: { type: 'string' },
-      limit: { type: 'string' },
-      samples: { type: 'string' },
-      seed: { type: 'string' },
-      help: { type: 'boolean' },
-    },
-    strict: true,
-  });
-  if (values.help) {
-    process.stdout.write(USAGE);
-    return 0;
-  }
+  const parsed = parseFlags('enqueue', argv, {
+    config: { type: 'string' },
+    queue: { type: 'string' },
+    run: { type: 'string' },
+    questions: { type: 'string' },
+    limit: { type: 'string' },
+    samples: { type: 'string' },
+    seed: { type: 'string' },
+  }, { help: USAGE, positionals: false });
+  if (!parsed) return 0;
+  const { values } = parsed;
   if (!values.config) throw new TrajforgeError('BAD_USAGE', `enqueue: --config F is required\n\n${USAGE}`);
   const { address, warnings } = queueFor('enqueue', values.queue);
   for (const w of warnings) process.stderr.write(`warning: ${w}\n`);

@@ -67,7 +67,7 @@ other systems (DR Tulu, chat) are validated first: one that breaks a rule is a f
                       its links in metadata (agent, parent_id, parent_call, depth, family_id, child_ids)
   --max-pairs N       dpo: pairs per question at most (default 1; all: every combination)
   --all               include failed trajectories too (a run directory: the latest attempt of each id)
-  --format-in F       input row format: auto (default), trajforge, drtulu, chat
+  --input-format F    input row format: auto (default), trajforge, drtulu, chat (was --format-in)
   --on-bad-row M      error (default) or skip: count unreadable or unexportable rows and go on
 
 Counts (rows in, written, dropped over max tokens, failed skipped) are printed to stderr.
@@ -118,7 +118,6 @@ export async function run(argv: string[]): Promise<number> {
       'empty-think': { type: 'boolean' },
       'max-tokens': { type: 'string' },
       all: { type: 'boolean' },
-      'format-in': { type: 'string' },
       keep: { type: 'string', multiple: true },
       drop: { type: 'string', multiple: true },
       agent: { type: 'string', multiple: true },
@@ -133,7 +132,7 @@ export async function run(argv: string[]): Promise<number> {
   const format = values.format;
   const formats = [...EXPORT_FORMATS, 'dpo'];
   if (format === undefined) throw new TrajforgeError('BAD_USAGE', `export: --format is required (${formats.join(', ')})`);
-  if (!formats.includes(format)) throw new TrajforgeError('BAD_USAGE', `--format: expected ${formats.join(', ')}; got "${format}" (the input's row format is --format-in)`, { field: 'format' });
+  if (!formats.includes(format)) throw new TrajforgeError('BAD_USAGE', `--format: expected ${formats.join(', ')}; got "${format}" (the input's row format is --input-format)`, { field: 'format' });
   if (!values.out) throw new TrajforgeError('BAD_USAGE', 'export: --out F is required (- for stdout)');
   const outputs = Outputs.check('export', { out: values.out }, [input, values.tokenizer, values['chat-template']]);
   let selected = values.keep?.length || values.drop?.length ? compileExpressions(values.keep ?? [], values.drop ?? []) : undefined;
@@ -179,7 +178,7 @@ export async function run(argv: string[]): Promise<number> {
   };
   // The tokenizer and the chat template load (and fail) here, before anything is read or written.
   const exporter = new Exporter(opts);
-  const read = readOptions(values['format-in'], values['on-bad-row']);
+  const read = readOptions(values['input-format'], values['on-bad-row']);
   // Failed attempts matter only with --all; then a run directory counts each id once, by its latest state.
   const latest = opts.all ? await latestIndexFor(input, read) : undefined;
   const { rows, report } = readDataset(input, read);
@@ -201,7 +200,7 @@ async function runDpo(input: string, outputs: Outputs<'out'>, values: Record<str
   const raw = values['max-pairs'] as string | undefined;
   const maxPairs = raw === undefined ? 1 : raw === 'all' ? Infinity : Number(raw);
   if (!(maxPairs >= 1) || (maxPairs !== Infinity && !Number.isInteger(maxPairs))) throw new TrajforgeError('BAD_USAGE', `--max-pairs: expected a whole number of at least 1, or all; got "${raw}"`, { field: 'max-pairs' });
-  const read = readOptions(values['format-in'] as string | undefined, values['on-bad-row'] as string | undefined);
+  const read = readOptions(values['input-format'] as string | undefined, values['on-bad-row'] as string | undefined);
   const opts = {
     view: oneOf('view', values.view as string | undefined, VIEW_MODES),
     toolRole: oneOf('tool-role', values['tool-role'] as string | undefined, TOOL_ROLES),

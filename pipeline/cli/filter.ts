@@ -20,7 +20,7 @@ given). '-' reads stdin / writes stdout. Files are written whole or not at all (
   --families M      runs with agents: parent (default: a sub-agent session is kept only when
                     its parent is kept too, so a dropped root drops its family), root (the
                     root's match keeps or drops its whole family), none (each row on its own)
-  --format F        row format: auto (default), trajforge, drtulu, chat
+  --input-format F  input row format: auto (default), trajforge, drtulu, chat (was --format)
   --on-bad-row M    error (default) or skip
   --tokenizer T     what counts the tokens of rows from other systems (the tokens field):
                     o200k_base (default; a run directory: its config's tokenizer), cl100k_base,
@@ -48,7 +48,6 @@ export async function run(argv: string[]): Promise<number> {
       drop: { type: 'string', multiple: true },
       out: { type: 'string', short: 'o' },
       rejects: { type: 'string' },
-      format: { type: 'string' },
       valid: { type: 'boolean' },
       tokenizer: { type: 'string' },
       families: { type: 'string' },
@@ -60,7 +59,7 @@ export async function run(argv: string[]): Promise<number> {
   if (!FAMILY_MODES.includes(families)) throw new TrajforgeError('BAD_USAGE', `filter: --families: expected ${FAMILY_MODES.join(', ')}; got ${JSON.stringify(values.families)}`, { field: 'families' });
   const outputs = Outputs.check('filter', { out: values.out, rejects: values.rejects }, [input, values.tokenizer]);
   const keep = compileExpressions([...(values.keep ?? []), ...(values.valid ? ['verdict == pass'] : [])], values.drop ?? []);
-  const read = readOptions(values.format, values['on-bad-row']);
+  const read = readOptions(values['input-format'], values['on-bad-row']);
   const counter = datasetTokenCounter(input, values.tokenizer);
   const { rows: read_, report } = readDataset(input, read);
   const rows = validatedRows(read_, new ForeignCheck({ counter, countTokens: true }));

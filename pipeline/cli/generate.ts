@@ -1,5 +1,4 @@
 /** `trajforge generate`: flags over the config file, progress, summary, exit code. */
-import { parseArgs } from 'node:util';
 import { loadConfig, type ConfigOverrides } from '../core/config.js';
 import { tokenCounter } from '../core/tokens/count.js';
 import { TrajforgeError } from '../errors.js';
@@ -8,6 +7,7 @@ import { generate, type GenerateSummary } from '../generate/run.js';
 import { stderrSink } from '../generate/progress.js';
 import { configWarnings } from '../generate/warnings.js';
 import { HELP } from './main.js';
+import { parseFlags } from './flags.js';
 
 export function int(name: string, v: string | undefined): number | undefined {
   if (v === undefined) return undefined;
@@ -75,38 +75,31 @@ export function printSummary(s: GenerateSummary): void {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      config: { type: 'string' },
-      questions: { type: 'string' },
-      out: { type: 'string' },
-      limit: { type: 'string' },
-      concurrency: { type: 'string' },
-      samples: { type: 'string' },
-      'until-correct': { type: 'boolean' },
-      shard: { type: 'string' },
-      seed: { type: 'string' },
-      'base-url': { type: 'string' },
-      model: { type: 'string' },
-      dialect: { type: 'string' },
-      'keep-tool-results': { type: 'string' },
-      'max-context-tokens': { type: 'string' },
-      retries: { type: 'string' },
-      'no-cache': { type: 'boolean' },
-      'cache-dir': { type: 'string' },
-      'on-bad-row': { type: 'string' },
-      'allow-config-change': { type: 'boolean' },
-      'dry-run': { type: 'boolean' },
-      json: { type: 'boolean' },
-      help: { type: 'boolean' },
-    },
-    strict: true,
-  });
-  if (values.help) {
-    process.stdout.write(HELP);
-    return 0;
-  }
+  const parsed = parseFlags('generate', argv, {
+    config: { type: 'string' },
+    questions: { type: 'string' },
+    out: { type: 'string' },
+    limit: { type: 'string' },
+    concurrency: { type: 'string' },
+    samples: { type: 'string' },
+    'until-correct': { type: 'boolean' },
+    shard: { type: 'string' },
+    seed: { type: 'string' },
+    'base-url': { type: 'string' },
+    model: { type: 'string' },
+    dialect: { type: 'string' },
+    'keep-tool-results': { type: 'string' },
+    'max-context-tokens': { type: 'string' },
+    retries: { type: 'string' },
+    'no-cache': { type: 'boolean' },
+    'cache-dir': { type: 'string' },
+    'on-bad-row': { type: 'string' },
+    'allow-config-change': { type: 'boolean' },
+    'dry-run': { type: 'boolean' },
+    json: { type: 'boolean' },
+  }, { help: HELP, positionals: false });
+  if (!parsed) return 0;
+  const { values } = parsed;
   if (!values.config) throw new TrajforgeError('BAD_USAGE', 'generate: --config F is required');
   if (values.json && !values['dry-run']) throw new TrajforgeError('BAD_USAGE', 'generate: --json goes with --dry-run (a run prints its progress and summary)');
   const overrides: ConfigOverrides = {

@@ -1,9 +1,9 @@
 /** `trajforge init --preset P [--out DIR]`: a commented starter config and a questions file (presets.ts). */
-import { parseArgs } from 'node:util';
 import { TrajforgeError } from '../errors.js';
 import { shellWord } from '../generate/preflight.js';
 import { CLI_COMMAND } from '../paths.js';
 import { presetNamed, PRESETS, writePreset } from '../core/presets.js';
+import { parseFlags } from './flags.js';
 
 const list = PRESETS.map((p) => `  ${p.name.padEnd(15)} ${p.summary}`).join('\n');
 
@@ -20,15 +20,9 @@ ${list.replace(/^/gm, '  ')}
 `;
 
 export async function run(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
-    options: { preset: { type: 'string' }, out: { type: 'string' }, force: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
-    strict: true,
-  });
-  if (values.help) {
-    process.stdout.write(USAGE);
-    return 0;
-  }
+  const parsed = parseFlags('init', argv, { preset: { type: 'string' }, out: { type: 'string' }, force: { type: 'boolean' } }, { help: USAGE, positionals: false });
+  if (!parsed) return 0;
+  const { values } = parsed;
   if (values.preset === undefined) throw new TrajforgeError('BAD_USAGE', `init: choose a preset with --preset P:\n${list}`);
   const preset = presetNamed(values.preset);
   const written = writePreset(preset, values.out ?? '.', values.force === true);

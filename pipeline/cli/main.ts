@@ -2,11 +2,11 @@
  * `trajforge`: a thin layer that parses flags and calls the stages. User errors print
  * without a stack trace; exit codes: 0 done, 1 failed, 2 bad input or usage, 130 interrupted.
  */
-import { parseArgs } from 'node:util';
 import { TrajforgeError, UserError } from '../errors.js';
 import { fsError, isFsError } from '../files.js';
 import { PACKAGE_VERSION } from '../paths.js';
 import { printable } from '../printable.js';
+import { suggestKey } from '../core/config-hints.js';
 
 const HELP = `trajforge ${PACKAGE_VERSION}: agentic SFT trajectories over MCP tools
 
@@ -24,14 +24,15 @@ Usage:
   trajforge enqueue --config F --queue redis://H:P/DB --run NAME   queue mode: the run's samples onto Redis, once
   trajforge worker --config F --queue URL --run NAME     queue mode: pull samples, roll out, accept (any number, anywhere)
   trajforge status --queue URL --run NAME                queue mode: planned, in flight, accepted, per worker
-  trajforge export <file|run|-> --format messages|sharegpt|text --out F   training rows with loss masks
+  trajforge export <file|run|-> --format F --out F   training rows with loss masks, or preference pairs;
+                    F: messages, sharegpt, text, tokens, adp, atif, dpo (F.parquet for Parquet)
   trajforge report <file|run|-> --out report.html        one self-contained HTML report and trajectory viewer
   trajforge report --serve RUN [--port N]                the same report on 127.0.0.1, updated while the run writes
   trajforge dedup <file|run>… --out F [--clusters F]     drop near-duplicate questions, one kept per cluster
   trajforge decontaminate <file|run|->… --against F… [--drop] --out F   flag rows that overlap eval sets (13-grams)
   trajforge corpus index DOCS.jsonl[.gz] --out DIR   an on-disk full-text index for the corpus server (--index DIR)
-  (validate, filter and stats read trajforge records, DR Tulu generator rows and chat rows;
-   --format F forces one, --on-bad-row skip counts bad rows instead of stopping)
+  (the dataset commands read trajforge records, DR Tulu generator rows and chat rows;
+   --input-format F forces one, --on-bad-row skip counts bad rows instead of stopping)
   trajforge sim [options]                   start the offline OpenAI-compatible model stand-in
   trajforge demo [--dialect D] [--limit N] [--out DIR]   the sim, the bundled corpus server, a run: no network, no keys
   trajforge --version | --help
@@ -41,7 +42,7 @@ trajforge generate options (each overrides the config file):
   --questions F     questions file: JSONL, JSON array or CSV ('-' for stdin)
   --out DIR         run directory (resumed when it exists)
   --limit N         at most N questions
-  --concurrency N   samples in flight (default 32)
+  --concurrency N   model requests in flight, whichever session sends them (default 32)
   --samples K       rollouts per question (ids id#0 … id#K-1)
   --until-correct   with --samples K and validation.judge: a question's samples run in order and
                     stop at the first judged correct (pass@K); the ones not run are not failures
@@ -74,33 +75,22 @@ async function cmdSim(argv: string[]): Promise<number> {
 
 export { HELP };
 
+/** The commands, each a module of this folder with `run(argv)` (the sim's is its own). */
+export const COMMANDS = [
+  'generate', 'synthesize', 'check', 'init', 'demo', 'validate', 'filter', 'stats', 'rerun', 'merge',
+  'export', 'report', 'dedup', 'decontaminate', 'corpus', 'enqueue', 'worker', 'status',
+] as const;
+
 export async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
   try {
+    if (cmd !== undefined && (COMMANDS as readonly string[]).includes(cmd)) {
+      const mod = (await import(`./${cmd}.js`)) as { run(argv: string[]): Promise<number> };
+      return await mod.run(rest);
+    }
     switch (cmd) {
       case 'sim':
         return await cmdSim(rest);
-      case 'generate':
-      case 'synthesize':
-      case 'check':
-      case 'init':
-      case 'demo':
-      case 'validate':
-      case 'filter':
-      case 'stats':
-      case 'rerun':
-      case 'merge':
-      case 'export':
-      case 'report':
-      case 'dedup':
-      case 'decontaminate':
-      case 'corpus':
-      case 'enqueue':
-      case 'worker':
-      case 'status': {
-        const mod = (await import(`./${cmd}.js`)) as { run(argv: string[]): Promise<number> };
-        return await mod.run(rest);
-      }
       case '--version':
       case '-v':
         process.stdout.write(`${PACKAGE_VERSION}\n`);
@@ -112,7 +102,7 @@ export async function main(argv: string[]): Promise<number> {
         process.stdout.write(HELP);
         return cmd === undefined ? 2 : 0;
       default:
-        throw new TrajforgeError('BAD_USAGE', `unknown command "${cmd}" (try trajforge --help)`);
+        throw unknownCommand(cmd);
     }
   } catch (err) {
     const user = asUserError(err);
@@ -122,6 +112,11 @@ export async function main(argv: string[]): Promise<number> {
     process.stderr.write(`error: ${printable(user.message)}\n`);
     return user.exitCode;
   }
+}
+
+function unknownCommand(cmd: string): TrajforgeError {
+  const near = suggestKey(cmd, [...COMMANDS, 'sim']);
+  return new TrajforgeError('BAD_USAGE', `unknown command "${cmd}"${near !== undefined ? ` (did you mean ${near}?)` : ''} (try trajforge --help)`);
 }
 
 /** The error as the user kind the CLI prints (message, no stack, its exit code), or undefined when it is not one. */

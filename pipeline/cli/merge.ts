@@ -1,10 +1,10 @@
 /** `trajforge merge <run…> --out DIR`: shard runs → one run, one record per id. */
-import { parseArgs } from 'node:util';
 import { TrajforgeError } from '../errors.js';
 import { merge } from '../dataset/merge.js';
 import { checkRunName, parseQueueUrl } from '../generate/queue.js';
 import { queueLedger } from '../generate/worker.js';
 import { printable } from '../printable.js';
+import { parseFlags } from './flags.js';
 
 const USAGE = `trajforge merge <run…> --out DIR [--allow-mismatch] [--allow-missing] [--queue URL --run NAME]
 
@@ -22,22 +22,15 @@ without an accepted record stop the merge unless --allow-missing.
 `;
 
 export async function run(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      out: { type: 'string' },
-      'allow-mismatch': { type: 'boolean' },
-      queue: { type: 'string' },
-      run: { type: 'string' },
-      'allow-missing': { type: 'boolean' },
-      help: { type: 'boolean' },
-    },
-  });
-  if (values.help) {
-    process.stdout.write(USAGE);
-    return 0;
-  }
+  const parsed = parseFlags('merge', argv, {
+    out: { type: 'string' },
+    'allow-mismatch': { type: 'boolean' },
+    queue: { type: 'string' },
+    run: { type: 'string' },
+    'allow-missing': { type: 'boolean' },
+  }, { help: USAGE });
+  if (!parsed) return 0;
+  const { values, positionals } = parsed;
   if (!values.out || positionals.length === 0) throw new TrajforgeError('BAD_USAGE', `merge: runs and --out DIR are required\n\n${USAGE}`);
   let queue: Parameters<typeof merge>[0]['queue'];
   if (values.queue !== undefined) {

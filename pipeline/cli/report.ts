@@ -24,7 +24,7 @@ are those of 'trajforge stats'. A run directory shows the latest state of each i
   --title T           page title (default: "trajforge report: <input>")
   --output-chars N    characters of each tool output kept in the viewer (default ${DEFAULT_ROW_OPTIONS.outputChars});
                       the rest is cut with a note, which keeps 10,000 trajectories near 50 MB
-  --format F          input row format: auto (default), trajforge, drtulu, chat
+  --input-format F    input row format: auto (default), trajforge, drtulu, chat (was --format)
   --on-bad-row M      error (default) or skip
   --tokenizer T       what counts the tokens of rows from other systems: o200k_base (default;
                       a run directory: its config's tokenizer), cl100k_base, or the path of a
@@ -78,7 +78,6 @@ export async function run(argv: string[]): Promise<number> {
       out: { type: 'string', short: 'o' },
       title: { type: 'string' },
       'output-chars': { type: 'string' },
-      format: { type: 'string' },
       tokenizer: { type: 'string' },
       serve: { type: 'boolean' },
       port: { type: 'string' },
@@ -101,7 +100,7 @@ export async function run(argv: string[]): Promise<number> {
   const out = values.out;
   const outputs = Outputs.check('report', { out }, [input, values.tokenizer]);
   const outputChars = positiveInt('output-chars', values['output-chars']);
-  const read = readOptions(values.format, values['on-bad-row']);
+  const read = readOptions(values['input-format'], values['on-bad-row']);
   const opts = { read, counter: datasetTokenCounter(input, values.tokenizer), ...(values.title ? { title: values.title } : {}), ...(outputChars ? { outputChars } : {}) };
   const started = performance.now();
   return outputs.write(
@@ -121,7 +120,7 @@ type Values = Partial<Record<string, string | boolean>>;
 
 /** `report --serve RUN`: serves until SIGINT or SIGTERM, then returns 0 (serving has no end of its own, so stopping it is how it finishes). */
 async function serve(input: string, values: Values): Promise<number> {
-  for (const flag of ['out', 'format', 'on-bad-row', 'tokenizer']) {
+  for (const flag of ['out', 'input-format', 'on-bad-row', 'tokenizer']) {
     if (values[flag] !== undefined) throw new TrajforgeError('BAD_USAGE', `report --serve: --${flag} does not apply (the page is served, from the run's own records; lines that are not records are skipped and counted)`);
   }
   if (input === '-') throw new TrajforgeError('BAD_USAGE', 'report --serve: follows a run directory, not stdin');

@@ -1,7 +1,6 @@
 /** `trajforge rerun <run>`: re-run the failed samples of a run, each with attempt + 1. */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { FailureReason, type RunConfig } from '../../schemas/index.js';
 import { loadConfig, resolveApiKey, resolveConfig, type ConfigOverrides } from '../core/config.js';
 import { TrajforgeError } from '../errors.js';
@@ -13,6 +12,7 @@ import { resolveJudgeKey } from '../core/judge/settings.js';
 import { MANIFEST } from '../core/run-dir/names.js';
 import { configWarnings } from '../generate/warnings.js';
 import { int, runInterruptibly } from './generate.js';
+import { parseFlags } from './flags.js';
 
 const USAGE = `trajforge rerun <run> [options]
 
@@ -23,7 +23,7 @@ appends the results to the run. The questions come from the failure records.
   --max-attempts N    attempts an id may have in all, the first included (default ${DEFAULT_MAX_ATTEMPTS})
   --config F          the run config (default: the one recorded in the run's manifest)
   --base-url URL      the endpoint, when it moved since the run began
-  --concurrency N     samples in flight
+  --concurrency N     model requests in flight (default: the config's concurrency, 32)
   --allow-config-change   go on although the config changes what a sample is (recorded in the manifest)
 `;
 
@@ -45,23 +45,16 @@ function configFromManifest(dir: string): RunConfig {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      reason: { type: 'string', multiple: true },
-      'max-attempts': { type: 'string' },
-      config: { type: 'string' },
-      'base-url': { type: 'string' },
-      concurrency: { type: 'string' },
-      'allow-config-change': { type: 'boolean' },
-      help: { type: 'boolean' },
-    },
-  });
-  if (values.help) {
-    process.stdout.write(USAGE);
-    return 0;
-  }
+  const parsed = parseFlags('rerun', argv, {
+    reason: { type: 'string', multiple: true },
+    'max-attempts': { type: 'string' },
+    config: { type: 'string' },
+    'base-url': { type: 'string' },
+    concurrency: { type: 'string' },
+    'allow-config-change': { type: 'boolean' },
+  }, { help: USAGE });
+  if (!parsed) return 0;
+  const { values, positionals } = parsed;
   const [dir, ...extra] = positionals;
   if (!dir || extra.length) throw new TrajforgeError('BAD_USAGE', `rerun: expected one run directory\n\n${USAGE}`);
   const reasons = (values.reason ?? []).map((r) => {

@@ -4,7 +4,7 @@ import { formatStats } from '../dataset/stats-format.js';
 import { formatSynthesis, isSynthesisRun, synthesisFigures } from '../dataset/synthesis.js';
 import { datasetTokenCounter, parseDatasetArgs, readOptions } from './common.js';
 
-const HELP = `Usage: trajforge stats <file|run|-> [--json] [--format F] [--on-bad-row skip] [--tokenizer T]
+const HELP = `Usage: trajforge stats <file|run|-> [--json] [--input-format F] [--on-bad-row skip] [--tokenizer T]
 
 The shape of a dataset: counts by status and reason, acceptance rate, tool calls, turns and
 tokens per trajectory (mean, p50, p90, max), tools, repairs, rollbacks, citations, the
@@ -13,7 +13,7 @@ A run directory counts the latest state of each id: an accepted id once, as acce
 that only failed once, by its latest attempt.
 
   --json            print the figures as one JSON object (no histograms)
-  --format F        row format: auto (default), trajforge, drtulu, chat
+  --input-format F  input row format: auto (default), trajforge, drtulu, chat (was --format)
   --on-bad-row M    error (default) or skip: count unreadable rows and go on
   --tokenizer T     what counts the tokens of rows from other systems (which no endpoint
                     counted): o200k_base (default; a run directory: its config's tokenizer),
@@ -30,13 +30,12 @@ question; its rollouts are DIR/solve, an ordinary run.
 export async function run(argv: string[]): Promise<number> {
   const args = parseDatasetArgs('stats', argv, {
       json: { type: 'boolean' },
-      format: { type: 'string' },
       tokenizer: { type: 'string' },
   }, HELP);
   if (!args) return 0;
   const { values, input } = args;
   if (isSynthesisRun(input)) return print(values.json ? `${JSON.stringify(await synthesisFigures(input), null, 2)}\n` : formatSynthesis(await synthesisFigures(input), input));
-  const stats = await statsForInput(input, readOptions(values.format, values['on-bad-row']), datasetTokenCounter(input, values.tokenizer));
+  const stats = await statsForInput(input, readOptions(values['input-format'], values['on-bad-row']), datasetTokenCounter(input, values.tokenizer));
   if (stats.rows.bad) process.stderr.write(`stats: skipped ${stats.rows.bad} bad rows\n`);
   return print(values.json ? `${JSON.stringify(statsToJson(stats), null, 2)}\n` : formatStats(stats, input === '-' ? 'stdin' : input));
 }

@@ -1,8 +1,8 @@
 /** `trajforge status --queue URL --run NAME`: a queued run's counts in Redis, in all and per worker. */
-import { parseArgs } from 'node:util';
 import { TrajforgeError } from '../errors.js';
 import { checkRunName, QUEUE_OPTION_HELP, queueFor } from '../generate/queue.js';
 import { queueStatus } from '../generate/worker.js';
+import { parseFlags } from './flags.js';
 
 const USAGE = `trajforge status --queue redis://HOST:PORT/DB --run NAME [--json]
 
@@ -14,15 +14,9 @@ ${QUEUE_OPTION_HELP}
 `;
 
 export async function run(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
-    options: { queue: { type: 'string' }, run: { type: 'string' }, json: { type: 'boolean' }, help: { type: 'boolean' } },
-    strict: true,
-  });
-  if (values.help) {
-    process.stdout.write(USAGE);
-    return 0;
-  }
+  const parsed = parseFlags('status', argv, { queue: { type: 'string' }, run: { type: 'string' }, json: { type: 'boolean' } }, { help: USAGE, positionals: false });
+  if (!parsed) return 0;
+  const { values } = parsed;
   const { address, warnings } = queueFor('status', values.queue);
   for (const w of warnings) process.stderr.write(`warning: ${w}\n`);
   const runName = checkRunName(values.run, 'status');

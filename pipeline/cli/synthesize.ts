@@ -1,6 +1,5 @@
 /** `trajforge synthesize`: flags over the config's synthesis section, progress, summary, exit code. */
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { loadConfig } from '../core/config.js';
 import { SYNTH_QUESTIONS, SYNTH_REJECTED, SYNTH_SOLVE_DIR } from '../core/run-dir/names.js';
 import { TrajforgeError } from '../errors.js';
@@ -9,6 +8,7 @@ import { shellWord } from '../generate/preflight.js';
 import { CLI_COMMAND } from '../paths.js';
 import { synthesize, type SynthesisSummary } from '../synthesize/run.js';
 import { byCount, int, runInterruptibly } from './generate.js';
+import { parseFlags } from './flags.js';
 
 const HELP = `Usage: trajforge synthesize --config F [options]
 
@@ -63,25 +63,18 @@ function printSynthesis(s: SynthesisSummary): void {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      config: { type: 'string' },
-      out: { type: 'string' },
-      limit: { type: 'string' },
-      seed: { type: 'string' },
-      concurrency: { type: 'string' },
-      'base-url': { type: 'string' },
-      model: { type: 'string' },
-      'allow-config-change': { type: 'boolean' },
-      help: { type: 'boolean', short: 'h' },
-    },
-    strict: true,
-  });
-  if (values.help) {
-    process.stdout.write(HELP);
-    return 0;
-  }
+  const parsed = parseFlags('synthesize', argv, {
+    config: { type: 'string' },
+    out: { type: 'string' },
+    limit: { type: 'string' },
+    seed: { type: 'string' },
+    concurrency: { type: 'string' },
+    'base-url': { type: 'string' },
+    model: { type: 'string' },
+    'allow-config-change': { type: 'boolean' },
+  }, { help: HELP, positionals: false });
+  if (!parsed) return 0;
+  const { values } = parsed;
   if (!values.config) throw new TrajforgeError('BAD_USAGE', 'synthesize: --config F is required');
   const seed = values.seed === undefined ? undefined : Number(values.seed);
   if (seed !== undefined && !Number.isInteger(seed)) throw new TrajforgeError('BAD_USAGE', `--seed: expected an integer, got "${values.seed}"`);

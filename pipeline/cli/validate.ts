@@ -17,7 +17,7 @@ import { defaultRules, loadRules, validateOptionsFrom } from '../dataset/validat
 import { jsonRow, readableRow, readableSummary } from '../dataset/validate-report.js';
 import { loadGrader } from '../dataset/validate-judge.js';
 
-const HELP = `Usage: trajforge validate <file|run|-> [--rules F] [--json] [--format F] [--on-bad-row skip] [--judge --config F]
+const HELP = `Usage: trajforge validate <file|run|-> [--rules F] [--json] [--input-format F] [--on-bad-row skip] [--judge --config F]
 
 Checks every row against the validation rules, each row with its own dialect. A run directory
 means its accepted rows (${TRAJECTORIES}); name failures.jsonl to check those.
@@ -25,7 +25,7 @@ means its accepted rows (${TRAJECTORIES}); name failures.jsonl to check those.
   --rules F         YAML or JSON: severities, limits (turns, tokens, tools), gold matching, judge
   --json            one line per row on stdout: {id, file, line, passed, issues, judge?};
                     the summary by rule as one JSON line on stderr
-  --format F        row format: auto (default), trajforge, drtulu, chat
+  --input-format F  input row format: auto (default), trajforge, drtulu, chat (was --format)
   --on-bad-row M    error (default) or skip: count unreadable rows and go on
   --judge           grade answers against gold answers with an LLM (SimpleQA style: CORRECT,
                     INCORRECT, NOT_ATTEMPTED) through the endpoint of --config F
@@ -60,7 +60,6 @@ export async function run(argv: string[]): Promise<number> {
   const args = parseDatasetArgs('validate', argv, {
       rules: { type: 'string' },
       json: { type: 'boolean' },
-      format: { type: 'string' },
       judge: { type: 'boolean' },
       config: { type: 'string' },
       tokenizer: { type: 'string' },
@@ -69,7 +68,7 @@ export async function run(argv: string[]): Promise<number> {
   const { values, input } = args;
   if (values.judge && !values.config) throw new TrajforgeError('BAD_USAGE', 'validate: --judge needs --config F (the endpoint that grades)');
   if (values.config && !values.judge) throw new TrajforgeError('BAD_USAGE', 'validate: --config is only used by --judge');
-  const readOpts = readOptions(values.format, values['on-bad-row']);
+  const readOpts = readOptions(values['input-format'], values['on-bad-row']);
   const rules = values.rules ? loadRules(values.rules) : defaultRules();
   const base = { ...validateOptionsFrom(rules), tokenCounter: datasetTokenCounter(input, values.tokenizer) };
   const grader = values.judge ? await loadGrader(values.config!, rules) : undefined;

@@ -1,5 +1,4 @@
 /** `trajforge worker --config F --queue URL --run NAME`: pulls samples from the queue and rolls them out, on any number of machines. */
-import { parseArgs } from 'node:util';
 import { loadConfig, type ConfigOverrides } from '../core/config.js';
 import { TrajforgeError } from '../errors.js';
 import { stderrSink } from '../generate/progress.js';
@@ -7,6 +6,7 @@ import { checkRunName, QUEUE_OPTION_HELP, queueFor } from '../generate/queue.js'
 import { runWorker } from '../generate/worker.js';
 import { configWarnings } from '../generate/warnings.js';
 import { int, runInterruptibly } from './generate.js';
+import { parseFlags } from './flags.js';
 
 const USAGE = `trajforge worker --config F --queue redis://HOST:PORT/DB --run NAME [options]
 
@@ -19,7 +19,7 @@ come from this machine's environment). Records go to DIR/worker-<name>.
 ${QUEUE_OPTION_HELP}
   --out DIR          where this worker's run directory goes (default runs/NAME)
   --name LABEL       a label for the worker's name (default the host name)
-  --concurrency N    model requests in flight
+  --concurrency N    model requests in flight (default: the config's concurrency, 32)
   --base-url URL     the endpoint as this machine reaches it
 `;
 
@@ -38,24 +38,17 @@ function applyClockOffset(env: NodeJS.ProcessEnv): void {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      config: { type: 'string' },
-      queue: { type: 'string' },
-      run: { type: 'string' },
-      out: { type: 'string' },
-      name: { type: 'string' },
-      concurrency: { type: 'string' },
-      'base-url': { type: 'string' },
-      help: { type: 'boolean' },
-    },
-    strict: true,
-  });
-  if (values.help) {
-    process.stdout.write(USAGE);
-    return 0;
-  }
+  const parsed = parseFlags('worker', argv, {
+    config: { type: 'string' },
+    queue: { type: 'string' },
+    run: { type: 'string' },
+    out: { type: 'string' },
+    name: { type: 'string' },
+    concurrency: { type: 'string' },
+    'base-url': { type: 'string' },
+  }, { help: USAGE, positionals: false });
+  if (!parsed) return 0;
+  const { values } = parsed;
   if (!values.config) throw new TrajforgeError('BAD_USAGE', `worker: --config F is required\n\n${USAGE}`);
   const { address, warnings } = queueFor('worker', values.queue);
   for (const w of warnings) process.stderr.write(`warning: ${w}\n`);

@@ -3,7 +3,7 @@
  * the bad field, CLI overrides, and the fingerprint that guards resuming a run.
  */
 import { createHash } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import type { z } from 'zod';
@@ -176,7 +176,8 @@ function fieldPath(field: string): PropertyKey[] {
   });
 }
 
-export function loadConfig(file: string, overrides: ConfigOverrides = {}, env: NodeJS.ProcessEnv = process.env): RunConfig {
+export function loadConfig(given: string, overrides: ConfigOverrides = {}, env: NodeJS.ProcessEnv = process.env): RunConfig {
+  const file = bundledConfig(given);
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
@@ -188,6 +189,17 @@ export function loadConfig(file: string, overrides: ConfigOverrides = {}, env: N
   const cfg = resolveConfig(expandVars(parseConfigText(text, file), vars, file, '', expanded), file, overrides, locator(text));
   Object.defineProperty(cfg, EXPANDED, { value: expanded, enumerable: true });
   return cfg;
+}
+
+/**
+ * A config the package ships, found from any directory: `data/configs/curate.yaml` as the
+ * README writes it, or just `curate`, when no such file is where the user is. Else `file` as given.
+ */
+export function bundledConfig(file: string): string {
+  if (existsSync(file)) return file;
+  const name = /^(?:\.\/)?(?:data\/configs\/)?([a-z0-9-]+)(?:\.ya?ml)?$/.exec(file)?.[1];
+  const shipped = name === undefined ? undefined : join(PACKAGE_ROOT, 'data', 'configs', `${name}.yaml`);
+  return shipped !== undefined && existsSync(shipped) ? shipped : file;
 }
 
 /**

@@ -6,7 +6,7 @@
  *
  * A file is a bank when it is gzip, CSV/TSV (by its extension), a JSON array, or JSON Lines whose
  * first row is none of the dataset shapes and has a question field (`question`, `query`, …:
- * the sampler's aliases); `--format bank` says so outright (and is how stdin is read as one).
+ * the sampler's aliases); `--input-format bank` says so outright (and is how stdin is read as one).
  * A bank row goes on as `{id, question}` to compare and scan, and is written back as the object
  * it was read as, one JSON line: a bank of the same row shape, which `generate` reads as it did
  * the input (a CSV record becomes the object of its header's fields).
@@ -20,7 +20,7 @@ import { readQuestionRows, type ReadReport as BankReport } from '../core/questio
 import { readDataset, type ReadOptions } from './readers.js';
 import { detectRowFormat, isObj } from './row-shapes.js';
 
-/** `--format` of dedup and decontaminate: a dataset row shape, `bank`, or auto. */
+/** `--input-format` of dedup and decontaminate: a dataset row shape, `bank`, or auto. */
 export type CurateFormat = NonNullable<ReadOptions['format']> | 'bank';
 
 export interface CurateRow {

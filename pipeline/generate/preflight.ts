@@ -277,6 +277,15 @@ async function checkServers(config: RunConfig, env: NodeJS.ProcessEnv, scrubber:
 type MainAgent = ReturnType<Agents['shown']>[number];
 
 /** Reachable, the model served, the limit honoured, `stop` honoured, the dialect spoken, and whether turns stream. */
+/** The base URL with `/v1` added when that one lists models (the usual slip: `http://host:8000` for vLLM); else undefined. */
+async function underV1(baseUrl: string, key: string, timeoutMs: number): Promise<string | undefined> {
+  const trimmed = baseUrl.replace(/\/+$/, '');
+  if (/\/v1$/.test(trimmed)) return undefined;
+  const v1 = `${trimmed}/v1`;
+  const r = await probeEndpoint(v1, key, timeoutMs);
+  return r.reachable && r.status === 200 ? v1 : undefined;
+}
+
 async function checkEndpoint(config: RunConfig, key: string | undefined, main: MainAgent | undefined, say: Say): Promise<void> {
   const ep = config.endpoint;
   const skipAll = (why: string): void => {
@@ -290,6 +299,11 @@ async function checkEndpoint(config: RunConfig, key: string | undefined, main: M
   if (!reach.reachable) {
     say('FAIL', 'endpoint', `${reach.why} at ${ep.base_url} — ${unreachableHint(ep.base_url, reach.code)}`);
     return skipAll('the endpoint did not answer');
+  }
+  const withV1 = reach.status === 404 ? await underV1(ep.base_url, key, ep.probe_timeout_ms) : undefined;
+  if (withV1 !== undefined) {
+    say('FAIL', 'endpoint', `${ep.base_url} answered GET /models with 404, ${withV1}/models answers: OpenAI-compatible servers (vLLM, SGLang, the sim) serve under /v1. Set endpoint.base_url (or --base-url) to ${withV1}`);
+    return skipAll('the base URL lacks /v1');
   }
   say('ok', 'endpoint', `${ep.base_url} answered GET /models (${reach.status}) in ${Math.round(reach.ms)} ms`);
   if (reach.status === 401 || reach.status === 403) {

@@ -104,13 +104,13 @@ describe('trajforge decontaminate on a question bank', () => {
     expect(readJsonl(report).map((f) => ContaminationFlag.parse(f).id)).toEqual(held.map((h) => h.id));
   });
 
-  it('reads a bank from stdin with --format bank', async () => {
+  it('reads a bank from stdin with --input-format bank', async () => {
     const evalFile = join(dir, 'one.txt');
     writeFileSync(evalFile, `${BANK[3]!.question}\n`);
     const out = join(dir, 'stdin-clean.jsonl');
     const { spawnSync } = await import('node:child_process');
     const { CLI } = await import('../helpers.js');
-    const r = spawnSync(process.execPath, [CLI, 'decontaminate', '-', '--format', 'bank', '--against', evalFile, '--drop', '--out', out], { input: readFileSync(QUESTIONS) });
+    const r = spawnSync(process.execPath, [CLI, 'decontaminate', '-', '--input-format', 'bank', '--against', evalFile, '--drop', '--out', out], { input: readFileSync(QUESTIONS) });
     expect(r.status, String(r.stderr)).toBe(0);
     expect(readJsonl(out).map((q) => q.id)).toEqual(BANK.filter((_, i) => i !== 3).map((q) => q.id));
   });

@@ -348,7 +348,7 @@ describe('trajforge dedup: questions of one template stay apart', () => {
 describe('trajforge dedup: keep rules, shards, run directories, foreign rows', () => {
   const q = DRTULU_QUESTIONS[0]!;
 
-  it('keeps the first row by default, the accepted one with --keep accepted, the busiest with --keep most-calls', async () => {
+  it('keeps the first row by default, the accepted one with --prefer accepted, the busiest with --prefer most-calls', async () => {
     const dir = tempDir('tf-dedup-keep-');
     const input = writeRows(join(dir, 'in.jsonl'), [
       trajRow({ id: 'a', question: q, status: 'failed' }),
@@ -363,10 +363,10 @@ describe('trajforge dedup: keep rules, shards, run directories, foreign rows', (
       return readJsonl(out).map((x) => x.id);
     };
     expect(await keptBy()).toEqual(['a']);
-    expect(await keptBy('--keep', 'accepted')).toEqual(['b']);
-    expect(await keptBy('--keep', 'most-calls')).toEqual(['c']);
-    expect(await keptBy('--keep', 'fewest-calls')).toEqual(['a']);
-    expect(await keptBy('--keep', 'longest')).toEqual(['c']);
+    expect(await keptBy('--prefer', 'accepted')).toEqual(['b']);
+    expect(await keptBy('--prefer', 'most-calls')).toEqual(['c']);
+    expect(await keptBy('--prefer', 'fewest-calls')).toEqual(['a']);
+    expect(await keptBy('--prefer', 'longest')).toEqual(['c']);
   });
 
   it('reads several shards as one dataset: a duplicate across files is found, the earlier file keeps its row', async () => {
@@ -435,7 +435,7 @@ describe('trajforge dedup: bad input and usage', () => {
     [[good], /--out F is required/],
     [[good, '--out', join(dir, 'o.jsonl'), '--threshold', '1.5'], /--threshold: .*1/],
     [[good, '--out', join(dir, 'o.jsonl'), '--threshold', 'high'], /--threshold: expected a number/],
-    [[good, '--out', join(dir, 'o.jsonl'), '--keep', 'best'], /--keep: /],
+    [[good, '--out', join(dir, 'o.jsonl'), '--prefer', 'best'], /--prefer: /],
     [[good, '--out', join(dir, 'o.jsonl'), '--shingle', '0'], /--shingle: /],
     [[good, '--out', join(dir, 'o.jsonl'), '--max-hashes', '2'], /--max-hashes 2 is too few for --threshold 0.8: LSH needs at least 3/],
     [[good, '--out', good], /is also an input/],

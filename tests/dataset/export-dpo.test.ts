@@ -29,7 +29,7 @@ async function makeRun(name: string, dialect: string, samples: number, limit: nu
   const cfg = writeConfig(runDir, policy.url, {
     dialect,
     questions: { path: QUESTIONS, limit, samples },
-    validation: { judge: { base_url: judge.url, model: 'sim-judge', api_key_env: 'none' } },
+    validation: { judge: { base_url: judge.url, model: 'trajforge-sim', api_key_env: 'none' } },
   });
   const r = await runCli(['generate', '--config', cfg], { env: { TRAJFORGE_CACHE_DIR: join(runDir, 'cache') } });
   expect(r.code, r.stderr).toBe(0);

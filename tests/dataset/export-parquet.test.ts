@@ -186,7 +186,7 @@ describe('the dataset card', () => {
     const before = readFileSync(out);
     const bad = join(dir, 'bad.jsonl');
     writeFileSync(bad, `${JSON.stringify({ ...native.ok[0], id: 'b', dialect: 'native', messages: [{ role: 'user', content: 'q' }, { role: 'assistant', content: 'a' }, { role: 'assistant', content: 'b' }] })}\n`);
-    const r = await runCli(['export', bad, '--format', 'sharegpt', '--format-in', 'trajforge', '--out', out]);
+    const r = await runCli(['export', bad, '--format', 'sharegpt', '--input-format', 'trajforge', '--out', out]);
     expect(r.code).toBe(2);
     expect(readFileSync(out).equals(before)).toBe(true);
     expect(readdirSync(dir).sort()).toEqual(['README.md', 'bad.jsonl', 'train.parquet']);

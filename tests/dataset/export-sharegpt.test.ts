@@ -271,10 +271,10 @@ describe('sharegpt from hostile rows', () => {
     expect(() => toShareGpt(t, count)).toThrow(/<tool_call>/);
     const file = join(tempDir('tf-sharegpt-bad-'), 'rows.jsonl');
     writeFileSync(file, `${JSON.stringify({ ...t, id: 'h1' })}\n`);
-    const strict = await runCli(['export', file, '--format', 'sharegpt', '--format-in', 'trajforge', '--out', '-']);
+    const strict = await runCli(['export', file, '--format', 'sharegpt', '--input-format', 'trajforge', '--out', '-']);
     expect(strict.code).toBe(2);
     expect(strict.stderr).toMatch(/rows\.jsonl:1: cannot export as sharegpt: .*<tool_call>/);
-    const skip = await runCli(['export', file, '--format', 'sharegpt', '--format-in', 'trajforge', '--on-bad-row', 'skip', '--out', '-']);
+    const skip = await runCli(['export', file, '--format', 'sharegpt', '--input-format', 'trajforge', '--on-bad-row', 'skip', '--out', '-']);
     expect(skip.code, skip.stderr).toBe(0);
     expect(skip.stderr).toContain('1 not exportable as sharegpt');
   });

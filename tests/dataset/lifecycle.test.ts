@@ -86,7 +86,7 @@ describe('rerun', () => {
 describe('merge', () => {
   let sim: Sim;
   beforeAll(async () => {
-    sim = await startSim({ port: 0, seed: 4 });
+    sim = await startSim({ port: 0, seed: 4, models: ['trajforge-sim', 'other-model'] });
   });
   afterAll(() => sim.close());
 

@@ -561,7 +561,7 @@ describe('trajforge validate --judge', () => {
     const sim = await startSim({ port: 0, seed: 2 });
     try {
       const cfgDir = tempDir('tf-judge-cfg-');
-      const cfg = writeConfig(cfgDir, 'http://127.0.0.1:9/v1', { validation: { judge: { base_url: sim.url, model: 'sim-judge', api_key_env: 'none' } } });
+      const cfg = writeConfig(cfgDir, 'http://127.0.0.1:9/v1', { validation: { judge: { base_url: sim.url, model: 'trajforge-sim', api_key_env: 'none' } } });
       const r = await runCli(['validate', rowsFile, '--json', '--rules', join(dir, 'rules.yaml'), '--judge', '--config', cfg]);
       // Made-up golds (alpha…delta) are in no answer: the sim finds each INCORRECT.
       expect(r.code).toBe(1);

@@ -93,7 +93,7 @@ describe("the sim's plain policy reads bare results", () => {
           { role: 'assistant', content: call },
           { role: 'user', content: result },
         ] as ChatCompletionMessageParam[];
-        const r = await client.chat.completions.create({ model: 'sim', messages, stop: ['</use_mcp_tool>'] });
+        const r = await client.chat.completions.create({ model: 'trajforge-sim', messages, stop: ['</use_mcp_tool>'] });
         return r.choices[0]!.message.content ?? '';
       };
       expect(await asked(plainToolResult(rendered))).toMatch(/\\boxed\{Firefox first supported it in version 52, released 2017-03-07\.\}$/);

@@ -88,6 +88,29 @@ describe('trajforge check', () => {
     expect(() => mkdirSync(join(dir, 'run'))).not.toThrow();
   });
 
+  it('rehearses what vLLM refuses, against the strict sim: a misspelt model and a base URL without /v1 each FAIL with what to do', async () => {
+    const s = await sim();
+    const dir = tempDir('tf-check-');
+    const config = writeConfig(dir, s.url);
+    const typo = await check(config, ['--model', 'trajforge-simm']);
+    expect(typo.code).toBe(1);
+    expect(linesOf(typo.stdout).get('model')).toEqual({
+      status: 'FAIL',
+      detail: `trajforge-simm is not served at ${s.url} (404: ${s.url} answered 404: The model \`trajforge-simm\` does not exist.); it serves: trajforge-sim. Set endpoint.model (or --model)`,
+    });
+    const root = s.url.replace(/\/v1$/, '');
+    const bare = await check(config, ['--base-url', root]);
+    expect(bare.code).toBe(1);
+    const lines = linesOf(bare.stdout);
+    expect(lines.get('endpoint')).toEqual({
+      status: 'FAIL',
+      detail: `${root} answered GET /models with 404, ${s.url}/models answers: OpenAI-compatible servers (vLLM, SGLang, the sim) serve under /v1. Set endpoint.base_url (or --base-url) to ${s.url}`,
+    });
+    for (const name of ['model', 'max_tokens', 'stop', 'turn', 'stream']) expect(lines.get(name)?.status).toBe('skip');
+    // Neither sent a completion the sim answered.
+    expect(s.stats().completionsByFinishReason).toEqual({});
+  });
+
   it('a closed port: FAIL endpoint, "connection refused", how to start a server; exit 1', async () => {
     const port = await closedPort();
     const r = await check(writeConfig(tempDir('tf-check-'), `http://127.0.0.1:${port}/v1`));
@@ -261,7 +284,7 @@ describe('trajforge check', () => {
   });
 
   it('warns, without failing, of no tools offered and a small max_tokens for a thinking model; generate says the same', async () => {
-    const s = await sim();
+    const s = await sim({ models: ['Qwen/Qwen3-8B'] });
     const dir = tempDir('tf-check-');
     const config = writeConfig(dir, s.url, {
       endpoint: { base_url: s.url, model: 'Qwen/Qwen3-8B', api_key_env: 'none', max_tokens: 1024 },

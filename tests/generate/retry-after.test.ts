@@ -74,7 +74,7 @@ describe('Retry-After longer than retry_max_ms', () => {
     const sim = await startSim({ port: 0, seed: 12 });
     cleanups.push(() => sim.close());
     const dir = tempDir('tf-retry-after-judge-');
-    const judgeCfg = { base_url: judge.url, model: 'sim-judge', api_key_env: 'none', retry_max_ms: 200, max_retries: 1 };
+    const judgeCfg = { base_url: judge.url, model: 'trajforge-sim', api_key_env: 'none', retry_max_ms: 200, max_retries: 1 };
     const config = loadConfig(writeConfig(dir, sim.url, { validation: { judge: judgeCfg }, concurrency: 2 }), { limit: 3 });
     const summary = await generate({ config });
     expect(summary.session.planned).toBe(3);

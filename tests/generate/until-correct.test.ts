@@ -51,7 +51,7 @@ async function run(name: string, args: string[]): Promise<Run> {
   mkdirSync(runDir, { recursive: true });
   const cfg = writeConfig(runDir, policy.url, {
     questions: { path: questions },
-    validation: { judge: { base_url: judge.url, model: 'sim-judge', api_key_env: 'none' } },
+    validation: { judge: { base_url: judge.url, model: 'trajforge-sim', api_key_env: 'none' } },
   });
   const r = await runCli(['generate', '--config', cfg, '--samples', String(K), ...args], { env: { TRAJFORGE_CACHE_DIR: join(runDir, 'cache') } });
   const out = join(runDir, 'run');

@@ -48,7 +48,7 @@ async function complete(deps: LoopDeps, messages: ChatMessage[], tools: readonly
   const { dialect, client } = deps;
   const requestTools = dialect.requestTools?.(tools);
   const r = await client.chat.completions.create({
-    model: 'sim',
+    model: 'trajforge-sim',
     messages: messages as ChatCompletionMessageParam[],
     ...(requestTools === undefined ? {} : { tools: requestTools as OpenAI.Chat.Completions.ChatCompletionTool[] }),
     ...(dialect.stopStrings.length > 0 ? { stop: [...dialect.stopStrings] } : {}),

@@ -82,7 +82,7 @@ interface Turn {
 type Body = { messages: ChatCompletionMessageParam[]; tools?: ChatCompletionTool[]; stop?: string[]; max_tokens?: number };
 
 async function complete(client: OpenAI, body: Body): Promise<Turn> {
-  const r = await client.chat.completions.create({ model: 'sim', ...body });
+  const r = await client.chat.completions.create({ model: 'trajforge-sim', ...body });
   const choice = r.choices[0]!;
   const message = choice.message as typeof choice.message & { reasoning_content?: string };
   return {
@@ -98,7 +98,7 @@ async function complete(client: OpenAI, body: Body): Promise<Turn> {
 
 /** Reads a stream with the OpenAI SDK, as any client of the sim would, checking each tool-call delta has OpenAI's shape. */
 async function streamed(client: OpenAI, body: Body): Promise<Turn> {
-  const stream = await client.chat.completions.create({ model: 'sim', ...body, stream: true, stream_options: { include_usage: true } });
+  const stream = await client.chat.completions.create({ model: 'trajforge-sim', ...body, stream: true, stream_options: { include_usage: true } });
   const turn: Turn = { reasoning: '', content: '', toolCalls: [], finish: null };
   for await (const chunk of stream) {
     const choice = chunk.choices[0];
@@ -301,7 +301,7 @@ describe('native', () => {
     const opts = { seed: 5, misbehave: { multiple_calls: 1 } };
     const whole = await complete((await sim(opts)).client, { messages: nativeOpening(), tools: TOOLS });
     const { client } = await sim(opts);
-    const final = await client.chat.completions.stream({ model: 'sim', messages: nativeOpening(), tools: TOOLS }).finalChatCompletion();
+    const final = await client.chat.completions.stream({ model: 'trajforge-sim', messages: nativeOpening(), tools: TOOLS }).finalChatCompletion();
     const calls = final.choices[0]!.message.tool_calls ?? [];
     expect(calls.map((c) => (c.type === 'function' ? [c.id, c.function.name, c.function.arguments] : []))).toEqual(
       whole.toolCalls.map((c) => [c.id, c.name, c.arguments]),
@@ -618,7 +618,7 @@ describe('the failure summary', () => {
 
 describe('the context window', () => {
   async function expectWindow(body: Body, tokens: number): Promise<void> {
-    const over = await (await sim({ contextWindow: tokens - 1 })).client.chat.completions.create({ model: 'sim', ...body }).catch((e: unknown) => e);
+    const over = await (await sim({ contextWindow: tokens - 1 })).client.chat.completions.create({ model: 'trajforge-sim', ...body }).catch((e: unknown) => e);
     expect(over).toBeInstanceOf(APIError);
     const err = over as APIError;
     expect(err.status).toBe(400);
@@ -626,7 +626,7 @@ describe('the context window', () => {
     expect(err.param).toBe('messages');
     expect(err.message).toContain(`maximum context length is ${tokens - 1} tokens`);
     expect(err.message).toContain(`resulted in ${tokens} tokens`);
-    const r = await (await sim({ contextWindow: tokens + 20 })).client.chat.completions.create({ model: 'sim', ...body });
+    const r = await (await sim({ contextWindow: tokens + 20 })).client.chat.completions.create({ model: 'trajforge-sim', ...body });
     expect(r.usage?.prompt_tokens).toBe(tokens);
     expect(r.usage!.total_tokens).toBeLessThanOrEqual(tokens + 20);
   }

@@ -61,7 +61,7 @@ function dialectOf(name: Name): Dialect {
 async function ask(client: OpenAI, dialect: Dialect, messages: ChatMessage[], tools: readonly ToolSpec[]) {
   const requestTools = dialect.requestTools?.(tools) as ChatCompletionTool[] | undefined;
   const r = await client.chat.completions.create({
-    model: 'sim',
+    model: 'trajforge-sim',
     messages: messages as ChatCompletionMessageParam[],
     ...(requestTools === undefined ? {} : { tools: requestTools }),
     ...(dialect.stopStrings.length > 0 ? { stop: [...dialect.stopStrings] } : {}),

@@ -65,7 +65,7 @@ async function post(s: Sim, body: Record<string, unknown>, init: RequestInit = {
   const res = await fetch(`${s.url}/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ model: 'whatever-model', ...body }),
+    body: JSON.stringify({ model: 'trajforge-sim', ...body }),
     ...init,
   });
   return { status: res.status, headers: res.headers, body: await res.json() };
@@ -81,7 +81,7 @@ async function stream(s: Sim, body: Record<string, unknown>): Promise<{ events: 
   const res = await fetch(`${s.url}/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ model: 'm', ...body, stream: true }),
+    body: JSON.stringify({ model: 'trajforge-sim', ...body, stream: true }),
   });
   expect(res.status).toBe(200);
   expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
@@ -508,12 +508,46 @@ describe('misbehaviours at rate 1', () => {
 });
 
 describe('the endpoint', () => {
-  it('lists one model and accepts any model name', async () => {
+  it('lists the model it serves and, as vLLM, answers any other name with 404 and vLLM\'s NotFoundError body', async () => {
     const s = await sim();
     const models = (await (await fetch(`${s.url}/models`)).json()) as any;
     expect(models.data.map((m: { id: string }) => m.id)).toEqual(['trajforge-sim']);
+    const wrong = await post(s, { model: 'trajforge-simm', messages: opening });
+    expect(wrong.status).toBe(404);
+    // vllm/entrypoints/openai/engine/serving.py, OpenAIServing._check_model.
+    expect(wrong.body).toEqual({ error: { message: 'The model `trajforge-simm` does not exist.', type: 'NotFoundError', param: 'model', code: 404 } });
+    expect((await fetch(`${s.url}/models/trajforge-simm`)).status).toBe(404);
+    // No model at all is the default one, as vLLM takes it.
+    expect((await complete(s, { model: undefined, messages: opening })).body.model).toBe('trajforge-sim');
+    expect(s.stats().chatRequests).toBe(2);
+  });
+
+  it('serves the names it is given (--served-model-name), and lists them', async () => {
+    const s = await sim({ models: ['Qwen/Qwen3-8B', 'judge'] });
+    const models = (await (await fetch(`${s.url}/models`)).json()) as any;
+    expect(models.data.map((m: { id: string }) => m.id)).toEqual(['Qwen/Qwen3-8B', 'judge']);
+    expect((await complete(s, { model: 'judge', messages: opening })).body.model).toBe('judge');
+    expect((await post(s, { model: 'trajforge-sim', messages: opening })).status).toBe(404);
+  });
+
+  it('as vLLM, takes nothing outside /v1: a base URL without it meets FastAPI\'s 404', async () => {
+    const s = await sim();
+    const root = s.url.replace(/\/v1$/, '');
+    for (const [method, path] of [['POST', '/chat/completions'], ['GET', '/models']] as const) {
+      const res = await fetch(`${root}${path}`, { method, headers: { 'content-type': 'application/json' }, ...(method === 'POST' ? { body: JSON.stringify({ messages: opening }) } : {}) });
+      expect(res.status, path).toBe(404);
+      expect(await res.json()).toEqual({ detail: 'Not Found' });
+    }
+    expect(s.stats().chatRequests).toBe(0);
+  });
+
+  it('lenient, answers any model name and paths without /v1, as before', async () => {
+    const s = await sim({ lenient: true });
     const r = await complete(s, { model: 'meta-llama/whatever', messages: opening });
     expect(r.body.model).toBe('meta-llama/whatever');
+    const root = s.url.replace(/\/v1$/, '');
+    const res = await fetch(`${root}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'x', messages: opening }) });
+    expect(res.status).toBe(200);
   });
 
   it('answers bad requests with OpenAI error bodies', async () => {
@@ -591,11 +625,13 @@ describe('the CLI', () => {
     const parsed = parseSimArgs([
       '--port=8123', '--seed', '9', '--latency-ms', '15', '--misbehave', 'all=0.1', '--misbehave', 'stall=0.2',
       '--reject-stop', '--calls-per-sample', '3', '--context-window', '4096', '--stall-ms', '500', '--retry-after', '0.25',
+      '--served-model-name', 'a/b', '--served-model-name=c', '--lenient',
     ]);
     expect(parsed.help).toBe(false);
     if (parsed.help) return;
     expect(parsed.options).toMatchObject({
       port: 8123, seed: 9, latencyMs: 15, rejectStop: true, callsPerSample: 3, contextWindow: 4096, stallMs: 500, retryAfterMs: 250,
+      models: ['a/b', 'c'], lenient: true,
     });
     expect(parsed.options.misbehave).toMatchObject({ refusal: 0.1, stall: 0.2 });
     expect(() => parseSimArgs(['--port', 'x'])).toThrow(/--port/);

@@ -33,7 +33,7 @@ afterAll(async () => {
 function config(name: string, judgeUrl: string, extra = ''): string {
   const text = readFileSync(join(PACKAGE_ROOT, 'data/configs/miroverse.yaml'), 'utf8').replace('  limit: 20\n', '  limit: 5\n  samples: 2\n').replace(
     'validation:\n  gold_match: boxed',
-    `validation:\n  judge: { base_url: ${judgeUrl}, model: sim-judge, api_key_env: none, max_retries: 1, retry_base_ms: 10, cache: false${extra} }`,
+    `validation:\n  judge: { base_url: ${judgeUrl}, model: trajforge-sim, api_key_env: none, max_retries: 1, retry_base_ms: 10, cache: false${extra} }`,
   );
   expect(text).toContain('judge:');
   expect(text).toContain('samples: 2');

@@ -25,7 +25,7 @@ async function judgeSim(misbehave: Record<string, number> = {}): Promise<Sim> {
 }
 
 function settings(url: string, more: Partial<JudgeSettings> = {}): JudgeSettings {
-  return { ...JudgeConfig.parse({ base_url: url, model: 'sim-judge', api_key_env: 'none', max_retries: 0 }), section: 'validation.judge', cache_dir: tempDir('tf-judge-cache-'), f1_threshold: 0.8, cache: false, ...more };
+  return { ...JudgeConfig.parse({ base_url: url, model: 'trajforge-sim', api_key_env: 'none', max_retries: 0 }), section: 'validation.judge', cache_dir: tempDir('tf-judge-cache-'), f1_threshold: 0.8, cache: false, ...more };
 }
 
 function filesUnder(dir: string): string[] {
@@ -105,7 +105,7 @@ describe('the judge limits and secrets', () => {
     expect(j.verdict).toBe('unjudged');
     expect(j.error).toContain('passed 64 bytes (validation.judge.max_response_bytes)');
     expect(j.error).not.toContain('endpoint.max_response_bytes');
-    const cfg = loadConfig(writeConfig(tempDir('tf-judge-cfg-'), sim.url, { validation: { judge: { model: 'sim-judge', max_response_bytes: 4096 } } }));
+    const cfg = loadConfig(writeConfig(tempDir('tf-judge-cfg-'), sim.url, { validation: { judge: { model: 'trajforge-sim', max_response_bytes: 4096 } } }));
     expect(cfg.validation.judge?.max_response_bytes).toBe(4096);
     expect(JudgeConfig.parse({ model: 'm' }).max_response_bytes).toBe(1024 * 1024);
   });

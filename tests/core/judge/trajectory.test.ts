@@ -27,7 +27,7 @@ function writeQuestions(dir: string, rows: Record<string, unknown>[]): string {
 }
 
 function judgeConfig(url: string, patch: Record<string, unknown> = {}): Record<string, unknown> {
-  return { base_url: url, model: 'sim-judge', api_key_env: 'none', max_retries: 1, retry_base_ms: 10, retry_max_ms: 50, ...patch };
+  return { base_url: url, model: 'trajforge-sim', api_key_env: 'none', max_retries: 1, retry_base_ms: 10, retry_max_ms: 50, ...patch };
 }
 
 /** A port nothing listens on: bound, then closed. */
@@ -81,7 +81,7 @@ describe('the judge in the loop', () => {
     expect(failed.length).toBeGreaterThan(0);
     for (const t of all) {
       const right = holds(t.final_answer, t.gold_answer);
-      expect(t.judgement, t.id).toMatchObject({ verdict: right ? 'correct' : 'incorrect', step: 'llm', judge_model: 'sim-judge', prompt: expect.stringMatching(/^judge-simpleqa@[0-9a-f]{8}$/) });
+      expect(t.judgement, t.id).toMatchObject({ verdict: right ? 'correct' : 'incorrect', step: 'llm', judge_model: 'trajforge-sim', prompt: expect.stringMatching(/^judge-simpleqa@[0-9a-f]{8}$/) });
       expect(t.judgement.reasoning).toContain(`"${t.gold_answer}"`);
       expect(t.judgement.f1).toBeGreaterThanOrEqual(0);
       expect(t.sampling).toEqual({ index: Number(t.id.split('#')[1]), k: 2, until_correct: false });
@@ -313,7 +313,7 @@ describe('trajforge check with a judge', () => {
     mkdirSync(runDir, { recursive: true });
     const questions = writeQuestions(runDir, questionRows.slice(0, 1));
     const ok = await runCli(['check', '--config', writeConfig(runDir, policy.url, { questions: { path: questions }, validation: { judge: judgeConfig(judge.url) } })]);
-    expect(ok.stdout).toMatch(/ok\s+judge\s+sim-judge at .* graded a plainly right test answer CORRECT/);
+    expect(ok.stdout).toMatch(/ok\s+judge\s+trajforge-sim at .* graded a plainly right test answer CORRECT/);
     expect(judge.stats().judgeRequests).toBe(1);
 
     const port = await closedPort();
