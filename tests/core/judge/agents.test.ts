@@ -45,7 +45,7 @@ function config(name: string, judgeUrl: string, extra = ''): string {
 async function generate(name: string, judgeUrl: string) {
   const out = join(dir, name);
   mkdirSync(out, { recursive: true });
-  const r = await runCli(['generate', '--config', config(name, judgeUrl), '--base-url', policy.url, '--out', out], { env: { TRAJFORGE_CACHE_DIR: join(out, 'cache') } });
+  const r = await runCli(['generate', '--config', config(name, judgeUrl), '--base-url', policy.url, '--out', out], { env: { TRAJFORGE_CACHE_DIR: join(dir, `${name}-cache`) } });
   return { r, out, records: [...readJsonl(join(out, 'trajectories.jsonl')), ...readJsonl(join(out, 'failures.jsonl'))] };
 }
 
@@ -91,7 +91,7 @@ describe('the judge with sub-agents', () => {
     const judge = await startSim({ port: 0, seed: 1 });
     sims.push(judge);
     const before = policy.stats().chatRequests;
-    const again = await runCli(['rerun', out, '--reason', 'unjudged', '--config', config('unjudged-up', judge.url)], { env: { TRAJFORGE_CACHE_DIR: join(out, 'cache') } });
+    const again = await runCli(['rerun', out, '--reason', 'unjudged', '--config', config('unjudged-up', judge.url)], { env: { TRAJFORGE_CACHE_DIR: join(dir, 'unjudged-cache') } });
     expect(again.code, again.stderr).toBe(0);
     expect(policy.stats().chatRequests).toBe(before);
     expect(judge.stats().judgeRequests).toBe(mains.length);
