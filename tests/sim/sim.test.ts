@@ -491,9 +491,9 @@ describe('misbehaviours at rate 1', () => {
     });
   });
 
-  it('all=RATE sets every kind except the transport faults (stall, drop, malformed), the wire shapes, wrong answers, the judge\'s faults and the hostile shapes', () => {
+  it('all=RATE sets every kind except the transport faults (stall, drop, malformed), the wire shapes, wrong answers, the judge\'s faults, the hostile shapes and unusable reports', () => {
     const rates = parseMisbehave(['all=0.5', 'refusal=0']);
-    const left = ['stall', 'drop', 'malformed', 'object_arguments', 'numeric_name', 'content_parts', 'string_usage', 'endless', 'wrong_answer', 'judge_unreadable', 'judge_quotes', 'judge_echo_key', 'deep_arguments'];
+    const left = ['stall', 'drop', 'malformed', 'object_arguments', 'numeric_name', 'content_parts', 'string_usage', 'endless', 'wrong_answer', 'judge_unreadable', 'judge_quotes', 'judge_echo_key', 'deep_arguments', 'refused_report', 'empty_report'];
     for (const kind of MISBEHAVIOUR_KINDS) {
       const expected = left.includes(kind) ? undefined : kind === 'refusal' ? 0 : 0.5;
       expect(rates[kind], kind).toBe(expected);
