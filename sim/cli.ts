@@ -48,8 +48,8 @@ Options:
   --misbehave KIND=RATE  misbehave at RATE (0..1) per completion; repeatable, later wins;
                          all=RATE sets every kind except the transport faults
                          ${EXCLUDED_FROM_ALL.slice(0, 3).join(', ')} and the wire shapes ${EXCLUDED_FROM_ALL.slice(3, 8).join(', ')};
-                         and ${EXCLUDED_FROM_ALL.slice(8, 10).join(', ')} (wrong answers, the judge's faults);
-                         and ${EXCLUDED_FROM_ALL.slice(10, 13).join(', ')} (hostile shapes);
+                         and ${EXCLUDED_FROM_ALL.slice(8, 12).join(', ')} (wrong answers, the judge's faults);
+                         and ${EXCLUDED_FROM_ALL.slice(12, 13).join(', ')} (hostile shapes);
                          and ${EXCLUDED_FROM_ALL.slice(13).join(', ')} (a sub-agent's unusable report)
   --reject-stop          answer any request that carries 'stop' with 400 unsupported_parameter
   --reject-max-tokens    answer any request that carries 'max_tokens' with 400 unsupported_parameter

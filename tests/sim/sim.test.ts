@@ -581,7 +581,7 @@ describe('the CLI', () => {
     const help = spawnSync(process.execPath, [entry, '--help'], { encoding: 'utf8' });
     expect(help.status).toBe(0);
     for (const kind of MISBEHAVIOUR_KINDS) expect(help.stdout).toMatch(new RegExp(`^  ${kind} +\\S`, 'm'));
-    expect(help.stdout).toMatch(/all=RATE sets every kind except the transport faults\s+stall, drop, malformed and the wire shapes object_arguments, numeric_name, content_parts, string_usage, endless;\s+and wrong_answer, judge_unreadable \(wrong answers, the judge's faults\);\s+and deep_arguments \(hostile shapes\)/);
+    expect(help.stdout).toMatch(/all=RATE sets every kind except the transport faults\s+stall, drop, malformed and the wire shapes object_arguments, numeric_name, content_parts, string_usage, endless;\s+and wrong_answer, judge_unreadable, judge_quotes, judge_echo_key \(wrong answers, the judge's faults\);\s+and deep_arguments \(hostile shapes\);\s+and refused_report, empty_report \(a sub-agent's unusable report\)/);
     const bad = spawnSync(process.execPath, [entry, '--misbehave', 'sulk=1'], { encoding: 'utf8' });
     expect(bad.status).not.toBe(0);
     expect(bad.stderr).toContain('unknown misbehaviour');
