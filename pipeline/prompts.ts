@@ -55,8 +55,8 @@ export function renderPrompt(template: string, vars: Readonly<Record<string, str
 /**
  * The placeholder that stands for tool result `ordinal` (0-based) in a request that holds only
  * the last `keep` results in full. One function for the requests (context.ts) and for the
- * export that shows the conversation as the last request showed it.
+ * export that shows the conversation as the last request showed it. `prompt`: a dialect layout's own.
  */
-export function omittedResultText(ordinal: number, keep: number): string {
-  return renderPrompt(loadPrompt('tool-result-omitted'), { index: String(ordinal + 1), keep: String(keep) }).trim();
+export function omittedResultText(ordinal: number, keep: number, prompt = 'tool-result-omitted'): string {
+  return renderPrompt(loadPrompt(prompt), { index: String(ordinal + 1), keep: String(keep) }).trim();
 }

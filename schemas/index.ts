@@ -165,6 +165,12 @@ export const DialectOptions = z.strictObject({
    * (`interleaved_text`) and `output_text` keep the tags either way.
    */
   tool_results: z.enum(['tagged', 'plain']).default('tagged'),
+  /**
+   * The prompt layout: `trajforge` (default: what runs made before this option sent) or
+   * `miroverse-v0.1`, MiroThinker's prompts as MiroVerse v0.1 has them (docs/agents.md). Absent
+   * means `trajforge`, so a run made before the option resumes with its fingerprint unchanged.
+   */
+  layout: z.enum(['trajforge', 'miroverse-v0.1']).optional(),
 });
 export type DialectOptions = z.infer<typeof DialectOptions>;
 
@@ -669,6 +675,12 @@ export const AgentConfig = z.strictObject({
   final_answer: z.enum(['always', 'when_needed']).optional(),
   /** A sub-agent's first user message, `{subtask}` filled. Default `subtask`. */
   task_prompt: PromptName.optional(),
+  /**
+   * A sub-agent's report that is empty or a refusal (rule `agent.report_unusable`):
+   * `tool_error` (default) fails the sub-agent's session and its caller sees a tool error;
+   * `pass` hands the report to the caller as it is and keeps the session, flagged (a warning).
+   */
+  unusable_report: z.enum(['tool_error', 'pass']).optional(),
   as_tool: AgentAsTool.optional(),
   /** The sub-agents it may call. Default: every sub-agent for main, none for a sub-agent. */
   sub_agents: z.array(z.string()).optional(),

@@ -59,7 +59,8 @@ Options:
                          all=RATE sets every kind except the transport faults
                          ${EXCLUDED_FROM_ALL.slice(0, 3).join(', ')} and the wire shapes ${EXCLUDED_FROM_ALL.slice(3, 8).join(', ')};
                          and ${EXCLUDED_FROM_ALL.slice(8, 12).join(', ')} (wrong answers, the judge's faults);
-                         and ${EXCLUDED_FROM_ALL.slice(12).join(', ')} (hostile shapes)
+                         and ${EXCLUDED_FROM_ALL.slice(12, 13).join(', ')} (hostile shapes);
+                         and ${EXCLUDED_FROM_ALL.slice(13).join(', ')} (a sub-agent's unusable report)
   --reject-stop          answer any request that carries 'stop' with 400 unsupported_parameter
   --reject-max-tokens    answer any request that carries 'max_tokens' with 400 unsupported_parameter
                          ("Use 'max_completion_tokens' instead", as OpenAI's GPT-5 and o-series do)

@@ -7,6 +7,7 @@
  * answer are written, how to read back the calls a history already holds — and nothing of
  * the policy that decides what to say.
  */
+import { readPythonLiteral } from './python-literal.js';
 import { closingBrace } from '../pipeline/dialects/arguments.js';
 import type { CallSpec, ChatMessage, Evidence, Rng, SimDialect, TextDialect, ToolChoice } from './types.js';
 
@@ -143,7 +144,8 @@ function mcpTools(system: string): Declared[] {
       if (value !== '') out.push({ name: value, server, schema: undefined });
     } else {
       const last = out[out.length - 1];
-      if (last !== undefined && last.schema === undefined) last.schema = jsonObjectAt(system, m.index ?? 0);
+      // JSON (trajforge's layout) or Python dict text (MiroThinker's: `{'type': 'object', …}`).
+      if (last !== undefined && last.schema === undefined) last.schema = jsonObjectAt(system, m.index ?? 0) ?? pythonObjectAt(system, m.index ?? 0);
     }
   }
   return out;
@@ -160,6 +162,12 @@ function jsonObjectAt(text: string, at: number): unknown {
   } catch {
     return undefined;
   }
+}
+
+/** The Python dict literal starting at the first `{` from `at`, or undefined. */
+function pythonObjectAt(text: string, at: number): unknown {
+  const start = text.indexOf('{', at);
+  return start === -1 ? undefined : readPythonLiteral(text, start);
 }
 
 /** The first required string property (in `required` order), else the first string property, else `query`. */

@@ -54,6 +54,9 @@ export const MISBEHAVIOUR_KINDS = [
   'judge_echo_key',
   // Hostile shapes, asked for by name (after the ones above, so adding them shifted no earlier draw).
   'deep_arguments',
+  // A sub-agent's unusable report (rule agent.report_unusable), asked for by name.
+  'refused_report',
+  'empty_report',
 ] as const;
 
 export type MisbehaviourKind = (typeof MISBEHAVIOUR_KINDS)[number];
@@ -65,6 +68,9 @@ export const DEEP_ARGUMENTS_LEVELS = 20_000;
 export function deepArguments(argKey: string, query: string, levels: number = DEEP_ARGUMENTS_LEVELS): string {
   return `{${JSON.stringify(argKey)}:${JSON.stringify(query)},"filter":${'{"and":'.repeat(levels)}{}${'}'.repeat(levels)}}`;
 }
+
+/** The `empty_report` misbehaviour's report: not blank (the rollout would ask again), but without a word. */
+export const EMPTY_REPORT = '---';
 
 export type MisbehaviourRates = Partial<Record<MisbehaviourKind, number>>;
 
@@ -100,13 +106,15 @@ export const MISBEHAVIOUR_HELP: Readonly<Record<MisbehaviourKind, string>> = {
   judge_quotes: 'as a judge: the answer quoted, unescaped, in its reasoning (before the verdict) and in its rationale (after it)',
   judge_echo_key: 'as a judge: the key it was sent, written into its rationale',
   deep_arguments: `native: the first tool call's arguments nest objects ${DEEP_ARGUMENTS_LEVELS} levels deep (valid JSON, past any parser's stack if walked recursively)`,
+  refused_report: `as a sub-agent asked for its report: only "I'm sorry, but I can't help with that."`,
+  empty_report: `as a sub-agent asked for its report: a report with nothing in it ("${EMPTY_REPORT}")`,
 };
 
 /**
  * Kinds that `all=RATE` leaves alone: the transport faults make every client time out or fail,
  * and the wire shapes are a server's habits, asked for by name.
  */
-export const EXCLUDED_FROM_ALL: readonly MisbehaviourKind[] = ['stall', 'drop', 'malformed', 'object_arguments', 'numeric_name', 'content_parts', 'string_usage', 'endless', 'wrong_answer', 'judge_unreadable', 'judge_quotes', 'judge_echo_key', 'deep_arguments'];
+export const EXCLUDED_FROM_ALL: readonly MisbehaviourKind[] = ['stall', 'drop', 'malformed', 'object_arguments', 'numeric_name', 'content_parts', 'string_usage', 'endless', 'wrong_answer', 'judge_unreadable', 'judge_quotes', 'judge_echo_key', 'deep_arguments', 'refused_report', 'empty_report'];
 
 export const REFUSAL_TEXT = "I'm sorry, but I can't help with that.";
 
@@ -202,6 +210,8 @@ export function composeTurn(
   if (plan.kind === 'summary') return textTurn(plan.summary, true, []);
   // A sub-agent's report is prose in every dialect, thinking allowed before it (the caller strips it).
   if (plan.kind === 'report') {
+    if (drawn.has('refused_report')) return textTurn(REFUSAL_TEXT, true, ['refused_report']);
+    if (drawn.has('empty_report')) return textTurn(EMPTY_REPORT, true, ['empty_report']);
     const report = plan.report ?? '';
     return native ? { turn: { reasoning: plan.reasoning ?? '', content: report, toolCalls: [] }, honourStop: true, applied: [] } : textTurn(renderThink(plan.reasoning) + report, true, []);
   }

@@ -6,6 +6,7 @@
  * output gets an answer that shows it. How the plan is written down depends on the request's
  * dialect (dialects.ts).
  */
+import { jsonSnippets } from './json-results.js';
 import { callsMade, detectDialect, findTool, messageText, systemText } from './dialects.js';
 import { failureReason, failureSummary, isFailureSummaryRequest } from './summary.js';
 import type { ChatMessage, Conversation, Evidence, Rng, SimDialect, Snippet, TurnPlan } from './types.js';
@@ -87,7 +88,7 @@ export function readConversation(
     // A native `tool` message is a tool result whether or not it carries the tags.
     if (m.role === 'tool' && blocks.length === 0) blocks.push(text);
     // A bare result counts once it shows snippets: a placeholder for a dropped result shows none.
-    if (answersCall && m.role === 'user' && blocks.length === 0 && text.includes('<snippet')) blocks.push(text);
+    if (answersCall && m.role === 'user' && blocks.length === 0 && (text.includes('<snippet') || parseSnippets(text).length > 0)) blocks.push(text);
     toolOutputs += blocks.length;
     for (const block of blocks) {
       for (const s of parseSnippets(block)) {
@@ -154,6 +155,8 @@ function toolOutputBlocks(text: string): string[] {
 export function parseSnippets(block: string): Snippet[] {
   const out: Snippet[] = [];
   let at = block.indexOf('<snippet');
+  // MiroThinker's form: the tool's own JSON, documents and all.
+  if (at === -1) return jsonSnippets(block, splitSnippet);
   while (at !== -1) {
     const tagEnd = block.indexOf('>', at);
     if (tagEnd === -1) break;

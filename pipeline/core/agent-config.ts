@@ -8,6 +8,7 @@
 import type { AgentConfig, DialectName, RunConfig } from '../../schemas/index.js';
 import { TrajforgeError, UserError } from '../errors.js';
 import { loadPrompt, renderPrompt } from '../prompts.js';
+import { LAYOUT_ONLY_PROMPTS, layoutNamed, layoutPrompts, type Layout } from '../dialects/mcp-xml-layouts.js';
 
 const AGENT_NAME = /^[A-Za-z0-9_-]+$/;
 
@@ -35,6 +36,28 @@ export const SUB_AGENT_PROMPTS = { task: 'subtask', finalAnswer: 'browsing-agent
  * fingerprint, so adding or changing one does not stop such a run from resuming.
  */
 export const AGENT_ONLY_PROMPTS: readonly string[] = [SUB_AGENT_PROMPTS.task, SUB_AGENT_PROMPTS.finalAnswer, SUB_AGENT_PROMPTS.browsingObjective, 'main-agent-objective', 'main-agent-summary'];
+
+/** Prompt files only some runs send (agents', a layout's): a run's fingerprint counts them only when it sends them (`sentPrompts`). */
+export const OPTIONAL_PROMPTS: readonly string[] = [...new Set([...AGENT_ONLY_PROMPTS, ...LAYOUT_ONLY_PROMPTS])];
+
+/** The layout of a config's mcp-xml prompts (`dialect_options.layout`); trajforge's for other dialects. */
+export function layoutOf(cfg: Pick<RunConfig, 'dialect' | 'dialect_options'>): Layout {
+  return layoutNamed(cfg.dialect === 'mcp-xml' ? cfg.dialect_options?.layout : undefined);
+}
+
+/**
+ * The optional prompts a run sends: the ones its agents name (objective, task, final answer and
+ * its failed-task note) and its layouts' (the top level's and every agent's).
+ */
+export function sentPrompts(cfg: RunConfig): string[] {
+  const out = new Set<string>(layoutPrompts(layoutOf(cfg).name));
+  for (const a of agentSettings(cfg)?.values() ?? []) {
+    for (const p of layoutPrompts(layoutOf(a.config).name)) out.add(p);
+    for (const p of [a.objectivePrompt, a.finalAnswerPrompt, a.taskPrompt]) if (p !== undefined) out.add(p);
+    if (a.finalAnswerPrompt !== undefined && loadPrompt(a.finalAnswerPrompt).includes('{task_failed}')) out.add(`${a.finalAnswerPrompt}-failed`);
+  }
+  return [...out].sort();
+}
 
 /** How a sub-agent is offered to its callers. */
 export interface AgentTool {
@@ -67,6 +90,8 @@ export interface AgentSettings {
   readonly subAgents: readonly string[];
   /** The deepest it can run at (0 = main), given who calls it. */
   readonly depth: number;
+  /** Its prompt layout (mcp-xml `dialect_options.layout`). */
+  readonly layout: Layout;
 }
 
 /** A problem with the `agents` section: the field and what is wrong with it. */
@@ -96,6 +121,8 @@ function checkPrompt(field: string, name: string, vars: Record<string, string>):
   } catch (err) {
     fail(field, `prompt ${name}: ${(err as Error).message} (it may use ${Object.keys(vars).map((k) => `{${k}}`).join(', ') || 'no placeholder'})`);
   }
+  // `{task_failed}` is filled from the prompt's `-failed` note, which must be there too.
+  if ('task_failed' in vars && text.includes('{task_failed}')) checkPrompt(field, `${name}-failed`, {});
 }
 
 function agentTool(name: string, a: AgentConfig): AgentTool {
@@ -187,12 +214,17 @@ function resolve(cfg: RunConfig, agents: Record<string, AgentConfig>): Map<strin
       context: { ...cfg.context, ...defined(a.context) },
       rollback: { ...cfg.rollback, ...defined(a.rollback) },
       instructions: a.instructions ?? (sub ? undefined : cfg.instructions),
+      validation: sub ? reportPolicy(cfg.validation, a.unusable_report ?? 'tool_error') : cfg.validation,
     };
+    if (!sub && a.unusable_report !== undefined) fail(`${at}.unusable_report`, 'only a sub-agent reports: the main agent has no report to refuse');
     if (sub && a.final_answer === 'when_needed') fail(`${at}.final_answer`, 'a sub-agent always ends with its final-answer prompt: its reply is the report its caller gets');
-    const objectivePrompt = a.objective_prompt ?? (name === 'browsing' ? SUB_AGENT_PROMPTS.browsingObjective : undefined);
+    // A layout's own prompts for main and a sub-agent named browsing, unless the section names others.
+    const layout = layoutOf(config);
+    const own = sub ? (name === 'browsing' ? layout.browsing : undefined) : layout.main;
+    const objectivePrompt = a.objective_prompt ?? own?.objective ?? (name === 'browsing' ? SUB_AGENT_PROMPTS.browsingObjective : undefined);
     if (objectivePrompt !== undefined) checkPrompt(`${at}.objective_prompt`, objectivePrompt, {});
-    const finalAnswerPrompt = a.final_answer_prompt ?? (sub ? SUB_AGENT_PROMPTS.finalAnswer : undefined);
-    if (finalAnswerPrompt !== undefined) checkPrompt(`${at}.final_answer_prompt`, finalAnswerPrompt, { question: 'q', task: 't' });
+    const finalAnswerPrompt = a.final_answer_prompt ?? own?.summary ?? (sub ? SUB_AGENT_PROMPTS.finalAnswer : undefined);
+    if (finalAnswerPrompt !== undefined) checkPrompt(`${at}.final_answer_prompt`, finalAnswerPrompt, { question: 'q', task: 't', task_failed: '' });
     const taskPrompt = sub ? (a.task_prompt ?? SUB_AGENT_PROMPTS.task) : undefined;
     if (!sub && a.task_prompt !== undefined) fail(`${at}.task_prompt`, 'only a sub-agent has a task prompt: the main agent starts from the question');
     if (!sub && a.as_tool !== undefined) fail(`${at}.as_tool`, 'the main agent is no one\'s tool');
@@ -217,9 +249,21 @@ function resolve(cfg: RunConfig, agents: Record<string, AgentConfig>): Map<strin
       asTool,
       subAgents: calls(name),
       depth: depth.get(name)!,
+      layout,
     });
   }
   return out;
+}
+
+/**
+ * A sub-agent's `unusable_report` policy as the severity of `agent.report_unusable` in its own
+ * sessions: `tool_error` makes it an error (the session fails, so its caller is shown a tool
+ * error), `pass` a warning (the report goes through, flagged). A rule turned off stays off.
+ */
+function reportPolicy(validation: RunConfig['validation'], policy: 'tool_error' | 'pass'): RunConfig['validation'] {
+  const rule = 'agent.report_unusable';
+  if (validation.severities[rule] === 'off') return validation;
+  return { ...validation, severities: { ...validation.severities, [rule]: policy === 'pass' ? 'warn' : 'error' } };
 }
 
 /** The fields an override sets, without the ones it leaves undefined (which would erase the top-level value in a spread). */

@@ -13,7 +13,7 @@ import { describeIssues, formatPath, locator, type Position } from './config-hin
 import { TrajforgeError } from '../errors.js';
 import { PACKAGE_ROOT } from '../paths.js';
 import { runSecrets, Scrubber, SECRET_NAME, type Expansion } from './secrets.js';
-import { AGENT_ONLY_PROMPTS, agentDialects, agentSettings } from './agent-config.js';
+import { agentDialects, agentSettings, OPTIONAL_PROMPTS, sentPrompts } from './agent-config.js';
 
 /** Flags of `trajforge generate` that override the config file. */
 export interface ConfigOverrides {
@@ -259,7 +259,7 @@ export function fingerprintFields(cfg: RunConfig, env: NodeJS.ProcessEnv = proce
     executor: { max_result_chars: cfg.executor.max_result_chars, max_snippet_chars: cfg.executor.max_snippet_chars },
     'retry.experience': cfg.retry.experience,
     instructions: cfg.instructions ?? null,
-    prompts: promptHashes(agentDialects(cfg), cfg.agents === undefined ? [] : agentPrompts(cfg)),
+    prompts: promptHashes(agentDialects(cfg), sentPrompts(cfg)),
     // A run without agents records null: resuming it with agents is a change, refused like any other.
     agents: cfg.agents === undefined ? null : { sections: cfg.agents, max_agent_depth: cfg.max_agent_depth },
     // Only when set, so runs made before the field existed keep their fingerprint.
@@ -297,7 +297,7 @@ function serverLaunch(cfg: RunConfig, env: NodeJS.ProcessEnv): Record<string, un
 /**
  * The prompt templates a run of these dialects can send, by a hash of their text: the shared
  * ones and the dialects' own (`<dialect>-*.txt`), not the other dialects'; the agent-only
- * prompts only when the run's agents use them (`agentPrompts`). A template that trajforge adds
+ * prompts and a layout's only when the run sends them (`agentPrompts`: agent-config.ts `sentPrompts`). A template that trajforge adds
  * later is counted from the start, so a shared template is never missed.
  */
 export function promptHashes(dialects: string | readonly string[], agentPrompts: readonly string[] = []): Record<string, string> {
@@ -310,7 +310,7 @@ export function promptHashes(dialects: string | readonly string[], agentPrompts:
     // synthesis's (`synth-*`) to a synthesis run's (pipeline/synthesize/fingerprint.ts): a rollout never sends them.
     if (!file.endsWith('.txt') || others.some((d) => file.startsWith(`${d}-`)) || file.startsWith('judge-') || file.startsWith('synth-')) continue;
     const stem = file.slice(0, -'.txt'.length);
-    if (AGENT_ONLY_PROMPTS.includes(stem) && !agentPrompts.includes(stem)) continue;
+    if (OPTIONAL_PROMPTS.includes(stem) && !agentPrompts.includes(stem)) continue;
     out[file] = createHash('sha256').update(readFileSync(join(dir, file))).digest('hex').slice(0, 16);
   }
   for (const stem of agentPrompts) {
@@ -333,13 +333,6 @@ export function prefixedPromptHashes(prefix: string): Record<string, string> {
     if (file.startsWith(prefix) && file.endsWith('.txt')) out[file] = createHash('sha256').update(readFileSync(join(dir, file))).digest('hex').slice(0, 16);
   }
   return out;
-}
-
-/** The prompts the run's agents name (objective, task, final answer). */
-function agentPrompts(cfg: RunConfig): string[] {
-  const out = new Set<string>();
-  for (const a of agentSettings(cfg)?.values() ?? []) for (const p of [a.objectivePrompt, a.finalAnswerPrompt, a.taskPrompt]) if (p !== undefined) out.add(p);
-  return [...out].sort();
 }
 
 export function fingerprint(fields: Record<string, unknown>): string {

@@ -28,6 +28,7 @@ export const RULES = {
   'limits.turns': { severity: 'error', description: 'more model turns than the turn limit' },
   'limits.tokens': { severity: 'error', description: `interleaved_text has more tokens (${TOKEN_ENCODING}, or the tokenizer given) than the token limit` },
   'gold.judge': { severity: 'error', description: 'an LLM judge graded the answer INCORRECT (NOT_ATTEMPTED or an unreadable grading: warn at most)' },
+  'agent.report_unusable': { severity: 'error', description: 'a sub-agent\'s report is empty (no word in it) or a refusal ("I\'m sorry, but I can\'t help with that."): its caller learns nothing from it' },
   'agent.report_mismatch': { severity: 'error', description: "a sub-agent's answer in interleaved_text is not its final_answer, the report its caller was given" },
   'family.report_mismatch': { severity: 'error', description: "a call to a sub-agent whose tool output is not the dialect's rendering of that sub-agent's report (or, when it failed, not an error)" },
   'family.link': { severity: 'error', description: 'a call to a sub-agent whose session is not in the family or does not point back to the call; or a sub-agent session that no call of its parent started' },

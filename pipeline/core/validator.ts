@@ -11,6 +11,7 @@
  */
 import type { ToolCallRecord, Trajectory, Validation, ValidationIssue } from '../../schemas/index.js';
 import type { Dialect, Segment } from '../dialects/types.js';
+import { isRefusal } from '../refusal.js';
 import { clipLine } from '../text.js';
 import { isSubAgent } from './family-rules.js';
 import { compareGold, DEFAULT_F1_THRESHOLD, goldMessage, type GoldMode } from './gold-match.js';
@@ -103,6 +104,7 @@ export function validateTrajectory(t: Trajectory, opts: ValidateOptions): Valida
   checkTurnLimit(c);
   checkTokenLimit(c);
   checkReport(c);
+  checkReportUsable(c);
   checkGold(c);
   return { passed: !issues.some((i) => i.severity === 'error'), issues };
 }
@@ -255,6 +257,24 @@ function checkReport({ t, answer, report }: Check): void {
   const reportInText = answer === undefined ? '' : squash(answer.answer.replace(/&lt;(\/?answer)/gi, '<$1'));
   if (!isSubAgent(t) || !answer || t.final_answer.trim() === '' || reportInText === squash(t.final_answer)) return;
   report('agent.report_mismatch', `the report in the text and final_answer differ ${wherePart(reportInText, squash(t.final_answer))}`, { offset: answer.offset });
+}
+
+/**
+ * `agent.report_unusable`: a sub-agent's report with no word in it, or a refusal. Its caller
+ * would be shown nothing it can use; the agent's `unusable_report` policy says what the caller
+ * sees instead (agents.ts).
+ */
+function checkReportUsable({ t, report }: Check): void {
+  if (!isSubAgent(t) || t.status === 'failed') return;
+  const why = unusableReport(t.final_answer);
+  if (why !== undefined) report('agent.report_unusable', why);
+}
+
+/** Why a report is unusable (empty, a refusal), or undefined when it is not. */
+export function unusableReport(text: string): string | undefined {
+  if (!/[\p{L}\p{N}]/u.test(text)) return `the report is empty${text.trim() === '' ? '' : ` (${JSON.stringify(clipLine(text.trim(), 40))})`}`;
+  if (isRefusal(text)) return `the report is a refusal: ${JSON.stringify(clipLine(text.trim(), 80))}`;
+  return undefined;
 }
 
 /** `gold.mismatch`. A sub-agent answers a subtask: the question's gold answer is not its to match. */

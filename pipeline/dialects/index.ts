@@ -24,7 +24,7 @@ export function dialectFor(name: DialectName, options: DialectOptions | undefine
       field: 'dialect_options',
     });
   }
-  return mcpXmlDialect({ today: options.today === 'run' ? runDate(runCreatedAt) : options.today, toolResults: options.tool_results });
+  return mcpXmlDialect({ today: options.today === 'run' ? runDate(runCreatedAt) : options.today, toolResults: options.tool_results, layout: options.layout });
 }
 
 /** `YYYY-MM-DD` (UTC) of an ISO timestamp. */

@@ -58,7 +58,10 @@ import { excerpt, NONE, plural, RepairLog } from './repair-log.js';
 import { answerBlock, hasNonSpace, nextOfSameKind, nextWhere } from './tags.js';
 import { escapeTagNamed, escapeToolText as escapeTuluText, renderToolOutput as renderTulu } from './tool-output.js';
 import { parseTrajectory as parseTulu } from './tulu.js';
-import type { Dialect, FinishReason, ParsedCall, ParsedTrajectory, RenderedOutput, Segment, ToolResultView, TurnAction, TurnRepairResult } from './types.js';
+import { layoutNamed } from './mcp-xml-layouts.js';
+import { loadPrompt, renderPrompt } from '../prompts.js';
+import type { ChatMessage } from '../../schemas/index.js';
+import type { Dialect, FinishReason, ParsedCall, ParsedTrajectory, RawToolResult, RenderedOutput, Segment, ToolResultView, TurnAction, TurnRepairResult } from './types.js';
 
 export { extractBoxed } from './mcp-xml-boxes.js';
 export { systemPrompt, toolListing, type McpXmlSettings } from './mcp-xml-prompt.js';
@@ -400,12 +403,23 @@ export const mcpXml: Dialect = {
 
 /**
  * The dialect in MiroThinker's form: the `Today is:` sentence and, with `plain`, tool results
- * as bare user turns in `messages`. Reading and validating are unchanged (the view keeps its tags).
+ * as bare user turns in `messages`; a layout's prompts (mcp-xml-layouts.ts), and with one that
+ * says so (`miroverse-v0.1`), plain results as the tool's own text and failures in
+ * MiroThinker's words. Reading and validating are unchanged (the view keeps its tags).
  */
 export function mcpXmlDialect(settings: McpXmlSettings): Dialect {
+  const layout = layoutNamed(settings.layout);
+  const errorTemplate = layout.toolError;
+  const plain = (text: string, _call: ParsedCall, raw?: RawToolResult): ChatMessage => {
+    if (errorTemplate === undefined || raw === undefined) return { role: 'user', content: plainToolResult(text) };
+    if (raw.error === undefined) return { role: 'user', content: raw.text };
+    return { role: 'user', content: renderPrompt(loadPrompt(errorTemplate), { tool_name: raw.tool, server_name: raw.server, error: raw.error }).trimEnd() };
+  };
   return {
     ...mcpXml,
     systemPrompt: (tools) => systemPrompt(tools, settings),
-    ...(settings.toolResults === 'plain' ? { toolMessage: (text: string) => ({ role: 'user', content: plainToolResult(text) }) } : {}),
+    ...(settings.toolResults === 'plain' ? { toolMessage: plain } : {}),
+    ...(layout.question === undefined ? {} : { questionPrompt: layout.question }),
+    ...(layout.omitted === undefined ? {} : { omittedResultPrompt: layout.omitted }),
   };
 }

@@ -140,8 +140,24 @@ export interface Dialect {
   renderCall?(call: ParsedCall): string;
   /** The assistant message for a repaired turn and its (bound) calls. Default: `{ role: 'assistant', content: text }`. */
   turnMessage?(r: TurnRepairResult, calls: readonly ParsedCall[]): ChatMessage;
-  /** The message that carries a tool output back. Default: a user message. */
-  toolMessage?(text: string, call: ParsedCall): ChatMessage;
+  /**
+   * The message that carries a tool output back. Default: a user message. `raw`: the result as
+   * the tool gave it, for a layout that sends the tool's own text rather than the rendered view.
+   */
+  toolMessage?(text: string, call: ParsedCall, raw?: RawToolResult): ChatMessage;
+  /** Prompt template (`{question}` filled) for the first user message of a session that starts from the question. Default: the question alone. */
+  readonly questionPrompt?: string;
+  /** Prompt template for a tool result a request leaves out (keep-K; `{index}`, `{keep}`). Default `tool-result-omitted`. */
+  readonly omittedResultPrompt?: string;
+}
+
+/** A tool result as the tool gave it: its text (JSON when it returned only structured content), or why it failed. */
+export interface RawToolResult {
+  readonly text: string;
+  readonly error?: string | undefined;
+  /** The server and tool called, as the model named them when no server was reached. */
+  readonly server: string;
+  readonly tool: string;
 }
 
 export interface BoundCall {

@@ -151,7 +151,7 @@ export class Agents {
       finalAnswer: 'always',
       reports: true,
       finalAnswerPrompt: s.finalAnswerPrompt,
-      task: subtask,
+      task: s.layout.summaryRepeatsMessage === true ? question : subtask,
     };
     const { trajectory, descendants } = await runAgentSession(sample, parent.attempt, this.#deps(agent, place, role, ctx), ctx.signal);
     const child = { id, records: [...descendants, trajectory] };

@@ -36,7 +36,11 @@ export class ConversationContext {
    */
   lastKeep: number | undefined;
 
-  constructor(cfg: RunConfig['context'], maxTokens: number, tools: readonly unknown[] | undefined, counter: TokenCounter = O200K) {
+  /** The placeholder's prompt file (a dialect layout's own, else `tool-result-omitted`). */
+  readonly #omittedPrompt: string | undefined;
+
+  constructor(cfg: RunConfig['context'], maxTokens: number, tools: readonly unknown[] | undefined, counter: TokenCounter = O200K, omittedPrompt?: string) {
+    this.#omittedPrompt = omittedPrompt;
     this.keep = cfg.keep_tool_results;
     this.window = cfg.max_context_tokens;
     this.#reserve = maxTokens + cfg.safety_margin_tokens;
@@ -103,7 +107,7 @@ export class ConversationContext {
     const key = `${index}:${keep}`;
     let p = this.#placeholders.get(key);
     if (p === undefined) {
-      const content = omittedResultText(ordinal, keep);
+      const content = omittedResultText(ordinal, keep, this.#omittedPrompt);
       p = { role: original.role, content, ...(original.tool_call_id === undefined ? {} : { tool_call_id: original.tool_call_id }) };
       this.#placeholders.set(key, p);
     }

@@ -19,11 +19,13 @@ import {
   type ToolCallRecord,
   type Trajectory,
 } from '../../schemas/index.js';
-import type { BoundCall, Dialect, ParsedCall, ToolSpec, TurnRepairResult } from '../dialects/types.js';
+import type { BoundCall, Dialect, ParsedCall, RawToolResult, ToolSpec, TurnRepairResult } from '../dialects/types.js';
 import { requestTools as functionSpecs } from '../dialects/native.js';
 import { canonicalJson } from '../canonical.js';
 import { anyRemoved, cleanJson, cleanText, describeRemoved, noneRemoved } from '../text.js';
 import { ConversationContext } from './context.js';
+import { resultText } from './tool-result.js';
+import { REFUSAL } from '../refusal.js';
 import { makeCallId, skippedCall, type CallSite, type ExecResult, type Toolbox } from './executor.js';
 import { LlmError, type Completion, type CompletionRequest } from '../core/llm/llm.js';
 import { loadPrompt, renderPrompt } from '../prompts.js';
@@ -84,7 +86,6 @@ export function sampleSeed(base: number | undefined, sampleId: string, attempt: 
   return createHash('sha256').update(`${base}\u0000${sampleId}\u0000${attempt}`).digest().readUInt32BE(0) & 0x7fffffff;
 }
 
-const REFUSAL = /^\s*(?:I'?m sorry|I am sorry|I apologi[sz]e|I can(?:not|'t|’t) (?:help|assist|answer|comply)|I'?m (?:unable|not able) to)/i;
 const DISCARDED_CHARS = 300;
 
 /** The text after a leading think block: what a refusal check reads. */
@@ -100,6 +101,12 @@ function isEmptyResult(exec: ExecResult): boolean {
   if (exec.error !== undefined) return false;
   const { documents, text } = exec.view;
   return (documents === undefined || documents.length === 0) && (text === undefined || text.trim() === '');
+}
+
+/** A call's result as the tool gave it, for a dialect that sends that rather than the rendered view. */
+function rawToolResult(exec: ExecResult, call: ParsedCall): RawToolResult {
+  const text = typeof exec.result === 'string' ? exec.result : resultText(exec.result);
+  return { text, error: exec.error, server: exec.server ?? call.attributes.server_name ?? '', tool: exec.mcpTool ?? call.toolName };
 }
 
 /** The first user message: the question, or the question with what a failed attempt learned. */
@@ -279,10 +286,13 @@ class Session {
     this.#seed = sampleSeed(deps.config.endpoint.seed, sample.sample_id, attempt);
     this.#specs = deps.tools ?? [];
     this.#requestTools = deps.dialect.requestTools?.(this.#specs);
-    this.#ctx = new ConversationContext(deps.config.context, deps.config.endpoint.max_tokens, this.#requestTools, tokenCounter(deps.config.tokenizer));
+    this.#ctx = new ConversationContext(deps.config.context, deps.config.endpoint.max_tokens, this.#requestTools, tokenCounter(deps.config.tokenizer), deps.dialect.omittedResultPrompt);
+    const first = questionMessage(sample.question.question, experience);
+    // A layout's wrapper (MiroThinker's \boxed{} instruction) goes on the question, never on a sub-agent's task.
+    const prompt = deps.agent?.reports ? undefined : deps.dialect.questionPrompt;
     this.#messages = [
       { role: 'system', content: deps.systemPrompt },
-      { role: 'user', content: questionMessage(sample.question.question, experience) },
+      { role: 'user', content: prompt === undefined ? first : renderPrompt(loadPrompt(prompt), { question: first }).trimEnd() },
     ];
   }
 
@@ -463,7 +473,7 @@ class Session {
       const out = dialect.renderToolOutput(exec.view);
       this.#toolCalls.push(toolCallRecord(callIds[i]!, this.#turn, call, exec, out));
       this.#ctx.addResult(this.#messages.length);
-      this.#messages.push(dialect.toolMessage?.(out.text, call) ?? { role: 'user', content: out.text });
+      this.#messages.push(dialect.toolMessage?.(out.text, call, rawToolResult(exec, call)) ?? { role: 'user', content: out.text });
       this.#pieces.push((i === 0 ? prefix : '') + callTexts[i]!, out.text);
     }
     return true;
@@ -500,7 +510,13 @@ class Session {
   #finalAnswerAsk(): ChatMessage {
     const { dialect, agent } = this.#deps;
     const question = this.#sample.question.question;
-    const text = renderPrompt(loadPrompt(agent?.finalAnswerPrompt ?? dialect.finalAnswerPrompt ?? 'force-answer'), { question, task: agent?.task ?? question });
+    const name = agent?.finalAnswerPrompt ?? dialect.finalAnswerPrompt ?? 'force-answer';
+    // `{task_failed}` (MiroThinker's summaries): the prompt's `-failed` note when the loop ran out of turns, budget or room.
+    const { budgets } = this.#deps.config;
+    const failed = this.#concluded === undefined && (this.#turn >= budgets.max_turns || this.#overBudget() || this.#guardTurn !== undefined);
+    const template = loadPrompt(name);
+    const taskFailed = template.includes('{task_failed}') && failed ? loadPrompt(`${name}-failed`) : '';
+    const text = renderPrompt(template, { question, task: agent?.task ?? question, task_failed: taskFailed });
     // An agent's own prompt goes as MiroThinker sends it, without the file's last newline (the dialects' prompts go as they always have).
     return { role: 'user', content: agent?.finalAnswerPrompt === undefined ? text : text.trimEnd() };
   }

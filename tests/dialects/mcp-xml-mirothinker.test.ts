@@ -169,7 +169,7 @@ describe('config: dialect_options', () => {
     [{ today: 'today' }, 'dialect_options.today', /expected a date YYYY-MM-DD or 'run'/],
     [{ today: 20250608 }, 'dialect_options.today', /expected a date YYYY-MM-DD or 'run'/],
     [{ tool_results: 'bare' }, 'dialect_options.tool_results', /tagged|plain/],
-    [{ date: 'run' }, 'dialect_options.date', /unknown key \(expected one of: today, tool_results\)/],
+    [{ date: 'run' }, 'dialect_options.date', /unknown key \(expected one of: today, tool_results, layout\)/],
   ])('%j is refused naming the file and field', (options, field, message) => {
     const err = errorOf({ ...base, dialect_options: options });
     expect(err.code).toBe('BAD_CONFIG');

@@ -491,9 +491,9 @@ describe('misbehaviours at rate 1', () => {
     });
   });
 
-  it('all=RATE sets every kind except the transport faults (stall, drop, malformed), the wire shapes, wrong answers, the judge\'s faults and the hostile shapes', () => {
+  it('all=RATE sets every kind except the transport faults (stall, drop, malformed), the wire shapes, wrong answers, the judge\'s faults, the hostile shapes and unusable reports', () => {
     const rates = parseMisbehave(['all=0.5', 'refusal=0']);
-    const left = ['stall', 'drop', 'malformed', 'object_arguments', 'numeric_name', 'content_parts', 'string_usage', 'endless', 'wrong_answer', 'judge_unreadable', 'judge_quotes', 'judge_echo_key', 'deep_arguments'];
+    const left = ['stall', 'drop', 'malformed', 'object_arguments', 'numeric_name', 'content_parts', 'string_usage', 'endless', 'wrong_answer', 'judge_unreadable', 'judge_quotes', 'judge_echo_key', 'deep_arguments', 'refused_report', 'empty_report'];
     for (const kind of MISBEHAVIOUR_KINDS) {
       const expected = left.includes(kind) ? undefined : kind === 'refusal' ? 0 : 0.5;
       expect(rates[kind], kind).toBe(expected);
@@ -615,7 +615,7 @@ describe('the CLI', () => {
     const help = spawnSync(process.execPath, [entry, '--help'], { encoding: 'utf8' });
     expect(help.status).toBe(0);
     for (const kind of MISBEHAVIOUR_KINDS) expect(help.stdout).toMatch(new RegExp(`^  ${kind} +\\S`, 'm'));
-    expect(help.stdout).toMatch(/all=RATE sets every kind except the transport faults\s+stall, drop, malformed and the wire shapes object_arguments, numeric_name, content_parts, string_usage, endless;\s+and wrong_answer, judge_unreadable, judge_quotes, judge_echo_key \(wrong answers, the judge's faults\);\s+and deep_arguments \(hostile shapes\)/);
+    expect(help.stdout).toMatch(/all=RATE sets every kind except the transport faults\s+stall, drop, malformed and the wire shapes object_arguments, numeric_name, content_parts, string_usage, endless;\s+and wrong_answer, judge_unreadable, judge_quotes, judge_echo_key \(wrong answers, the judge's faults\);\s+and deep_arguments \(hostile shapes\);\s+and refused_report, empty_report \(a sub-agent's unusable report\)/);
     const bad = spawnSync(process.execPath, [entry, '--misbehave', 'sulk=1'], { encoding: 'utf8' });
     expect(bad.status).not.toBe(0);
     expect(bad.stderr).toContain('unknown misbehaviour');
