@@ -29,7 +29,7 @@ import type { MaskStrategy, TokensRow } from './token-rows.js';
 import { TokenExport } from './token-export.js';
 import type { TokenJobResult } from './token-pool.js';
 import type { TokenLimits } from '../core/tokens/limits.js';
-import { trainingView, UnexportableRow, type ToolRole, type ViewMode } from './training-view.js';
+import { UnexportableRow, type ToolRole, type ReasoningNote, type UnsentReasoning, type UntrainedTurns, type ViewMode } from './training-view.js';
 import { ForeignCheck } from './foreign.js';
 import { anyRemoved, cleanJson, noneRemoved } from '../text.js';
 import { childIdsOf, inFamily } from './families.js';
@@ -42,7 +42,7 @@ export const EXPORT_FORMATS: readonly ExportFormat[] = ['messages', 'sharegpt', 
 /** Formats that keep a session's links inside the row, in their own standard's place. */
 const LINKED_INSIDE: ReadonlySet<ExportFormat> = new Set(['adp', 'atif']);
 
-export type ExportRow = (MessagesRow | ShareGptRow | TextRow | TokensRow | AdpRow | AtifRow) & { metadata?: FamilyMetadata };
+export type ExportRow = (MessagesRow | ShareGptRow | TextRow | TokensRow | AdpRow | AtifRow) & { metadata?: FamilyMetadata & { reasoning?: ReasoningNote } };
 
 /** A session's place in its family, as an exported row carries it. */
 export interface FamilyMetadata {
@@ -82,7 +82,12 @@ export interface ExportOptions {
   /** A Jinja file to use instead of the tokenizer's own chat template. */
   readonly chatTemplate?: string | undefined;
   readonly view?: ViewMode | undefined;
+  /** Tool results in this role; default: the role they were sent in. */
   readonly toolRole?: ToolRole | undefined;
+  /** Reasoning the endpoint was not sent back: left out (default, as sent) or kept. */
+  readonly unsentReasoning?: UnsentReasoning | undefined;
+  /** `messages`: untrained (nudged) turns left out (default) or kept. */
+  readonly untrained?: UntrainedTurns | undefined;
   /** sharegpt: calls as LLaMA-Factory's function_call JSON (default) or as written. */
   readonly sharegptCalls?: ShareGptCalls | undefined;
   readonly strategy?: MaskStrategy | undefined;
@@ -132,7 +137,7 @@ export class Exporter {
       this.#tokens = new TokenExport({
         tokenizerPath: opts.tokenizerPath,
         chatTemplate: opts.chatTemplate,
-        view: { view: opts.view, toolRole: opts.toolRole },
+        view: { view: opts.view, toolRole: opts.toolRole, unsentReasoning: opts.unsentReasoning },
         tokens: { strategy: opts.strategy, emptyThink: opts.emptyThink },
         limits: opts.tokenLimits ?? {},
       });
@@ -149,7 +154,7 @@ export class Exporter {
     const metadata = LINKED_INSIDE.has(this.#opts.format) ? undefined : familyMetadata(t);
     if (this.#tokens !== undefined) return this.#tokens.build(t, metadata);
     const rows = this.#build(t);
-    if (metadata !== undefined) for (const r of rows) r.metadata = metadata;
+    if (metadata !== undefined) for (const r of rows) r.metadata = { ...r.metadata, ...metadata };
     return rows;
   }
 
@@ -159,7 +164,7 @@ export class Exporter {
   }
 
   #build(t: Trajectory): ExportRow[] {
-    const choice = { view: this.#opts.view, toolRole: this.#opts.toolRole };
+    const choice = { view: this.#opts.view, toolRole: this.#opts.toolRole, unsentReasoning: this.#opts.unsentReasoning, untrained: this.#opts.untrained };
     switch (this.#opts.format) {
       case 'messages':
         return [toMessages(t, this.#count, choice)];

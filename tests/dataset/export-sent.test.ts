@@ -1,0 +1,99 @@
+/**
+ * The acceptance of #25 item 1: what is exported is what the endpoint was sent. Runs in the
+ * three dialects and with data/configs/miroverse.yaml go through a logging proxy (tests/proxy.ts);
+ * every accepted row exported with the defaults (`trajforge export --format messages`) equals,
+ * message by message, the last request sent for its session plus the reply that ended it — for
+ * the main agent with `final_answer: always`, the summary exchange included.
+ */
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readJsonl, runCli, tempDir } from '../helpers.js';
+import { dialectSentRun, lastRequest, miroverseSentRun, said, type Said, type SentRun } from './sent-runs.js';
+
+const runs: SentRun[] = [];
+beforeAll(async () => {
+  // One after another: a 2-core machine.
+  for (const d of ['tulu', 'mcp-xml', 'native'] as const) runs.push(await dialectSentRun(d, 10));
+  runs.push(await miroverseSentRun(Number(process.env.MV_LIMIT ?? 12)));
+}, 600_000);
+afterAll(() => undefined);
+
+async function exported(run: SentRun, args: string[] = []): Promise<Map<string, any>> {
+  const out = join(tempDir('tf-sent-out-'), 'rows.jsonl');
+  const r = await runCli(['export', run.dir, '--format', 'messages', '--out', out, ...args]);
+  expect(r.code, r.stderr).toBe(0);
+  return new Map(readJsonl(out).map((row) => [row.id as string, row]));
+}
+
+/** What the model was sent, then what it replied: the row the export must equal. */
+function sentThenReplied(run: SentRun, id: string): Said[] | undefined {
+  const t = run.ok.find((x) => x.id === id)!;
+  const x = lastRequest(t, run.exchanges);
+  if (x === undefined || x.reply === undefined) return undefined;
+  return [...(x.body.messages ?? []).map(said), said(x.reply)];
+}
+
+/** The reply as the record keeps it: a repaired turn (a closed call, a cut at the stop string) is not the raw reply. */
+function repairedAtEnd(run: SentRun, id: string): boolean {
+  const t = run.ok.find((x) => x.id === id)!;
+  return t.repairs.some((r) => r.turn === t.turns - 1 && r.kind !== 'forced_answer');
+}
+
+describe('exported = sent (#25 item 1)', () => {
+  it('the runs have what the check needs: accepted rows of every run, nudges, parallel calls, summaries', () => {
+    for (const run of runs) expect(run.ok.length, run.name).toBeGreaterThanOrEqual(4);
+    expect(runs.some((r) => r.ok.some((t) => t.repairs.some((x) => x.kind === 'no_action')))).toBe(true);
+    const native = runs.find((r) => r.name === 'native')!;
+    expect(native.ok.some((t) => t.messages.some((m) => (m.tool_calls?.length ?? 0) > 1))).toBe(true);
+  });
+
+  for (const name of ['tulu', 'mcp-xml', 'native', 'miroverse'] as const) {
+    it(`${name}: every accepted row whose turns are all trained equals the last request plus the final reply`, async () => {
+      const run = runs.find((r) => r.name === name)!;
+      const rows = await exported(run);
+      let compared = 0;
+      for (const t of run.ok) {
+        if (t.repairs.some((r) => r.kind === 'no_action')) continue;
+        const want = sentThenReplied(run, t.id);
+        expect(want, `${t.id}: no request sent`).toBeDefined();
+        const got = (rows.get(t.id)?.messages as any[]).map(said);
+        expect(got.length, t.id).toBe(want!.length);
+        expect(got.slice(0, -1), t.id).toEqual(want!.slice(0, -1));
+        if (!repairedAtEnd(run, t.id)) expect(got.at(-1), t.id).toEqual(want!.at(-1));
+        else expect(got.at(-1)!.role).toBe('assistant');
+        compared++;
+      }
+      expect(compared, name).toBeGreaterThanOrEqual(3);
+    });
+  }
+
+  it('with --untrained keep, rows with nudged turns equal what was sent too', async () => {
+    let compared = 0;
+    for (const run of runs) {
+      const rows = await exported(run, ['--untrained', 'keep']);
+      for (const t of run.ok.filter((x) => x.repairs.some((r) => r.kind === 'no_action'))) {
+        const want = sentThenReplied(run, t.id)!;
+        const got = (rows.get(t.id)?.messages as any[]).map(said);
+        expect(got.slice(0, -1), t.id).toEqual(want.slice(0, -1));
+        compared++;
+      }
+    }
+    expect(compared).toBeGreaterThanOrEqual(2);
+  });
+
+  it('miroverse: a main session sent the summary prompt keeps the summary exchange in record and export', async () => {
+    const run = runs.find((r) => r.name === 'miroverse')!;
+    let withSummary = 0;
+    // Failed sessions too: a record is what happened, whatever became of it.
+    for (const t of [...run.ok, ...run.failed].filter((x) => x.agent === 'main' && x.reason !== 'parent_failed')) {
+      const x = lastRequest(t, run.exchanges)!;
+      const lastSent = x.body.messages!.at(-1)!;
+      // The summary prompt is the last user turn of the last request.
+      expect(lastSent.role, t.id).toBe('user');
+      expect(t.messages.at(-2)!.content, t.id).toBe(lastSent.content);
+      expect(said(t.messages.at(-1)!).content, t.id).toBe(said(x.reply!).content);
+      withSummary++;
+    }
+    expect(withSummary).toBeGreaterThanOrEqual(4);
+  });
+});
