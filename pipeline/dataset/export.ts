@@ -101,10 +101,25 @@ export interface ExportOptions {
   readonly tokenLimits?: Partial<TokenLimits> | undefined;
 }
 
+/**
+ * What became of every row read. They add up: `in` = `exported` + `droppedWhole` + `empty` +
+ * `skippedFailed` + `superseded` + `unselected` + `unexportable` (`exportedCountsAddUp`); and
+ * `written` = the rows those `exported` ones gave, a split row giving `splitInto` / `split` on average.
+ */
 export interface ExportCounts {
   /** Rows read (bad rows not included). */
   in: number;
+  /** Rows read that gave at least one row written. */
+  exported: number;
+  /** Rows written (a split row gives several). */
   written: number;
+  /** Rows built as several (tokens: split where the template drops content), and how many rows they made. */
+  split: number;
+  splitInto: number;
+  /** Rows whose every part was over `--max-tokens`. */
+  droppedWhole: number;
+  /** Rows that gave no row at all (tokens: nothing to train on). */
+  empty: number;
   droppedOverMax: number;
   skippedFailed: number;
   /** Earlier attempts of a run directory's ids, left out (with `--all`). */
@@ -204,7 +219,7 @@ export async function exportRows(
   select?: (row: DatasetRow) => boolean,
 ): Promise<ExportCounts> {
   const foreign = new ForeignCheck({ counter: opts.counter });
-  const counts: ExportCounts = { in: 0, written: 0, droppedOverMax: 0, skippedFailed: 0, superseded: 0, unselected: 0, unexportable: 0, cleaned: 0 };
+  const counts: ExportCounts = { in: 0, exported: 0, written: 0, split: 0, splitInto: 0, droppedWhole: 0, empty: 0, droppedOverMax: 0, skippedFailed: 0, superseded: 0, unselected: 0, unexportable: 0, cleaned: 0 };
   const inFlight: InFlight[] = [];
   // The error of the row that stopped the export, told apart from one of the reader.
   let stopped: unknown;
@@ -296,15 +311,29 @@ async function writeBuilt(entry: InFlight, out: JsonlWriter, opts: ExportOptions
     return;
   }
   const lines = Array.isArray(built) ? built.map((r) => ({ line: undefined, row: r, tokens: rowTokens(r) })) : built.lines.map((line, i) => ({ line, row: undefined, tokens: built.tokens[i]! }));
+  if (lines.length > 1) {
+    counts.split++;
+    counts.splitInto += lines.length;
+  }
+  let written = 0;
   for (const { line, row: r, tokens } of lines) {
     if (opts.maxTokens !== undefined && tokens > opts.maxTokens) {
       counts.droppedOverMax++;
       continue;
     }
     const p = line === undefined ? out.write(r) : out.writeLine(line);
-    counts.written++;
+    written++;
     if (p) await p;
   }
+  counts.written += written;
+  if (written > 0) counts.exported++;
+  else if (lines.length === 0) counts.empty++;
+  else counts.droppedWhole++;
+}
+
+/** Whether every row read is accounted for once (see `ExportCounts`). */
+export function exportedCountsAddUp(c: ExportCounts): boolean {
+  return c.in === c.exported + c.droppedWhole + c.empty + c.skippedFailed + c.superseded + c.unselected + c.unexportable;
 }
 
 /** The line the command prints to stderr. */
@@ -313,6 +342,11 @@ export function formatExportCounts(c: ExportCounts, report: ReadReport, opts: Ex
   const tok = (opts.counter ?? O200K).name;
   parts.push(opts.maxTokens === undefined ? `0 dropped over max tokens` : `${c.droppedOverMax} dropped over ${opts.maxTokens} tokens (${tok})`);
   parts.push(opts.all ? '0 failed skipped (--all)' : `${c.skippedFailed} failed skipped`);
+  // Rows in = rows exported + every reason a row was not; written = what the exported ones gave.
+  parts.push(`${c.exported} exported`);
+  if (c.split) parts.push(`${c.split} split into ${c.splitInto} rows`);
+  if (c.droppedWhole) parts.push(`${c.droppedWhole} dropped whole over max tokens`);
+  if (c.empty) parts.push(`${c.empty} with nothing to train on`);
   if (c.superseded) parts.push(`${c.superseded} earlier attempts superseded`);
   if (c.unselected) parts.push(`${c.unselected} not selected`);
   if (c.unexportable) parts.push(`${c.unexportable} not exportable as ${opts.format}`);

