@@ -10,7 +10,7 @@ import { TOKEN_ENCODINGS } from '../core/tokens/count.js';
 import type { TokenLimits } from '../core/tokens/limits.js';
 import { readDataset, type DatasetRow } from '../dataset/readers.js';
 import { compileExpressions, datasetTokenCounter, parseDatasetArgs, readOptions } from './common.js';
-import { exportDpo, formatDpoCounts } from '../dataset/export-dpo.js';
+import { DPO_TURNS, exportDpo, formatDpoCounts } from '../dataset/export-dpo.js';
 import { Outputs } from './output.js';
 
 const HELP = `Usage: trajforge export <file|run|-> --format messages|sharegpt|text|tokens|adp|atif|dpo --out F [options]
@@ -72,6 +72,10 @@ other systems (DR Tulu, chat) are validated first: one that breaks a rule is a f
                       main or a sub-agent's name (repeatable). Every session is a row of its own,
                       its links in metadata (agent, parent_id, parent_call, depth, family_id, child_ids)
   --max-pairs N       dpo: pairs per question at most (default 1; all: every combination)
+  --dpo-turn T        dpo: what chosen and rejected hold, model-written turns only: diverge
+                      (default): the first assistant turn where the two rollouts differ, after
+                      the conversation they share; final: each one's final answer turn, after
+                      the chosen rollout's conversation
   --all               include failed trajectories too (a run directory: the latest attempt of each id)
   --format-in F       input row format: auto (default), trajforge, drtulu, chat
   --on-bad-row M      error (default) or skip: count unreadable or unexportable rows and go on
@@ -131,6 +135,7 @@ export async function run(argv: string[]): Promise<number> {
       drop: { type: 'string', multiple: true },
       agent: { type: 'string', multiple: true },
       'max-pairs': { type: 'string' },
+      'dpo-turn': { type: 'string' },
       threads: { type: 'string' },
       'row-timeout-ms': { type: 'string' },
       'render-max-chars': { type: 'string' },
@@ -156,6 +161,7 @@ export async function run(argv: string[]): Promise<number> {
     if (values.agent?.length) throw new TrajforgeError('BAD_USAGE', '--agent is not for --format dpo (pairs are of main sessions; use --keep)', { field: 'agent' });
     return runDpo(input, outputs, values, selected, parquet);
   }
+  if (values['dpo-turn'] !== undefined) throw new TrajforgeError('BAD_USAGE', '--dpo-turn is for --format dpo', { field: 'dpo-turn' });
   if (values['max-pairs'] !== undefined) throw new TrajforgeError('BAD_USAGE', '--max-pairs is for --format dpo', { field: 'max-pairs' });
   // Checked (and loaded) before anything is read or written.
   const counter = datasetTokenCounter(input, values.tokenizer);
@@ -217,6 +223,7 @@ async function runDpo(input: string, outputs: Outputs<'out'>, values: Record<str
     view: oneOf('view', values.view as string | undefined, VIEW_MODES),
     toolRole: oneOf('tool-role', values['tool-role'] as string | undefined, TOOL_ROLES),
     maxPairs,
+    turn: oneOf('dpo-turn', values['dpo-turn'] as string | undefined, DPO_TURNS),
     onBadRow: values['on-bad-row'] === 'skip' ? ('skip' as const) : ('error' as const),
   };
   const { rows, report } = readDataset(input, read);
