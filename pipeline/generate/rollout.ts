@@ -537,7 +537,8 @@ class Session {
       record();
       this.#turn++;
     }
-    if (unanswered !== undefined && this.#outcome.answerText === undefined) this.#keepUnanswered(ask, unanswered.c, unanswered.r, what);
+    // The summary asked after the loop concluded (final_answer: always) is part of the accepted trace: kept as sent.
+    if (unanswered !== undefined && this.#outcome.answerText === undefined && this.#concluded !== undefined && what === 'answer') this.#keepUnanswered(ask, unanswered.c, unanswered.r, what);
     return true;
   }
 
