@@ -46,6 +46,12 @@ export const ToolCallRecord = z.object({
   timestamp: z.string(),
   /** A call to a sub-agent: the id of the session it started, whose report is this call's output. */
   child_id: z.string().optional(),
+  /**
+   * The index in the trajectory's `messages` of the turn that carried this result to the model
+   * (a `tool` turn, a user turn holding `output_text`, or MiroThinker's plain user turn): how an
+   * export finds tool results without reading tags.
+   */
+  message_index: z.number().int().nonnegative().optional(),
 });
 export type ToolCallRecord = z.infer<typeof ToolCallRecord>;
 
@@ -65,6 +71,7 @@ export const RepairKind = z.enum([
   'corrected_name', // a server or tool name the model misspelled, matched to the one tool it can mean
   'context_guard', // the next request would overflow the context window: the loop stopped for the answer
   'control_chars', // NUL bytes, lone surrogates or other control characters removed from model or tool text
+  'unanswered_ask', // the final-answer (summary) prompt was answered without an answer: the exchange is kept as sent, the loop's answer stands
 ]);
 export type RepairKind = z.infer<typeof RepairKind>;
 
@@ -340,6 +347,12 @@ export const Trajectory = z.object({
       last_request_keep: z.number().int().nonnegative().optional(),
     })
     .optional(),
+  /**
+   * How the last request sent earlier assistant turns' reasoning back (`endpoint.send_reasoning`
+   * as it resolved): in the field named, or `none` (native turns then went without it; tulu and
+   * mcp-xml turns kept their `<think>` in the content). The export shows reasoning as sent.
+   */
+  reasoning_sent: z.enum(['none', 'reasoning', 'reasoning_content']).optional(),
   /** The tools offered (name, description, parameter schema) as OpenAI function specs: native sent these in every request's `tools`; tulu and mcp-xml listed them in the system prompt. */
   tools: z.array(z.unknown()).optional(),
   /** Set on an attempt seeded by the failure of the previous one (failure-experience retry). */

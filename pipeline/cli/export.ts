@@ -3,14 +3,14 @@ import { TrajforgeError } from '../errors.js';
 import { EXPORT_FORMATS, Exporter, exportRows, formatExportCounts, type ExportFormat, type ExportOptions } from '../dataset/export.js';
 import { latestFilter, latestIndexFor } from '../dataset/latest.js';
 import { MASK_STRATEGIES } from '../dataset/token-rows.js';
-import { TOOL_ROLES, VIEW_MODES } from '../dataset/training-view.js';
+import { TOOL_ROLES, UNSENT_REASONING, UNTRAINED_TURNS, VIEW_MODES } from '../dataset/training-view.js';
 import { SHAREGPT_CALLS } from '../dataset/formats/sharegpt.js';
 import { exportViaParquet, planParquet, type ParquetPlan } from '../dataset/formats/parquet-export.js';
 import { TOKEN_ENCODINGS } from '../core/tokens/count.js';
 import type { TokenLimits } from '../core/tokens/limits.js';
 import { readDataset, type DatasetRow } from '../dataset/readers.js';
 import { compileExpressions, datasetTokenCounter, parseDatasetArgs, readOptions } from './common.js';
-import { exportDpo, formatDpoCounts } from '../dataset/export-dpo.js';
+import { DPO_TURNS, exportDpo, formatDpoCounts } from '../dataset/export-dpo.js';
 import { Outputs } from './output.js';
 
 const HELP = `Usage: trajforge export <file|run|-> --format messages|sharegpt|text|tokens|adp|atif|dpo --out F [options]
@@ -40,8 +40,14 @@ other systems (DR Tulu, chat) are validated first: one that breaks a rule is a f
   --license ID        Parquet: the card's license (default other)
   --view V            sent (default): the conversation as the last request showed it (keep-K
                       placeholders); full: every tool result in full
-  --tool-role R       tool (default): tool outputs as tool turns (native: with call ids);
-                      user: as user turns, MiroVerse-style
+  --tool-role R       tool outputs in the role they were sent in by default (native: tool
+                      turns with call ids; tulu, mcp-xml: user turns); tool or user converts
+  --unsent-reasoning M
+                      reasoning of earlier turns the endpoint was not sent back (native with
+                      endpoint.send_reasoning none): drop (default, as sent) or keep; a row
+                      says which in metadata.reasoning
+  --untrained M       messages: drop (default) the turns not to train on (nudged) with their
+                      nudge, as TRL trains every assistant turn; keep: keep them, train: false
   --sharegpt-calls C  sharegpt: json (default): calls as function_call JSON; text: an XML
                       dialect's calls as written, in gpt entries, with no tools column
   --tokenizer T       ${TOKEN_ENCODINGS.join(', ')}, or the path of the trainee's Hugging Face tokenizer
@@ -66,6 +72,10 @@ other systems (DR Tulu, chat) are validated first: one that breaks a rule is a f
                       main or a sub-agent's name (repeatable). Every session is a row of its own,
                       its links in metadata (agent, parent_id, parent_call, depth, family_id, child_ids)
   --max-pairs N       dpo: pairs per question at most (default 1; all: every combination)
+  --dpo-turn T        dpo: what chosen and rejected hold, model-written turns only: diverge
+                      (default): the first assistant turn where the two rollouts differ, after
+                      the conversation they share; final: each one's final answer turn, after
+                      the chosen rollout's conversation
   --all               include failed trajectories too (a run directory: the latest attempt of each id)
   --input-format F    input row format: auto (default), trajforge, drtulu, chat (was --format-in)
   --on-bad-row M      error (default) or skip: count unreadable or unexportable rows and go on
@@ -111,6 +121,8 @@ export async function run(argv: string[]): Promise<number> {
       'chat-template': { type: 'string' },
       view: { type: 'string' },
       'tool-role': { type: 'string' },
+      'unsent-reasoning': { type: 'string' },
+      untrained: { type: 'string' },
       'sharegpt-calls': { type: 'string' },
       card: { type: 'string' },
       license: { type: 'string' },
@@ -122,6 +134,7 @@ export async function run(argv: string[]): Promise<number> {
       drop: { type: 'string', multiple: true },
       agent: { type: 'string', multiple: true },
       'max-pairs': { type: 'string' },
+      'dpo-turn': { type: 'string' },
       threads: { type: 'string' },
       'row-timeout-ms': { type: 'string' },
       'render-max-chars': { type: 'string' },
@@ -147,11 +160,13 @@ export async function run(argv: string[]): Promise<number> {
     if (values.agent?.length) throw new TrajforgeError('BAD_USAGE', '--agent is not for --format dpo (pairs are of main sessions; use --keep)', { field: 'agent' });
     return runDpo(input, outputs, values, selected, parquet);
   }
+  if (values['dpo-turn'] !== undefined) throw new TrajforgeError('BAD_USAGE', '--dpo-turn is for --format dpo', { field: 'dpo-turn' });
   if (values['max-pairs'] !== undefined) throw new TrajforgeError('BAD_USAGE', '--max-pairs is for --format dpo', { field: 'max-pairs' });
   // Checked (and loaded) before anything is read or written.
   const counter = datasetTokenCounter(input, values.tokenizer);
   // A Hugging Face tokenizer (not a named encoding) is what `tokens` renders and tokenises with.
   const tokenizerPath = (TOKEN_ENCODINGS as readonly string[]).includes(counter.name) ? undefined : counter.name;
+  if (values.untrained !== undefined && format !== 'messages') throw new TrajforgeError('BAD_USAGE', '--untrained is for --format messages (the other formats leave untrained turns out, or mask them)', { field: 'untrained' });
   if (values['sharegpt-calls'] !== undefined && format !== 'sharegpt') throw new TrajforgeError('BAD_USAGE', '--sharegpt-calls is for --format sharegpt', { field: 'sharegpt-calls' });
   if (values['max-tokens'] !== undefined && (format === 'adp' || format === 'atif')) throw new TrajforgeError('BAD_USAGE', `--max-tokens is not for --format ${format} (its rows hold no token counts)`, { field: 'max-tokens' });
   if (format !== 'tokens') {
@@ -168,6 +183,8 @@ export async function run(argv: string[]): Promise<number> {
     chatTemplate: values['chat-template'],
     view: oneOf('view', values.view, VIEW_MODES),
     toolRole: oneOf('tool-role', values['tool-role'], TOOL_ROLES),
+    unsentReasoning: oneOf('unsent-reasoning', values['unsent-reasoning'], UNSENT_REASONING),
+    untrained: oneOf('untrained', values.untrained, UNTRAINED_TURNS),
     sharegptCalls: oneOf('sharegpt-calls', values['sharegpt-calls'], SHAREGPT_CALLS),
     strategy: oneOf('mask', values.mask, MASK_STRATEGIES),
     emptyThink: values['empty-think'] === true,
@@ -194,7 +211,7 @@ export async function run(argv: string[]): Promise<number> {
  * `--format dpo`: pairs from a run's accepted and failed rows (the rejected ones are failures).
  */
 async function runDpo(input: string, outputs: Outputs<'out'>, values: Record<string, unknown>, selected: ((row: DatasetRow) => boolean) | undefined, parquet: ParquetPlan | undefined): Promise<number> {
-  for (const flag of ['mask', 'empty-think', 'chat-template', 'max-tokens', 'all', 'tokenizer', 'sharegpt-calls', ...TOKEN_LIMIT_FLAGS] as const) {
+  for (const flag of ['mask', 'empty-think', 'chat-template', 'max-tokens', 'all', 'tokenizer', 'sharegpt-calls', 'untrained', ...TOKEN_LIMIT_FLAGS] as const) {
     if (values[flag] !== undefined) throw new TrajforgeError('BAD_USAGE', `--${flag} is not for --format dpo${flag === 'all' ? ' (it always reads failed rows: the rejected ones are there)' : ''}`, { field: flag });
   }
   const raw = values['max-pairs'] as string | undefined;
@@ -205,6 +222,7 @@ async function runDpo(input: string, outputs: Outputs<'out'>, values: Record<str
     view: oneOf('view', values.view as string | undefined, VIEW_MODES),
     toolRole: oneOf('tool-role', values['tool-role'] as string | undefined, TOOL_ROLES),
     maxPairs,
+    turn: oneOf('dpo-turn', values['dpo-turn'] as string | undefined, DPO_TURNS),
     onBadRow: values['on-bad-row'] === 'skip' ? ('skip' as const) : ('error' as const),
   };
   const { rows, report } = readDataset(input, read);

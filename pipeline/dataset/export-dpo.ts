@@ -2,16 +2,19 @@
  * `trajforge export --format dpo`: preference pairs for TRL's DPOTrainer, in its
  * conversational preference shape:
  *
- *   {"prompt":   [system?, user: the question],          the view up to the first model turn
- *    "chosen":   [assistant, tool, assistant, …],         a judged-correct rollout's continuation
- *    "rejected": [assistant, tool, assistant, …],         a judged-incorrect one's
- *    "id": question id, "chosen_id": "q#1", "rejected_id": "q#0", "tools"?: […]}
+ *   {"prompt":   [system?, user: the question, …],     the conversation both rollouts share
+ *    "chosen":   [assistant],                          the turn a judged-correct rollout wrote next
+ *    "rejected": [assistant],                          the turn a judged-incorrect one wrote
+ *    "completion": "diverge" | "final", "id": question id, "chosen_id": "q#1", "rejected_id": "q#0", "tools"?: […]}
  *
- * TRL renders `prompt` with the generation prompt (its last message is the user's) and
- * `prompt + chosen` / `prompt + rejected` as whole conversations, keeping what follows the
- * prompt; extra columns are passed over. The messages are the training view (training-view.ts:
- * `--view`, `--tool-role`), so they are what the model saw, without the `train` flags (DPO
- * scores the whole continuation).
+ * DPO puts every completion token in the loss, so a completion holds only model-written text:
+ * with `--dpo-turn diverge` (default) the first assistant turn where the two rollouts differ,
+ * after the conversation they share (tool results included); with `final` each one's final
+ * answer turn, after the chosen rollout's conversation (`DpoTurn`). A pair whose rollouts first
+ * differ in a tool result has no such turn and is left out, counted. TRL renders `prompt` with
+ * the generation prompt and keeps what `prompt + chosen` adds; extra columns are passed over.
+ * The messages are the training view (training-view.ts: `--view`, `--tool-role`) without the
+ * `train` flags.
  *
  * Candidates, per question id, from the latest state of each sample id, as `merge` and `stats`
  * read a run: accepted beats failed, then the higher attempt, then the later row (a run
@@ -50,6 +53,8 @@ export type DpoMessage = Omit<ViewMessage, 'train'>;
 
 export interface DpoRow {
   id: string;
+  /** Which turn the completions hold (`DpoTurn`). */
+  completion: DpoTurn;
   chosen_id: string;
   rejected_id: string;
   prompt: DpoMessage[];
@@ -61,7 +66,19 @@ export interface DpoRow {
   rejected_score?: number;
 }
 
+/**
+ * Which model-written turn a pair compares (DPO puts every completion token in the loss, so a
+ * completion holds only what the model wrote):
+ * - `diverge` (default): the first assistant turn where the two rollouts differ; the prompt is
+ *   the conversation they share up to it (tool results included), as both models saw it.
+ * - `final`: each rollout's final answer turn; the prompt is the chosen rollout's conversation
+ *   up to its answer (the rejected answer was written after its own, other conversation).
+ */
+export type DpoTurn = 'diverge' | 'final';
+export const DPO_TURNS: readonly DpoTurn[] = ['diverge', 'final'];
+
 export interface DpoOptions {
+  readonly turn?: DpoTurn | undefined;
   readonly view?: ViewMode | undefined;
   readonly toolRole?: ToolRole | undefined;
   /** Pairs per question at most; Infinity for every combination. Default 1. */
@@ -87,6 +104,8 @@ export interface DpoCounts {
   onlyIncorrect: number;
   /** Questions with both sides, but never under the same prompt. */
   promptMismatch: number;
+  /** Pairs left out under `diverge`: the rollouts first differ in a turn the model did not write (a tool result). */
+  noModelDivergence: number;
   pairs: number;
 }
 
@@ -235,10 +254,27 @@ async function collectCandidates(rows: AsyncIterable<DatasetRow>, spill: Spill, 
   return questions;
 }
 
+type Spilled = { prompt: DpoMessage[]; rest: DpoMessage[] };
+
+/** The pair's prompt and one-turn completions (see `DpoTurn`), or undefined when the rollouts first differ where the model did not write. */
+function completionTurns(cv: Spilled, rv: Spilled, turn: DpoTurn): { prompt: DpoMessage[]; chosen: DpoMessage[]; rejected: DpoMessage[] } | undefined {
+  const c = [...cv.prompt, ...cv.rest];
+  const r = [...rv.prompt, ...rv.rest];
+  if (turn === 'final') {
+    const lastC = c.findLastIndex((m) => m.role === 'assistant');
+    const lastR = r.findLastIndex((m) => m.role === 'assistant');
+    return { prompt: c.slice(0, lastC), chosen: [c[lastC]!], rejected: [r[lastR]!] };
+  }
+  let k = cv.prompt.length;
+  while (k < c.length && k < r.length && JSON.stringify(c[k]) === JSON.stringify(r[k])) k++;
+  if (c[k]?.role !== 'assistant' || r[k]?.role !== 'assistant') return undefined;
+  return { prompt: c.slice(0, k), chosen: [c[k]!], rejected: [r[k]!] };
+}
+
 const bySample = (a: Candidate, b: Candidate): number => a.index - b.index || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 
 /** Pass 2: per question, up to `maxPairs` pairs of a chosen and a rejected candidate under the same prompt. */
-async function writePairs(questions: Questions, spill: Spill, out: JsonlWriter, counts: DpoCounts, maxPairs: number): Promise<void> {
+async function writePairs(questions: Questions, spill: Spill, out: JsonlWriter, counts: DpoCounts, maxPairs: number, turn: DpoTurn): Promise<void> {
   for (const [qid, all] of questions) {
     const list = all.filter((c) => c.live);
     if (list.length === 0) continue;
@@ -261,13 +297,17 @@ async function writePairs(questions: Questions, spill: Spill, out: JsonlWriter, 
         const r = rejected[j]!;
         const cv = spill.read(c);
         const rv = spill.read(r);
+        const turns = completionTurns(cv, rv, turn);
+        if (turns === undefined) {
+          counts.noModelDivergence++;
+          continue;
+        }
         const row: DpoRow = {
           id: qid,
+          completion: turn,
           chosen_id: c.id,
           rejected_id: r.id,
-          prompt: cv.prompt,
-          chosen: cv.rest,
-          rejected: rv.rest,
+          ...turns,
           ...(cv.tools === undefined ? {} : { tools: cv.tools }),
           ...(cv.score === undefined ? {} : { chosen_score: cv.score }),
           ...(rv.score === undefined ? {} : { rejected_score: rv.score }),
@@ -284,11 +324,11 @@ async function writePairs(questions: Questions, spill: Spill, out: JsonlWriter, 
 }
 
 export async function exportDpo(rows: AsyncIterable<DatasetRow>, out: JsonlWriter, opts: DpoOptions = {}, keep?: (row: DatasetRow) => boolean): Promise<DpoCounts> {
-  const counts: DpoCounts = { in: 0, notSelected: 0, chosen: 0, rejected: 0, notCandidates: 0, superseded: 0, unexportable: 0, questions: 0, paired: 0, onlyCorrect: 0, onlyIncorrect: 0, promptMismatch: 0, pairs: 0 };
+  const counts: DpoCounts = { in: 0, notSelected: 0, chosen: 0, rejected: 0, notCandidates: 0, superseded: 0, unexportable: 0, questions: 0, paired: 0, onlyCorrect: 0, onlyIncorrect: 0, promptMismatch: 0, noModelDivergence: 0, pairs: 0 };
   const spill = new Spill();
   try {
     const questions = await collectCandidates(rows, spill, counts, opts, keep);
-    await writePairs(questions, spill, out, counts, opts.maxPairs ?? 1);
+    await writePairs(questions, spill, out, counts, opts.maxPairs ?? 1, opts.turn ?? 'diverge');
   } finally {
     spill.close();
   }
@@ -305,6 +345,7 @@ export function formatDpoCounts(c: DpoCounts, bad: number): string {
   if (c.onlyCorrect) parts.push(`${c.onlyCorrect} questions only correct`);
   if (c.onlyIncorrect) parts.push(`${c.onlyIncorrect} only incorrect`);
   if (c.promptMismatch) parts.push(`${c.promptMismatch} with no chosen and rejected under the same prompt`);
+  if (c.noModelDivergence) parts.push(`${c.noModelDivergence} pairs left out: the rollouts first differ in a tool result`);
   if (c.notCandidates) parts.push(`${c.notCandidates} rows neither (not judged, unjudged, or failed otherwise)`);
   if (c.superseded) parts.push(`${c.superseded} rows superseded by a later state of their sample id`);
   if (c.notSelected) parts.push(`${c.notSelected} not selected (--keep/--drop)`);

@@ -16,7 +16,7 @@
  */
 import type { Trajectory } from '../../schemas/index.js';
 import type { TokenCounter } from '../core/tokens/count.js';
-import { textSteps, trainingView, UnexportableRow, type ToolRole, type TrainingView, type ViewMessage, type ViewMode } from './training-view.js';
+import { textSteps, trainingView, UnexportableRow, withoutUntrainedTurns, type ReasoningNote, type ToolRole, type TrainingView, type UnsentReasoning, type UntrainedTurns, type ViewMessage, type ViewMode } from './training-view.js';
 export { toShareGpt, type ShareGptRow } from './formats/sharegpt.js';
 
 export interface MessagesRow {
@@ -25,6 +25,8 @@ export interface MessagesRow {
   tools?: unknown[];
   tokens: number;
   train_tokens: number;
+  /** What the row did with reasoning the endpoint was not sent back (training-view.ts). */
+  metadata?: { reasoning?: ReasoningNote };
 }
 
 export interface TextRow {
@@ -63,6 +65,9 @@ export class Counter {
 export interface ViewChoice {
   readonly view?: ViewMode | undefined;
   readonly toolRole?: ToolRole | undefined;
+  readonly unsentReasoning?: UnsentReasoning | undefined;
+  /** `messages`: untrained turns (nudged) left out (default) or kept with their `train: false`. */
+  readonly untrained?: UntrainedTurns | undefined;
 }
 
 function messageTokens(m: ViewMessage, count: Counter): number {
@@ -72,7 +77,9 @@ function messageTokens(m: ViewMessage, count: Counter): number {
   return n;
 }
 
-export function toMessages(t: Trajectory, count: Counter, choice: ViewChoice = {}, view: TrainingView = trainingView(t, choice)): MessagesRow {
+export function toMessages(t: Trajectory, count: Counter, choice: ViewChoice = {}, whole: TrainingView = trainingView(t, choice)): MessagesRow {
+  // TRL trains every assistant turn of a row: a turn not to learn is left out unless asked for.
+  const view = choice.untrained === 'keep' ? whole : withoutUntrainedTurns(whole);
   let tokens = 0;
   let train = 0;
   for (const m of view.messages) {
@@ -80,7 +87,7 @@ export function toMessages(t: Trajectory, count: Counter, choice: ViewChoice = {
     tokens += n;
     if (m.train) train += n;
   }
-  return { id: t.id, messages: view.messages, ...(view.tools ? { tools: view.tools } : {}), tokens, train_tokens: train };
+  return { id: t.id, messages: view.messages, ...(view.tools ? { tools: view.tools } : {}), tokens, train_tokens: train, ...(view.reasoning ? { metadata: { reasoning: view.reasoning } } : {}) };
 }
 
 /** UTF-16 offsets → code point offsets, for the (sorted) offsets given. */

@@ -29,7 +29,7 @@ import type { MaskStrategy, TokensRow } from './token-rows.js';
 import { TokenExport } from './token-export.js';
 import type { TokenJobResult } from './token-pool.js';
 import type { TokenLimits } from '../core/tokens/limits.js';
-import { trainingView, UnexportableRow, type ToolRole, type ViewMode } from './training-view.js';
+import { UnexportableRow, type ToolRole, type ReasoningNote, type UnsentReasoning, type UntrainedTurns, type ViewMode } from './training-view.js';
 import { ForeignCheck } from './foreign.js';
 import { anyRemoved, cleanJson, noneRemoved } from '../text.js';
 import { childIdsOf, inFamily } from './families.js';
@@ -42,7 +42,7 @@ export const EXPORT_FORMATS: readonly ExportFormat[] = ['messages', 'sharegpt', 
 /** Formats that keep a session's links inside the row, in their own standard's place. */
 const LINKED_INSIDE: ReadonlySet<ExportFormat> = new Set(['adp', 'atif']);
 
-export type ExportRow = (MessagesRow | ShareGptRow | TextRow | TokensRow | AdpRow | AtifRow) & { metadata?: FamilyMetadata };
+export type ExportRow = (MessagesRow | ShareGptRow | TextRow | TokensRow | AdpRow | AtifRow) & { metadata?: FamilyMetadata & { reasoning?: ReasoningNote } };
 
 /** A session's place in its family, as an exported row carries it. */
 export interface FamilyMetadata {
@@ -82,7 +82,12 @@ export interface ExportOptions {
   /** A Jinja file to use instead of the tokenizer's own chat template. */
   readonly chatTemplate?: string | undefined;
   readonly view?: ViewMode | undefined;
+  /** Tool results in this role; default: the role they were sent in. */
   readonly toolRole?: ToolRole | undefined;
+  /** Reasoning the endpoint was not sent back: left out (default, as sent) or kept. */
+  readonly unsentReasoning?: UnsentReasoning | undefined;
+  /** `messages`: untrained (nudged) turns left out (default) or kept. */
+  readonly untrained?: UntrainedTurns | undefined;
   /** sharegpt: calls as LLaMA-Factory's function_call JSON (default) or as written. */
   readonly sharegptCalls?: ShareGptCalls | undefined;
   readonly strategy?: MaskStrategy | undefined;
@@ -96,10 +101,25 @@ export interface ExportOptions {
   readonly tokenLimits?: Partial<TokenLimits> | undefined;
 }
 
+/**
+ * What became of every row read. They add up: `in` = `exported` + `droppedWhole` + `empty` +
+ * `skippedFailed` + `superseded` + `unselected` + `unexportable` (`exportedCountsAddUp`); and
+ * `written` = the rows those `exported` ones gave, a split row giving `splitInto` / `split` on average.
+ */
 export interface ExportCounts {
   /** Rows read (bad rows not included). */
   in: number;
+  /** Rows read that gave at least one row written. */
+  exported: number;
+  /** Rows written (a split row gives several). */
   written: number;
+  /** Rows built as several (tokens: split where the template drops content), and how many rows they made. */
+  split: number;
+  splitInto: number;
+  /** Rows whose every part was over `--max-tokens`. */
+  droppedWhole: number;
+  /** Rows that gave no row at all (tokens: nothing to train on). */
+  empty: number;
   droppedOverMax: number;
   skippedFailed: number;
   /** Earlier attempts of a run directory's ids, left out (with `--all`). */
@@ -132,7 +152,7 @@ export class Exporter {
       this.#tokens = new TokenExport({
         tokenizerPath: opts.tokenizerPath,
         chatTemplate: opts.chatTemplate,
-        view: { view: opts.view, toolRole: opts.toolRole },
+        view: { view: opts.view, toolRole: opts.toolRole, unsentReasoning: opts.unsentReasoning },
         tokens: { strategy: opts.strategy, emptyThink: opts.emptyThink },
         limits: opts.tokenLimits ?? {},
       });
@@ -149,7 +169,7 @@ export class Exporter {
     const metadata = LINKED_INSIDE.has(this.#opts.format) ? undefined : familyMetadata(t);
     if (this.#tokens !== undefined) return this.#tokens.build(t, metadata);
     const rows = this.#build(t);
-    if (metadata !== undefined) for (const r of rows) r.metadata = metadata;
+    if (metadata !== undefined) for (const r of rows) r.metadata = { ...r.metadata, ...metadata };
     return rows;
   }
 
@@ -159,7 +179,7 @@ export class Exporter {
   }
 
   #build(t: Trajectory): ExportRow[] {
-    const choice = { view: this.#opts.view, toolRole: this.#opts.toolRole };
+    const choice = { view: this.#opts.view, toolRole: this.#opts.toolRole, unsentReasoning: this.#opts.unsentReasoning, untrained: this.#opts.untrained };
     switch (this.#opts.format) {
       case 'messages':
         return [toMessages(t, this.#count, choice)];
@@ -199,7 +219,7 @@ export async function exportRows(
   select?: (row: DatasetRow) => boolean,
 ): Promise<ExportCounts> {
   const foreign = new ForeignCheck({ counter: opts.counter });
-  const counts: ExportCounts = { in: 0, written: 0, droppedOverMax: 0, skippedFailed: 0, superseded: 0, unselected: 0, unexportable: 0, cleaned: 0 };
+  const counts: ExportCounts = { in: 0, exported: 0, written: 0, split: 0, splitInto: 0, droppedWhole: 0, empty: 0, droppedOverMax: 0, skippedFailed: 0, superseded: 0, unselected: 0, unexportable: 0, cleaned: 0 };
   const inFlight: InFlight[] = [];
   // The error of the row that stopped the export, told apart from one of the reader.
   let stopped: unknown;
@@ -291,15 +311,29 @@ async function writeBuilt(entry: InFlight, out: JsonlWriter, opts: ExportOptions
     return;
   }
   const lines = Array.isArray(built) ? built.map((r) => ({ line: undefined, row: r, tokens: rowTokens(r) })) : built.lines.map((line, i) => ({ line, row: undefined, tokens: built.tokens[i]! }));
+  if (lines.length > 1) {
+    counts.split++;
+    counts.splitInto += lines.length;
+  }
+  let written = 0;
   for (const { line, row: r, tokens } of lines) {
     if (opts.maxTokens !== undefined && tokens > opts.maxTokens) {
       counts.droppedOverMax++;
       continue;
     }
     const p = line === undefined ? out.write(r) : out.writeLine(line);
-    counts.written++;
+    written++;
     if (p) await p;
   }
+  counts.written += written;
+  if (written > 0) counts.exported++;
+  else if (lines.length === 0) counts.empty++;
+  else counts.droppedWhole++;
+}
+
+/** Whether every row read is accounted for once (see `ExportCounts`). */
+export function exportedCountsAddUp(c: ExportCounts): boolean {
+  return c.in === c.exported + c.droppedWhole + c.empty + c.skippedFailed + c.superseded + c.unselected + c.unexportable;
 }
 
 /** The line the command prints to stderr. */
@@ -308,6 +342,11 @@ export function formatExportCounts(c: ExportCounts, report: ReadReport, opts: Ex
   const tok = (opts.counter ?? O200K).name;
   parts.push(opts.maxTokens === undefined ? `0 dropped over max tokens` : `${c.droppedOverMax} dropped over ${opts.maxTokens} tokens (${tok})`);
   parts.push(opts.all ? '0 failed skipped (--all)' : `${c.skippedFailed} failed skipped`);
+  // Rows in = rows exported + every reason a row was not; written = what the exported ones gave.
+  parts.push(`${c.exported} exported`);
+  if (c.split) parts.push(`${c.split} split into ${c.splitInto} rows`);
+  if (c.droppedWhole) parts.push(`${c.droppedWhole} dropped whole over max tokens`);
+  if (c.empty) parts.push(`${c.empty} with nothing to train on`);
   if (c.superseded) parts.push(`${c.superseded} earlier attempts superseded`);
   if (c.unselected) parts.push(`${c.unselected} not selected`);
   if (c.unexportable) parts.push(`${c.unexportable} not exportable as ${opts.format}`);

@@ -25,11 +25,26 @@
  *   final answer was written from exactly this view; earlier turns saw more.
  * - `full`: every tool result in full, as MiroThinker trains.
  *
- * Tool outputs go in `tool` turns (native rows keep their `tool_call_id`) or in `user` turns,
- * MiroVerse-style (`--tool-role`). The default is `tool` in every dialect: Qwen3's chat
- * template (DR-Tulu-8B and MiroThinker are Qwen3 models) wraps a `tool` turn in
- * `<tool_response>` and does not count it as a new question, while a user turn is a new
- * question and the template drops `<think>` from every assistant turn before it.
+ * Exported = sent. Tool outputs keep the role they were sent in (`tool` turns for native, with
+ * their `tool_call_id`; user turns for tulu and mcp-xml, MiroThinker's plain ones included);
+ * `--tool-role tool|user` converts them on request. Under Qwen3's chat template (DR-Tulu-8B and
+ * MiroThinker are Qwen3 models) the choice matters: a `tool` turn is wrapped in
+ * `<tool_response>` and is no new question, a user turn is shown as sent and is a new question,
+ * so the template drops `<think>` from every assistant turn before it — as the served model saw
+ * them, since the requests carried those turns through the same template.
+ *
+ * Reasoning is exported as it was sent back (`reasoning_sent` on the record): native turns
+ * before the last went without `reasoning_content` when the endpoint was sent `none`, and the
+ * view leaves it out there unless asked to keep it (`unsentReasoning: 'keep'`), which the row's
+ * metadata then states (`reasoning`). Records that do not say (older ones, other systems') keep
+ * the reasoning they hold. With a reasoning field sent back, an XML dialect's leading `<think>`
+ * went in that field: the view moves it there too.
+ *
+ * Tool results are found by their records (`tool_calls[k].message_index`, the transcript turn
+ * that carried the result), not by tags; records older than that field are matched by content.
+ *
+ * The API: `trainingView(t, opts)` → `{ messages, kinds, tools?, reasoning? }`; every format
+ * takes it from here.
  */
 import type { ChatMessage, NativeToolCall, Trajectory } from '../../schemas/index.js';
 import { getDialect } from '../dialects/index.js';
@@ -42,11 +57,9 @@ export type ViewMode = 'sent' | 'full';
 export const VIEW_MODES: readonly ViewMode[] = ['sent', 'full'];
 export type ToolRole = 'tool' | 'user';
 export const TOOL_ROLES: readonly ToolRole[] = ['tool', 'user'];
-
-/** The tool role when none is asked for: `tool` in every dialect (see the file comment). */
-export function defaultToolRole(_dialect: Trajectory['dialect']): ToolRole {
-  return 'tool';
-}
+/** Reasoning a turn wrote that the endpoint was not sent back: left out (as sent, the default) or kept. */
+export type UnsentReasoning = 'drop' | 'keep';
+export const UNSENT_REASONING: readonly UnsentReasoning[] = ['drop', 'keep'];
 
 /** What a turn of the view is, beyond its role: what masks and checks go by. */
 export type TurnKind = 'system' | 'question' | 'prompt' | 'model' | 'output';
@@ -68,11 +81,22 @@ export interface TrainingView {
   readonly kinds: TurnKind[];
   /** native: the tools offered, with descriptions and parameter schemas. */
   readonly tools?: unknown[];
+  /** Set when earlier turns' reasoning was not sent back: what the view did with it (rows state it in `metadata.reasoning`). */
+  readonly reasoning?: ReasoningNote;
+}
+
+/** What a row says of reasoning the endpoint was not sent: `dropped` (as sent) or `kept`, and in how many turns. */
+export interface ReasoningNote {
+  readonly sent_back: 'none';
+  readonly unsent: 'dropped' | 'kept';
+  readonly turns: number;
 }
 
 export interface ViewOptions {
   readonly view?: ViewMode | undefined;
+  /** Tool results in this role; undefined: the role they were sent in. */
   readonly toolRole?: ToolRole | undefined;
+  readonly unsentReasoning?: UnsentReasoning | undefined;
 }
 
 /** A row that cannot be exported in the asked form; skipped and counted, like a bad row. */
@@ -129,7 +153,7 @@ function isExternal(t: Trajectory, format: string): boolean {
   return (t.meta as Record<string, unknown> | undefined)?.source_format === format;
 }
 
-/** Which transcript turns are tool outputs (true) of a row that has a transcript. */
+/** Which transcript turns are tool outputs (true) of a row that has a transcript: by the records' `message_index`. */
 function outputTurns(t: Trajectory, messages: readonly ChatMessage[]): boolean[] {
   if (isExternal(t, 'chat')) {
     const q = messages.findIndex((m) => m.role === 'user');
@@ -137,6 +161,11 @@ function outputTurns(t: Trajectory, messages: readonly ChatMessage[]): boolean[]
   }
   const records = Array.isArray(t.tool_calls) ? t.tool_calls : [];
   const out = new Array<boolean>(messages.length).fill(false);
+  if (records.length > 0 && records.every((r) => typeof r.message_index === 'number')) {
+    for (const r of records) if (r.message_index! < out.length) out[r.message_index!] = true;
+    return out;
+  }
+  // Records older than message_index: a tool turn, or the user turn holding the next record's output exactly.
   let next = 0;
   let seenQuestion = false;
   for (let i = 0; i < messages.length; i++) {
@@ -177,13 +206,42 @@ function lastKeep(t: Trajectory): number | undefined {
   return c?.last_request_keep ?? c?.keep_tool_results;
 }
 
-function fromTranscript(t: Trajectory, opts: ViewOptions, toolRole: ToolRole): TrainingView {
+/** The index of the transcript's last assistant turn: the final reply, the one turn no request carried. */
+function lastAssistant(messages: readonly ChatMessage[]): number {
+  for (let i = messages.length - 1; i >= 0; i--) if (messages[i]!.role === 'assistant') return i;
+  return -1;
+}
+
+/**
+ * An assistant turn as the last request sent it (`reasoning_sent`): reasoning left out where it
+ * went back in no field (unless kept), a leading `<think>` moved to the field where one was used.
+ * `unsent` counts the turns whose reasoning the endpoint was not sent.
+ */
+function asSent(t: Trajectory, m: ChatMessage, final: boolean, opts: ViewOptions, unsent: { turns: number }): { content: string; reasoning?: string } {
+  const reasoning = m.reasoning_content !== undefined && m.reasoning_content !== '' ? m.reasoning_content : undefined;
+  const sent = t.reasoning_sent;
+  if (final || sent === undefined) return { content: m.content, ...(reasoning === undefined ? {} : { reasoning }) };
+  if (sent === 'none') {
+    if (reasoning === undefined) return { content: m.content };
+    unsent.turns++;
+    return opts.unsentReasoning === 'keep' ? { content: m.content, reasoning } : { content: m.content };
+  }
+  if (reasoning === undefined && m.content.startsWith('<think>')) {
+    const close = m.content.indexOf('</think>');
+    if (close !== -1) return { content: m.content.slice(close + 8).trimStart(), reasoning: m.content.slice(7, close).trim() };
+  }
+  return { content: m.content, ...(reasoning === undefined ? {} : { reasoning }) };
+}
+
+function fromTranscript(t: Trajectory, opts: ViewOptions): TrainingView {
   const source = t.messages;
   const isOutput = outputTurns(t, source);
   const outputs = isOutput.filter(Boolean).length;
   const keep = opts.view === 'full' ? undefined : lastKeep(t);
   const omitted = keep === undefined ? 0 : Math.max(0, outputs - keep);
   const nudged = isExternal(t, 'chat') ? new Set<number>() : nudgedTurns(t);
+  const final = lastAssistant(source);
+  const unsent = { turns: 0 };
   const messages: ViewMessage[] = [];
   const kinds: TurnKind[] = [];
   let ordinal = 0;
@@ -194,11 +252,14 @@ function fromTranscript(t: Trajectory, opts: ViewOptions, toolRole: ToolRole): T
     if (isOutput[i]) {
       const content = ordinal < omitted ? omittedResultText(ordinal, keep!) : m.content;
       ordinal++;
-      messages.push(toolRole === 'tool' ? { role: 'tool', content, ...(m.tool_call_id === undefined ? {} : { tool_call_id: m.tool_call_id }), train: false } : { role: 'user', content, train: false });
+      // As sent, unless a role is asked for: a tool turn keeps its call id.
+      const role = opts.toolRole ?? (m.role === 'tool' ? 'tool' : 'user');
+      messages.push(role === 'tool' ? { role: 'tool', content, ...(m.tool_call_id === undefined ? {} : { tool_call_id: m.tool_call_id }), train: false } : { role: 'user', content, train: false });
       kinds.push('output');
     } else if (m.role === 'assistant') {
-      const msg: ViewMessage = { role: 'assistant', content: m.content, train: !nudged.has(turn) };
-      if (m.reasoning_content !== undefined && m.reasoning_content !== '') msg.reasoning_content = m.reasoning_content;
+      const { content, reasoning } = asSent(t, m, i === final, opts, unsent);
+      const msg: ViewMessage = { role: 'assistant', content, train: !nudged.has(turn) };
+      if (reasoning !== undefined) msg.reasoning_content = reasoning;
       if (m.tool_calls !== undefined && m.tool_calls.length > 0) msg.tool_calls = m.tool_calls;
       messages.push(msg);
       kinds.push('model');
@@ -213,10 +274,12 @@ function fromTranscript(t: Trajectory, opts: ViewOptions, toolRole: ToolRole): T
       seenQuestion = true;
     }
   }
-  return { messages, kinds, ...(t.dialect === 'native' ? { tools: nativeTools(t) } : {}) };
+  const reasoning: ReasoningNote | undefined = unsent.turns === 0 ? undefined : { sent_back: 'none', unsent: opts.unsentReasoning === 'keep' ? 'kept' : 'dropped', turns: unsent.turns };
+  return { messages, kinds, ...(t.dialect === 'native' ? { tools: nativeTools(t) } : {}), ...(reasoning === undefined ? {} : { reasoning }) };
 }
 
 function fromText(t: Trajectory, toolRole: ToolRole): TrainingView {
+  // DR Tulu's generator rows sent tool outputs as user turns.
   if (t.dialect === 'native') throw new UnexportableRow('a native row without a transcript (messages): its calls cannot be placed');
   const messages: ViewMessage[] = [{ role: 'user', content: t.question, train: false }];
   const kinds: TurnKind[] = ['question'];
@@ -234,7 +297,32 @@ function fromText(t: Trajectory, toolRole: ToolRole): TrainingView {
 
 /** The conversation the model saw (or, with `view: 'full'`, every result in full), as chat turns. */
 export function trainingView(t: Trajectory, opts: ViewOptions = {}): TrainingView {
-  const toolRole = opts.toolRole ?? defaultToolRole(t.dialect);
-  if (Array.isArray(t.messages) && t.messages.length > 0) return fromTranscript(t, opts, toolRole);
-  return fromText(t, toolRole);
+  if (Array.isArray(t.messages) && t.messages.length > 0) return fromTranscript(t, opts);
+  return fromText(t, opts.toolRole ?? 'user');
+}
+
+/** Untrained turns (`train: false`: nudged) in a `messages` row: left out (default) or kept as sent. */
+export type UntrainedTurns = 'drop' | 'keep';
+export const UNTRAINED_TURNS: readonly UntrainedTurns[] = ['drop', 'keep'];
+
+/**
+ * The view without its untrained model turns and the prompts that answered them (a nudge), for
+ * trainers that put loss on every assistant turn of a row (TRL's SFTTrainer reads no per-message
+ * flag). The conversation then reads as if the nudge never happened: the turn after it follows
+ * what came before the nudged turn — which is also what the model saw, less the detour.
+ */
+export function withoutUntrainedTurns(view: TrainingView): TrainingView {
+  const messages: ViewMessage[] = [];
+  const kinds: TurnKind[] = [];
+  // After a dropped turn, the one prompt that answered it (the nudge) goes too; a force-answer prompt after that stays.
+  let dropped = false;
+  view.messages.forEach((m, i) => {
+    const kind = view.kinds[i]!;
+    const drop = kind === 'model' ? !m.train && (m.tool_calls?.length ?? 0) === 0 : dropped && kind === 'prompt';
+    dropped = kind === 'model' && drop;
+    if (drop) return;
+    messages.push(m);
+    kinds.push(kind);
+  });
+  return { ...view, messages, kinds };
 }

@@ -276,6 +276,8 @@ class Session {
   /** Completions far past their max_tokens: the endpoint ignored the limit, or miscounts. */
   readonly #pastMaxTokens: string[] = [];
   readonly #outcome: Outcome = {};
+  /** How the last request sent earlier turns' reasoning back (the record's `reasoning_sent`). */
+  #reasoningSent: Trajectory['reasoning_sent'];
 
   constructor(sample: Sample, attempt: number, deps: RolloutDeps, signal: AbortSignal | undefined, experience: Experience | undefined) {
     this.#sample = sample;
@@ -394,6 +396,7 @@ class Session {
     usage.completion_tokens += raw.completionTokens;
     usage.total_tokens += raw.promptTokens + raw.completionTokens;
     usage.llm_calls++;
+    if (raw.reasoningSent !== undefined) this.#reasoningSent = raw.reasoningSent;
     usage.estimated ||= raw.estimated;
     if (raw.pastMaxTokens !== undefined) this.#pastMaxTokens.push(`turn ${this.#turn}: ${raw.pastMaxTokens.completionTokens} completion tokens for max_tokens ${raw.pastMaxTokens.maxTokens}`);
     this.#llmMs += raw.ms;
@@ -471,7 +474,7 @@ class Session {
       this.#toolMs += exec.durationMs;
       this.#asked.add(callKey(call));
       const out = dialect.renderToolOutput(exec.view);
-      this.#toolCalls.push(toolCallRecord(callIds[i]!, this.#turn, call, exec, out));
+      this.#toolCalls.push({ ...toolCallRecord(callIds[i]!, this.#turn, call, exec, out), message_index: this.#messages.length });
       this.#ctx.addResult(this.#messages.length);
       this.#messages.push(dialect.toolMessage?.(out.text, call, rawToolResult(exec, call)) ?? { role: 'user', content: out.text });
       this.#pieces.push((i === 0 ? prefix : '') + callTexts[i]!, out.text);
@@ -529,6 +532,8 @@ class Session {
    */
   async #askUntilTaken(what: 'answer' | 'report', attempts: number, take: (r: TurnRepairResult) => (() => void) | undefined): Promise<boolean> {
     const ask = this.#finalAnswerAsk();
+    // The last reply not taken: what the endpoint was last sent and answered, should no reply be taken.
+    let unanswered: { c: Completion; r: TurnRepairResult } | undefined;
     for (let i = 0; this.#outcome.answerText === undefined && i < attempts; i++) {
       const keep = this.#ctx.fitKeep(this.#messages, ask);
       if (keep === undefined) {
@@ -538,13 +543,33 @@ class Session {
       }
       const { c, r } = await this.#complete([...this.#ctx.view(this.#messages, keep), ask], true);
       const record = take(r);
-      if (record === undefined) continue;
+      if (record === undefined) {
+        unanswered = { c, r };
+        continue;
+      }
+      unanswered = undefined;
       this.#messages.push(ask);
       this.#noteRepairs(c, r);
       record();
       this.#turn++;
     }
+    // The summary asked after the loop concluded (final_answer: always) is part of the accepted trace: kept as sent.
+    if (unanswered !== undefined && this.#outcome.answerText === undefined && this.#concluded !== undefined && what === 'answer') this.#keepUnanswered(ask, unanswered.c, unanswered.r, what);
     return true;
+  }
+
+  /**
+   * The ask was sent and answered, but no reply was an answer: the record keeps the last exchange
+   * as sent (the summary exchange of MiroThinker's loop is part of what the model saw and wrote),
+   * and the answer the loop concluded with, if any, stands.
+   */
+  #keepUnanswered(ask: ChatMessage, c: Completion, r: TurnRepairResult, what: 'answer' | 'report'): void {
+    this.#messages.push(ask);
+    this.#noteRepairs(c, r);
+    this.#repairs.push({ turn: this.#turn, kind: 'unanswered_ask', detail: `the reply to the ${what} prompt held no ${what}; kept as sent` });
+    this.#messages.push(this.#assistantMessage(r, []));
+    if (r.text.trim() !== '') this.#pieces.push(r.text);
+    this.#turn++;
   }
 
   /** Out of turns, nudges, budget or room: ask for the answer, a bounded number of times. */
@@ -726,6 +751,7 @@ class Session {
       // Native sent these in `tools`; the XML dialects listed them in the system prompt. Either way the record keeps what was offered.
       ...(this.#specs.length === 0 ? {} : { tools: this.#requestTools ?? functionSpecs(this.#specs) }),
       ...(this.#experience === undefined ? {} : { experience: this.#experience }),
+      ...(this.#reasoningSent === undefined ? {} : { reasoning_sent: this.#reasoningSent }),
       ...this.#agentFields(),
     };
     traj.validation = validateTrajectory(traj, {

@@ -4,6 +4,7 @@
  * conversational preference shape, built from the training view; checked here against the
  * records, the messages export, and the way TRL renders a pair with a chat template (Qwen3's).
  */
+import { PACKAGE_ROOT } from '../../pipeline/paths.js';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
@@ -82,15 +83,14 @@ describe('export --format dpo', () => {
     expect(stderr).toContain(`${rows.length} pairs written from ${rows.length} questions`);
     const byId = new Map(records.map((t) => [t.id, t]));
     for (const r of rows) {
-      expect(Object.keys(r).sort()).toEqual(['chosen', 'chosen_id', 'id', 'prompt', 'rejected', 'rejected_id']);
-      // TRL: the prompt ends with the user's turn (rendered with the generation prompt); the
-      // continuations start with the model's.
-      expect(r.prompt.map((m: { role: string }) => m.role)).toEqual(['system', 'user']);
+      expect(Object.keys(r).sort()).toEqual(['chosen', 'chosen_id', 'completion', 'id', 'prompt', 'rejected', 'rejected_id']);
+      expect(r.completion).toBe('diverge');
+      // TRL: the prompt ends with the turn the model answered; each completion is one turn the model wrote.
+      expect(r.prompt.slice(0, 2).map((m: { role: string }) => m.role)).toEqual(['system', 'user']);
       expect(r.prompt[1].content).toBe(byId.get(r.chosen_id)!.question);
-      expect(r.chosen[0].role).toBe('assistant');
-      expect(r.rejected[0].role).toBe('assistant');
-      expect(r.chosen.at(-1).content).toContain(byId.get(r.chosen_id)!.final_answer);
-      expect(r.rejected.at(-1).content).toContain(byId.get(r.rejected_id)!.final_answer);
+      expect(r.chosen.map((m: { role: string }) => m.role)).toEqual(['assistant']);
+      expect(r.rejected.map((m: { role: string }) => m.role)).toEqual(['assistant']);
+      expect(r.chosen[0]).not.toEqual(r.rejected[0]);
       for (const m of [...r.prompt, ...r.chosen, ...r.rejected]) expect(m).not.toHaveProperty('train');
     }
   });
@@ -101,10 +101,11 @@ describe('export --format dpo', () => {
     expect((await runCli(['export', runs.tulu!.dir, '--format', 'messages', '--all', '--out', file])).code).toBe(0);
     const views = new Map(readJsonl(file).map((r) => [r.id, r.messages.map(({ train: _t, ...m }: Record<string, unknown>) => m)]));
     for (const r of rows) {
+      // The shared conversation and the turn each rollout wrote after it: a prefix of each one's view.
       const c = views.get(r.chosen_id)!;
       const j = views.get(r.rejected_id)!;
-      expect([...r.prompt, ...r.chosen]).toEqual(c);
-      expect([...r.prompt, ...r.rejected]).toEqual(j);
+      expect(c.slice(0, r.prompt.length + 1)).toEqual([...r.prompt, ...r.chosen]);
+      expect(j.slice(0, r.prompt.length + 1)).toEqual([...r.prompt, ...r.rejected]);
     }
   });
 
@@ -127,13 +128,36 @@ describe('export --format dpo', () => {
     }
   });
 
-  it('native rows keep tool_calls, the tool_call_id of each tool turn and the tools offered', async () => {
-    const { rows } = await dpo(runs.native!.dir);
+  it('native rows keep tool_calls and the tools offered', async () => {
+    const { rows } = await dpo(runs.native!.dir, '--dpo-turn', 'final');
     const r = rows[0]!;
     expect(r.tools.length).toBeGreaterThan(0);
-    const call = r.chosen.find((m: Record<string, any>) => m.tool_calls)!;
-    const answer = r.chosen.find((m: Record<string, any>) => m.role === 'tool')!;
+    const call = r.prompt.find((m: Record<string, any>) => m.tool_calls)!;
+    const answer = r.prompt.find((m: Record<string, any>) => m.role === 'tool')!;
     expect(answer.tool_call_id).toBe(call.tool_calls[0].id);
+  });
+
+  it('no completion holds a character of a tool output or a nudge: only model-written turns, in both --dpo-turn modes (#25 item 5)', async () => {
+    const nudges = ['nudge', 'native-nudge', 'mcp-xml-nudge'].map((n) => readFileSync(join(PACKAGE_ROOT, 'prompts', `${n}.txt`), 'utf8').trim());
+    let checked = 0;
+    for (const name of ['tulu', 'native']) {
+      const outputs = runs[name]!.records.flatMap((t) => (t.tool_calls as { output_text: string }[]).map((c) => c.output_text.replace(/^<tool_output>\n?|\n?<\/tool_output>$/g, '')));
+      for (const turn of ['diverge', 'final']) {
+        const { rows } = await dpo(runs[name]!.dir, '--dpo-turn', turn);
+        for (const r of rows) {
+          expect(r.completion).toBe(turn);
+          for (const m of [...r.chosen, ...r.rejected]) {
+            expect(m.role).toBe('assistant');
+            const text = `${m.content}\n${m.reasoning_content ?? ''}`;
+            for (const o of outputs) if (o.length > 20) expect(text.includes(o.slice(0, 200)), `${r.id}: a tool output in a completion`).toBe(false);
+            for (const n of nudges) expect(text.includes(n.slice(0, 60)), `${r.id}: a nudge in a completion`).toBe(false);
+            expect(text).not.toContain('<tool_output>');
+            checked++;
+          }
+        }
+      }
+    }
+    expect(checked).toBeGreaterThan(8);
   });
 
   it('--max-pairs all: every chosen × rejected combination, the diagonal first; --max-pairs N: the first N of that order', async () => {
@@ -155,10 +179,10 @@ describe('export --format dpo', () => {
     expect(bad.stderr).toContain('--max-pairs');
   });
 
-  it('--tool-role user puts tool outputs in user turns; --keep selects candidates first', async () => {
-    const user = await dpo(runs.tulu!.dir, '--tool-role', 'user');
-    const roles = new Set(user.rows.flatMap((r) => [...r.chosen, ...r.rejected].map((m: { role: string }) => m.role)));
-    expect([...roles].sort()).toEqual(['assistant', 'user']);
+  it('--tool-role tool puts tool outputs in tool turns; --keep selects candidates first', async () => {
+    const tool = await dpo(runs.tulu!.dir, '--tool-role', 'tool', '--dpo-turn', 'final');
+    const roles = new Set(tool.rows.flatMap((r) => r.prompt.slice(2).map((m: { role: string }) => m.role)));
+    expect([...roles].sort()).toEqual(['assistant', 'tool']);
     const none = await dpo(runs.tulu!.dir, '--keep', 'tool_calls >= 99');
     expect(none.rows).toEqual([]);
     expect(none.stderr).toContain(`${runs.tulu!.records.length} not selected`);

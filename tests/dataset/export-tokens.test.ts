@@ -253,7 +253,7 @@ describe.each(DIALECTS)('export --format tokens, %s run with misbehaviour', (dia
     // The run holds what the view must show: prompts the loop sent, and results left out of the last request.
     expect(accepted.some((t) => t.context?.last_request_keep !== undefined)).toBe(true);
     const { rows: tokens, stderr } = await exportRows(run, ['--format', 'tokens', '--tokenizer', QWEN3]);
-    const { rows: messages } = await exportRows(run, ['--format', 'messages']);
+    const { rows: messages } = await exportRows(run, ['--format', 'messages', '--untrained', 'keep']);
     expect(stderr).not.toContain('not exportable');
     const c = checkRows(qwen, tokens, messages);
     expect(c.rows).toBe(accepted.length);
@@ -267,7 +267,7 @@ describe.each(DIALECTS)('export --format tokens, %s run with misbehaviour', (dia
   it('Qwen3, --view full --mask train_on_last: the same checks; the last turn alone trained', async () => {
     const run = runs.get(dialect)!;
     const { rows: tokens } = await exportRows(run, ['--format', 'tokens', '--tokenizer', QWEN3, '--view', 'full', '--mask', 'train_on_last']);
-    const { rows: messages } = await exportRows(run, ['--format', 'messages', '--view', 'full']);
+    const { rows: messages } = await exportRows(run, ['--format', 'messages', '--view', 'full', '--untrained', 'keep']);
     for (const r of messages) {
       // Only the last trained turn keeps `train`, as the mask does.
       const last = r.messages.findLastIndex((m: Msg) => m.role === 'assistant' && m.train);
@@ -291,7 +291,7 @@ describe.each(DIALECTS)('export --format tokens, %s run with misbehaviour', (dia
       expect(strict.stderr).toContain('the chat template does not show the text the model wrote');
       return;
     }
-    const { rows: messages } = await exportRows(run, ['--format', 'messages']);
+    const { rows: messages } = await exportRows(run, ['--format', 'messages', '--untrained', 'keep']);
     const c = checkRows(llama, tokens, messages);
     expect(c.thinks).toBeGreaterThan(0);
     // No think stripping in Llama's template: one row per trajectory.
@@ -325,7 +325,7 @@ describe('export --format tokens on the fixtures', () => {
     for (const file of ['drtulu-generator-rows.jsonl', 'miroverse-chat-row.jsonl']) {
       const input = join(FIXTURES, file);
       const { rows: tokens } = await exportRows(input, ['--format', 'tokens', '--tokenizer', QWEN3, '--all']);
-      const { rows: messages } = await exportRows(input, ['--format', 'messages', '--all']);
+      const { rows: messages } = await exportRows(input, ['--format', 'messages', '--all', '--untrained', 'keep']);
       const c = checkRows(qwen, tokens, messages);
       expect(c.rows).toBe(messages.filter((m) => m.messages.some((x: Msg) => x.role === 'assistant')).length);
       if (file.startsWith('miroverse')) {
@@ -363,6 +363,6 @@ describe('export --format tokens on the fixtures', () => {
     (await import('node:fs')).writeFileSync(file, `${JSON.stringify(row)}\n`);
     const r = await runCli(['export', file, '--format', 'tokens', '--tokenizer', QWEN3, '--out', '-']);
     expect(r.code).toBe(2);
-    expect(r.stderr).toContain(`${file}:1: cannot export as tokens: message 3 (tool) holds the text of the special token <|im_end|>`);
+    expect(r.stderr).toContain(`${file}:1: cannot export as tokens: message 3 (user) holds the text of the special token <|im_end|>`);
   }, EXPORTS_TIMEOUT_MS);
 });

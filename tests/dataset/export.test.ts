@@ -107,8 +107,8 @@ describe('export of a real run', () => {
     expect(masked).toBe(ok.reduce((n, t) => n + t.tool_calls.length, 0));
   });
 
-  it('messages: the transcript turn by turn, prompts included; outputs as tool turns; nudged turns untrained', async () => {
-    const { rows, stderr, code } = await exportCli([run(), '--format', 'messages']);
+  it('messages --untrained keep: the transcript turn by turn, prompts included; outputs in the role they were sent in; nudged turns untrained', async () => {
+    const { rows, stderr, code } = await exportCli([run(), '--format', 'messages', '--untrained', 'keep']);
     expect(code, stderr).toBe(0);
     expect(counts(stderr).written).toBe(ok.length);
     const src = byId(ok);
@@ -119,13 +119,15 @@ describe('export of a real run', () => {
       const msgs = row.messages as { role: string; content: string; train: boolean }[];
       // Every turn of the transcript, in order, nothing merged: roles mapped, contents as sent.
       expect(msgs.map((m) => m.content)).toEqual(t.messages.map((m) => m.content));
+      // Tool results found by their records, each in the user turn that carried it (tulu sends them so).
       const outputs = t.tool_calls.map((c) => c.output_text);
-      expect(msgs.filter((m) => m.role === 'tool').map((m) => m.content)).toEqual(outputs);
+      expect(t.tool_calls.map((c) => msgs[c.message_index!]!.content)).toEqual(outputs);
+      expect(msgs.some((m) => m.role === 'tool')).toBe(false);
       msgs.forEach((m, i) => {
         const sent = t.messages[i]!;
-        expect(m.role, `${row.id} #${i}`).toBe(sent.role === 'user' && m.role === 'tool' ? 'tool' : sent.role);
+        expect(m.role, `${row.id} #${i}`).toBe(sent.role);
         if (m.role !== 'assistant') expect(m.train).toBe(false);
-        if (i > 1 && m.role === 'user') prompts++;
+        if (i > 1 && m.role === 'user' && !outputs.includes(m.content)) prompts++;
       });
       // The model's turns are trained but for the ones it was nudged for (a no_action repair at that turn).
       const noAction = new Set(t.repairs.filter((r) => r.kind === 'no_action').map((r) => r.turn));
@@ -145,14 +147,14 @@ describe('export of a real run', () => {
     expect(nudged).toBeGreaterThan(0);
   });
 
-  it('messages --tool-role user: outputs as user turns, MiroVerse-style', async () => {
-    const { rows, stderr, code } = await exportCli([run(), '--format', 'messages', '--tool-role', 'user']);
+  it('messages --tool-role tool: the user turns that carried tool results become tool turns, and only they', async () => {
+    const { rows, stderr, code } = await exportCli([run(), '--format', 'messages', '--tool-role', 'tool', '--untrained', 'keep']);
     expect(code, stderr).toBe(0);
     const src = byId(ok);
     for (const row of rows) {
       const t = src.get(row.id)!;
-      expect(row.messages.map((m: { role: string }) => m.role)).toEqual(t.messages.map((m) => m.role));
-      expect(row.messages.some((m: { role: string }) => m.role === 'tool')).toBe(false);
+      const results = new Set(t.tool_calls.map((c) => c.message_index));
+      expect(row.messages.map((m: { role: string }) => m.role)).toEqual(t.messages.map((m, i) => (results.has(i) ? 'tool' : m.role)));
     }
     const bad = await runCli(['export', run(), '--format', 'messages', '--tool-role', 'function', '--out', '-']);
     expect(bad.code).toBe(2);
@@ -250,17 +252,17 @@ describe('export of external rows', () => {
     const source = readJsonl(join(FIXTURES, 'miroverse-chat-row.jsonl'))[0]!.messages as { role: string; content: string }[];
     const row = toMessages(t!, count);
     expect(row.messages.map((m) => m.content)).toEqual(source.map((m) => m.content));
-    // The sub-agent's report is the tool result (a tool turn); the summary prompt stays a user turn.
+    // The sub-agent's report is the tool result, a user turn as MiroThinker sent it; --tool-role tool makes it a tool turn.
     expect(row.messages.map((m) => [m.role, m.train])).toEqual([
       ['system', false],
       ['user', false],
       ['assistant', true],
-      ['tool', false],
+      ['user', false],
       ['assistant', true],
       ['user', false],
       ['assistant', true],
     ]);
-    expect(toMessages(t!, count, { toolRole: 'user' }).messages.map((m) => m.role)).toEqual(source.map((m) => m.role));
+    expect(toMessages(t!, count, { toolRole: 'tool' }).messages.map((m) => m.role)).toEqual(source.map((m, i) => (i === 3 ? 'tool' : m.role)));
     const text = toText(t!, count);
     const outputs = mcpXml.parseTrajectory(t!.interleaved_text).segments.filter((s) => s.kind === 'output');
     expect(text.mask_spans.map(([s]) => s)).toEqual(outputs.map((o) => o.offset));
@@ -273,7 +275,7 @@ describe('export of external rows', () => {
       expect(m.messages[0]).toEqual({ role: 'user', content: t.question, train: false });
       // The turns and outputs, joined as the rollout joins them, give back the text: nothing dropped or merged.
       const steps = stepsOf(t.interleaved_text, tulu.parseTrajectory(t.interleaved_text).segments);
-      expect(m.messages.slice(1).map((x) => [x.role, x.content])).toEqual(steps.map((s) => [s.kind === 'model' ? 'assistant' : 'tool', s.text]));
+      expect(m.messages.slice(1).map((x) => [x.role, x.content])).toEqual(steps.map((s) => [s.kind === 'model' ? 'assistant' : 'user', s.text]));
       const s = toShareGpt(t, count);
       expect(s.system).toBeUndefined();
     }
@@ -369,16 +371,16 @@ describe('export of external rows', () => {
       repairs: [],
       context: { keep_tool_results: 2, omitted_results: 2, last_request_keep: 1 },
     } as unknown as Trajectory;
-    const sent = toMessages(t, count).messages.filter((m) => m.role === 'tool').map((m) => m.content);
+    const sent = toMessages(t, count, { toolRole: 'tool' }).messages.filter((m) => m.role === 'tool').map((m) => m.content);
     expect(sent).toEqual([
       '[Tool result 1 omitted to save context: only the last 1 results are shown in full.]',
       '[Tool result 2 omitted to save context: only the last 1 results are shown in full.]',
       out(2),
     ]);
-    expect(toMessages(t, count, { view: 'full' }).messages.filter((m) => m.role === 'tool').map((m) => m.content)).toEqual([0, 1, 2].map(out));
+    expect(toMessages(t, count, { view: 'full', toolRole: 'tool' }).messages.filter((m) => m.role === 'tool').map((m) => m.content)).toEqual([0, 1, 2].map(out));
     // A record from before last_request_keep: the configured K.
     const older = { ...t, context: { keep_tool_results: 2, omitted_results: 1 } } as unknown as Trajectory;
-    expect(toMessages(older, count).messages.filter((m) => m.role === 'tool').map((m) => m.content)[0]).toMatch(/^\[Tool result 1 omitted/);
+    expect(toMessages(older, count, { toolRole: 'tool' }).messages.filter((m) => m.role === 'tool').map((m) => m.content)[0]).toMatch(/^\[Tool result 1 omitted/);
   });
 
   it('a row that cannot be exported stops with its place, or is counted with --on-bad-row skip', async () => {

@@ -57,6 +57,11 @@ export interface Completion {
    * endpoint ignored the limit (or its usage is wrong). Kept, and flagged on the trajectory.
    */
   readonly pastMaxTokens?: { readonly completionTokens: number; readonly maxTokens: number } | undefined;
+  /**
+   * Where earlier turns' reasoning went in the request this answers (`endpoint.send_reasoning`,
+   * `auto` resolved): its field, or `none`. The record keeps it so an export shows what was sent.
+   */
+  readonly reasoningSent?: ReasoningField | 'none' | undefined;
   /** HTTP attempts made, retries included. */
   readonly attempts: number;
   readonly ms: number;
@@ -394,6 +399,7 @@ export class LlmClient {
 
   async #once(req: CompletionRequest, maxTokens: number, resample: number): Promise<Once> {
     const cfg = this.#cfg;
+    const reasoningSent = this.#reasoningBack() ?? 'none';
     const body = this.requestBody(req, maxTokens, resample);
     const sendStop = this.#sendsStop(req);
     const controller = new AbortController();
@@ -423,7 +429,7 @@ export class LlmClient {
       // A turn cut at a stop string ended on its own; only a turn that ran on is checked for a loop.
       const repetition = clientStop || finishReason === 'stop' ? undefined : degenerateTail(text);
       if (repetition !== undefined && !streamed) this.#streamFrom('it looped');
-      return { text, toolCalls: raw.toolCalls, finishReason, clientStop, promptTokens, completionTokens, estimated, pastMaxTokens, repetition };
+      return { text, toolCalls: raw.toolCalls, finishReason, clientStop, promptTokens, completionTokens, estimated, pastMaxTokens, repetition, reasoningSent };
     } finally {
       clearTimeout(timer);
       req.signal?.removeEventListener('abort', onAbort);

@@ -132,10 +132,8 @@ export function exchangesOf(t: Trajectory, view: TrainingView): Exchange[] {
   };
   let open: { calls: Call[]; results: Result[] } | undefined;
   view.messages.forEach((m, i) => {
-    let kind = view.kinds[i]!;
-    // A result sent as a plain user turn (MiroThinker's form, `tool_results: plain`) that the view took for a prompt: the
-    // record of the call it answers holds the same text inside its <tool_output> wrapper.
-    if (kind === 'prompt' && open !== undefined && m.content !== '' && open.calls[open.results.length]?.record?.output_text.includes(m.content)) kind = 'output';
+    // The view tells results from prompts by their records (training-view.ts), MiroThinker's plain user turns included.
+    const kind = view.kinds[i]!;
     if (kind === 'output') {
       if (open === undefined) {
         out.push({ kind: 'output', text: m.content });

