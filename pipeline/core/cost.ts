@@ -64,6 +64,8 @@ export class SpendTally {
   #addUsage(part: Part, usage: unknown): void {
     if (usage === null || typeof usage !== 'object') return;
     const u = usage as Record<string, unknown>;
+    // No requests, no spend: rows from other systems get token counts made for them (dataset/foreign.ts), which nobody paid for.
+    if (count(part === 'judge' ? u.requests : u.llm_calls) === 0) return;
     const p = this.parts[part];
     p.prompt += count(u.prompt_tokens);
     p.completion += count(u.completion_tokens);

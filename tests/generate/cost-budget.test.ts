@@ -66,6 +66,17 @@ describe('cost and budgets.max_cost_usd', () => {
     expect(m3.cost.budget_reached).toBeUndefined();
     expect(m3.cost.usd).toBeCloseTo(recordedUsd(run), 9);
     expect(m3.cost.by.main.prompt_tokens).toBeGreaterThan(0);
+
+    // stats and the report price every row read at the prices the run recorded.
+    const stats = await runCli(['stats', run, '--json']);
+    expect(stats.code, stats.stderr).toBe(0);
+    expect(JSON.parse(stats.stdout).cost.usd).toBeCloseTo(recordedUsd(run), 9);
+    const text = await runCli(['stats', run]);
+    expect(text.stdout).toMatch(/^cost +\$\S+ \(every row read\)$/m);
+    const page = join(dir, 'report.html');
+    const report = await runCli(['report', run, '--out', page]);
+    expect(report.code, report.stderr).toBe(0);
+    expect(readFileSync(page, 'utf8')).toMatch(/<b>\$[\d.]+<\/b><span>spent \(model, sub-agents, judge\)<\/span>/);
   }, 120_000);
 
   it('refuses a budget without a price for the model, before anything is written', async () => {
