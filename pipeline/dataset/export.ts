@@ -15,6 +15,7 @@
  * its family carries `metadata` with its links (`familyMetadata`), in every format, so a
  * trainer can weigh or regroup them.
  */
+import { rowAccountLine } from './row-account.js';
 import { basename } from 'node:path';
 import { statSync } from 'node:fs';
 import type { Trajectory } from '../../schemas/index.js';
@@ -113,6 +114,8 @@ export interface ExportCounts {
    * or wrote before it cleaned text), exported with them removed (pipeline/text.ts).
    */
   cleaned: number;
+  /** Rows built as several rows each (`tokens`: a template that drops earlier turns' reasoning), and the rows they made. */
+  split: { rows: number; into: number };
 }
 
 /** A trajectory's rows, as objects, or (`tokens`) as the JSON lines a worker wrote with their token counts. */
@@ -199,7 +202,7 @@ export async function exportRows(
   select?: (row: DatasetRow) => boolean,
 ): Promise<ExportCounts> {
   const foreign = new ForeignCheck({ counter: opts.counter });
-  const counts: ExportCounts = { in: 0, written: 0, droppedOverMax: 0, skippedFailed: 0, superseded: 0, unselected: 0, unexportable: 0, cleaned: 0 };
+  const counts: ExportCounts = { in: 0, written: 0, droppedOverMax: 0, skippedFailed: 0, superseded: 0, unselected: 0, unexportable: 0, cleaned: 0, split: { rows: 0, into: 0 } };
   const inFlight: InFlight[] = [];
   // The error of the row that stopped the export, told apart from one of the reader.
   let stopped: unknown;
@@ -291,6 +294,10 @@ async function writeBuilt(entry: InFlight, out: JsonlWriter, opts: ExportOptions
     return;
   }
   const lines = Array.isArray(built) ? built.map((r) => ({ line: undefined, row: r, tokens: rowTokens(r) })) : built.lines.map((line, i) => ({ line, row: undefined, tokens: built.tokens[i]! }));
+  if (lines.length > 1) {
+    counts.split.rows++;
+    counts.split.into += lines.length;
+  }
   for (const { line, row: r, tokens } of lines) {
     if (opts.maxTokens !== undefined && tokens > opts.maxTokens) {
       counts.droppedOverMax++;
@@ -304,7 +311,7 @@ async function writeBuilt(entry: InFlight, out: JsonlWriter, opts: ExportOptions
 
 /** The line the command prints to stderr. */
 export function formatExportCounts(c: ExportCounts, report: ReadReport, opts: ExportOptions): string {
-  const parts = [`${c.in} rows in`, `${c.written} written`];
+  const parts: string[] = [];
   const tok = (opts.counter ?? O200K).name;
   parts.push(opts.maxTokens === undefined ? `0 dropped over max tokens` : `${c.droppedOverMax} dropped over ${opts.maxTokens} tokens (${tok})`);
   parts.push(opts.all ? '0 failed skipped (--all)' : `${c.skippedFailed} failed skipped`);
@@ -313,5 +320,6 @@ export function formatExportCounts(c: ExportCounts, report: ReadReport, opts: Ex
   if (c.unexportable) parts.push(`${c.unexportable} not exportable as ${opts.format}`);
   if (c.cleaned) parts.push(`${c.cleaned} with control characters or lone surrogates removed`);
   if (report.bad.length) parts.push(`${report.bad.length} bad rows skipped`);
-  return `export: ${parts.join(', ')}\n`;
+  const why = 'one per stretch between the user turns whose reasoning the chat template drops: docs/export.md';
+  return rowAccountLine('export', { in: c.in, written: c.written, outcomes: parts, split: { ...c.split, why } });
 }
