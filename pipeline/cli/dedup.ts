@@ -93,7 +93,7 @@ export async function run(argv: string[]): Promise<number> {
   if (banding(options.threshold, options.max_hashes) === undefined) {
     throw new TrajforgeError('BAD_USAGE', `dedup: --max-hashes ${options.max_hashes} is too few for --threshold ${options.threshold}: LSH needs at least ${minimumHashes(options.threshold)}`);
   }
-  const read = readOptions(values.format, values['on-bad-row']);
+  const read = readOptions(values.format, values['on-bad-row'], 'dedup');
   return outputs.write(
     async (w) => {
       const index = await indexNearDuplicates(inputs, read, options);

@@ -102,7 +102,7 @@ export async function run(argv: string[]): Promise<number> {
   const out = values.out;
   const outputs = Outputs.check('report', { out }, [input, values.tokenizer]);
   const outputChars = positiveInt('output-chars', values['output-chars']);
-  const read = readOptions(values.format, values['on-bad-row']);
+  const read = readOptions(values.format, values['on-bad-row'], 'report');
   const opts = { read, counter: datasetTokenCounter(input, values.tokenizer), ...(values.title ? { title: values.title } : {}), ...(outputChars ? { outputChars } : {}) };
   const started = performance.now();
   return outputs.write(
