@@ -26,10 +26,13 @@ export function progressWanted(env: NodeJS.ProcessEnv = process.env): boolean {
 
 const MB = 1024 * 1024;
 
-function eta(seconds: number): string {
-  if (!Number.isFinite(seconds) || seconds < 0) return '?';
-  const s = Math.round(seconds);
-  return s < 60 ? `${s}s` : s < 3600 ? `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s` : `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
+/** `42s`, `3m07s`, `2h05m`; `?` for a time not known. The run's progress line says times this way too. */
+export function duration(ms: number): string {
+  if (!Number.isFinite(ms) || ms < 0) return '?';
+  const s = Math.round(ms / 1000);
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
+  return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
 }
 
 export class ProgressLine {
@@ -64,7 +67,7 @@ export class ProgressLine {
     const s = Math.max((performance.now() - this.#started) / 1000, 1e-3);
     const size = this.#totalBytes === undefined ? `${(bytes / MB).toFixed(1)} MB` : `${(bytes / MB).toFixed(1)} of ${(this.#totalBytes / MB).toFixed(1)} MB (${this.#totalBytes ? Math.floor((100 * Math.min(bytes, this.#totalBytes)) / this.#totalBytes) : 100}%)`;
     const rate = bytes / s;
-    const left = this.#totalBytes === undefined ? '' : ` · ETA ${eta(rate > 0 ? (this.#totalBytes - bytes) / rate : Number.NaN)}`;
+    const left = this.#totalBytes === undefined ? '' : ` · ETA ${duration(rate > 0 ? ((this.#totalBytes - bytes) / rate) * 1000 : Number.NaN)}`;
     return `${this.#label}: ${rows} rows · ${size} · ${Math.round(rows / s)} rows/s · ${(rate / MB).toFixed(1)} MB/s${left}`;
   }
 

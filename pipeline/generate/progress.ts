@@ -4,6 +4,7 @@
  * back-off; core/llm/waits.ts) the line says for how long and why.
  */
 import { dollars } from '../core/cost.js';
+import { duration } from '../core/progress-line.js';
 import { longestWait } from '../core/llm/waits.js';
 
 /** A wait shorter than this is not worth a word: retries after a blip come and go within it. */
@@ -18,14 +19,6 @@ export interface ProgressSink {
 
 export function stderrSink(): ProgressSink {
   return { isTTY: process.stderr.isTTY === true, write: (t) => process.stderr.write(t) };
-}
-
-function duration(ms: number): string {
-  if (!Number.isFinite(ms) || ms < 0) return '?';
-  const s = Math.round(ms / 1000);
-  if (s < 60) return `${s}s`;
-  if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
-  return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
 }
 
 function compact(n: number): string {
