@@ -118,6 +118,8 @@ export const Usage = z.object({
   llm_calls: z.number().int().nonnegative(),
   /** true when some counts came from a local tokenizer because the endpoint sent none. */
   estimated: z.boolean().default(false),
+  /** Prompt tokens the endpoint served from its prefix cache (`usage.prompt_tokens_details.cached_tokens`), when it said. */
+  cached_tokens: z.number().int().nonnegative().optional(),
 });
 export type Usage = z.infer<typeof Usage>;
 
@@ -286,6 +288,16 @@ export const Judgement = z.object({
   criteria: z.array(CriterionScore).optional(),
   /** Rubrics: sum(score · weight) / sum of the positive weights, clamped to 0..1. */
   rubric_score: z.number().min(0).max(1).optional(),
+  /** What grading this answer cost: the judge's requests and their tokens (none when every answer came from the cache). */
+  usage: z
+    .object({
+      requests: z.number().int().nonnegative(),
+      prompt_tokens: z.number().int().nonnegative(),
+      completion_tokens: z.number().int().nonnegative(),
+      cached_tokens: z.number().int().nonnegative().optional(),
+      estimated: z.boolean().optional(),
+    })
+    .optional(),
   judged_at: z.string(),
 });
 export type Judgement = z.infer<typeof Judgement>;
@@ -543,7 +555,22 @@ export const BudgetsConfig = z.strictObject({
   max_nudges: z.number().int().nonnegative().default(2),
   forced_answer_attempts: z.number().int().nonnegative().default(2),
   max_total_tokens: z.number().int().positive().optional(),
+  /**
+   * US dollars the whole run may spend (model, sub-agents and judge, at `prices`), over all its
+   * sessions: once reached, no sample starts, those in flight finish, and the run stops
+   * `interrupted`, resumable with a higher budget. Needs a price for every model the run uses.
+   */
+  max_cost_usd: z.number().positive().optional(),
 });
+
+/** US dollars per million tokens of one model (pipeline/core/cost.ts). */
+export const ModelPrice = z.strictObject({
+  input: z.number().nonnegative(),
+  output: z.number().nonnegative(),
+  /** Prompt tokens served from the endpoint's prefix cache. Default: `input`. */
+  cached_input: z.number().nonnegative().optional(),
+});
+export type ModelPrice = z.infer<typeof ModelPrice>;
 
 export const RollbackConfig = z.strictObject({
   conditions: z.array(RollbackCondition).default(['unknown_tool', 'repeated_query', 'refusal']),
@@ -675,7 +702,8 @@ export const AgentConfig = z.strictObject({
   servers: z.array(z.string()).optional(),
   /** Its own aliases, limits and expose, instead of the top-level `tools` (which it inherits, for its servers, when unset). */
   tools: ToolsConfig.optional(),
-  budgets: overrides(BudgetsConfig).optional(),
+  // The cost budget is the run's, not an agent's.
+  budgets: overrides(BudgetsConfig.omit({ max_cost_usd: true })).optional(),
   context: overrides(ContextConfig).optional(),
   rollback: overrides(RollbackConfig).optional(),
   /** The prompt that asks for the final answer (`{question}`, `{task}`). Default: the dialect's; a sub-agent's: `browsing-agent-summary`. */
@@ -903,6 +931,8 @@ export const RunConfig = z.strictObject({
   tokenizer: z.string().min(1).optional(),
   /** `trajforge synthesize`: questions of its own from a corpus or a knowledge graph (pipeline/synthesize/). */
   synthesis: SynthesisConfig.optional(),
+  /** Prices by model name (the endpoint's, the judge's): what the run's tokens cost, and what `budgets.max_cost_usd` counts. No defaults. */
+  prices: z.record(z.string(), ModelPrice).default({}),
 });
 export type RunConfig = z.infer<typeof RunConfig>;
 export type RunConfigInput = z.input<typeof RunConfig>;
@@ -931,6 +961,14 @@ export const TailRepair = z.object({
   records: z.number().int().nonnegative().optional(),
 });
 export type TailRepair = z.infer<typeof TailRepair>;
+
+/** One part of a run's spend: its requests' tokens, and their price (null when unpriced). */
+const RunSpendPart = z.object({
+  prompt_tokens: z.number().int().nonnegative(),
+  completion_tokens: z.number().int().nonnegative(),
+  cached_tokens: z.number().int().nonnegative(),
+  usd: z.number().nonnegative().nullable(),
+});
 
 export const RunManifest = z.object({
   schema_version: schemaVersion,
@@ -966,6 +1004,19 @@ export const RunManifest = z.object({
   ),
   /** Set on a worker's run directory (queue mode): the queue's run name and this worker's name, which Redis records with each sample it accepted. */
   worker: z.object({ run: z.string(), name: z.string() }).optional(),
+  /** What the run spent, over all its sessions (pipeline/core/cost.ts); written when the config has prices, and tokens always. */
+  cost: z
+    .object({
+      /** null: some model of the run has no price in the config. */
+      usd: z.number().nonnegative().nullable(),
+      /** The main agent's sessions, the sub-agents' and the judge's, apart. */
+      by: z.object({ main: RunSpendPart, sub_agents: RunSpendPart, judge: RunSpendPart }),
+      /** Some counts came from a local tokenizer: the endpoint sent none. */
+      estimated: z.boolean(),
+      /** Set when `budgets.max_cost_usd` stopped the last session. */
+      budget_reached: z.object({ max_cost_usd: z.number(), spent_usd: z.number() }).optional(),
+    })
+    .optional(),
   /** Set on a run made by `merge`: the runs it came from. */
   merged_from: z.array(z.object({ dir: z.string(), run_id: z.string(), counts: RunCounts })).optional(),
 });

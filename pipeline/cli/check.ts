@@ -1,5 +1,7 @@
 /** `trajforge check --config F`: whether a run can start, one line per check (generate/preflight.ts). */
-import { loadConfig } from '../core/config.js';
+import type { RunConfig } from '../../schemas/index.js';
+import { expansionsOf, loadConfig } from '../core/config.js';
+import { BUILT_IN_VARS, runSecrets } from '../core/secrets.js';
 import { TrajforgeError } from '../errors.js';
 import { preflight, shellWord, type CheckLine } from '../generate/preflight.js';
 import { CLI_COMMAND } from '../paths.js';
@@ -27,6 +29,22 @@ function format(line: CheckLine): string {
   return [head, ...(line.more ?? []).map((m) => `${pad}${m}`)].join('\n');
 }
 
+/**
+ * The variables the config was filled from (`VLLM_BASE_URL=http://gpu:8000/v1`), as a prefix of
+ * the suggested command: a user who typed them before \`check\` gets them back, so the copied
+ * command targets the same host. Secrets (keys, tool servers' args and headers, a URL with a
+ * password) are left out: they are the user's to export, never to print.
+ */
+function envPrefix(config: RunConfig): string {
+  const secrets = new Set(runSecrets(config, process.env, expansionsOf(config)).map((s) => s.value));
+  const shown = new Map<string, string>();
+  for (const e of expansionsOf(config)) {
+    if (BUILT_IN_VARS.has(e.name) || secrets.has(e.value) || /\/\/[^/@]*:[^/@]*@/.test(e.value)) continue;
+    shown.set(e.name, e.value);
+  }
+  return [...shown].map(([k, v]) => `${k}=${shellWord(v)} `).join('');
+}
+
 export async function run(argv: string[]): Promise<number> {
   const parsed = parseFlags('check', argv, {
     config: { type: 'string' },
@@ -46,7 +64,7 @@ export async function run(argv: string[]): Promise<number> {
   const count = (s: string): number => result.lines.filter((l) => l.status === s).length;
   const warnings = count('warn');
   const tail = warnings ? ` (${warnings} warning${warnings > 1 ? 's' : ''})` : '';
-  if (result.canRun) out(`\na run can start${tail}: ${CLI_COMMAND} generate ${argv.map(shellWord).join(' ')}`);
+  if (result.canRun) out(`\na run can start${tail}: ${envPrefix(config)}${CLI_COMMAND} generate ${argv.map(shellWord).join(' ')}`);
   else out(`\n${count('FAIL')} check${count('FAIL') > 1 ? 's' : ''} failed${tail}: fix the FAIL lines, then check again`);
   return result.canRun ? 0 : 1;
 }

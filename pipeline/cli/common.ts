@@ -43,13 +43,16 @@ export function parseDatasetArgs<O extends FlagTable>(command: string, argv: str
   return { values, input: positionals[0]! };
 }
 
-/** The reader options from `--input-format` (the input's row format) and `--on-bad-row`. */
-export function readOptions(format: string | undefined, onBadRow: string | undefined): ReadOptions {
+/**
+ * The reader options from `--input-format` (the input's row format) and `--on-bad-row`.
+ * `command`: its name on the progress line a terminal shows while the input is read (core/progress-line.ts).
+ */
+export function readOptions(format: string | undefined, onBadRow: string | undefined, command?: string): ReadOptions {
   const f = format ?? 'auto';
   if (!['auto', 'trajforge', 'drtulu', 'chat'].includes(f)) throw new TrajforgeError('BAD_USAGE', `--input-format: expected auto, trajforge, drtulu or chat, got "${f}"`);
   const bad = onBadRow ?? 'error';
   if (bad !== 'error' && bad !== 'skip') throw new TrajforgeError('BAD_USAGE', `--on-bad-row: expected error or skip, got "${bad}"`);
-  return { format: f as ReadOptions['format'], onBadRow: bad };
+  return { format: f as ReadOptions['format'], onBadRow: bad, ...(command === undefined ? {} : { progress: command }) };
 }
 
 /**

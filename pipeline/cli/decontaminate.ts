@@ -99,7 +99,7 @@ export async function run(argv: string[]): Promise<number> {
   const outputs = Outputs.check('decontaminate', { out: values.out, rejects: values.rejects, report: values.report }, [...inputs, ...against]);
   if (values.json && [values.out, values.rejects, values.report].includes('-')) throw new TrajforgeError('BAD_USAGE', 'decontaminate: --json prints on stdout, so no output can be -');
   const { bank, format } = curateInputs('decontaminate', inputs, values['input-format'], { '--out': values.out, '--rejects': values.rejects });
-  const read = readOptions(format, values['on-bad-row']);
+  const read = readOptions(format, values['on-bad-row'], 'decontaminate');
   return outputs.write(
     async (w) => decontaminate(inputs, read, await EvalIndex.load(against, options, evalFormat), { out: w.out, rejects: w.rejects, report: w.report, drop: values.drop === true }, bank),
     (summary) => {

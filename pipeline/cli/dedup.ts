@@ -97,7 +97,7 @@ export async function run(argv: string[]): Promise<number> {
     throw new TrajforgeError('BAD_USAGE', `dedup: --max-hashes ${options.max_hashes} is too few for --threshold ${options.threshold}: LSH needs at least ${minimumHashes(options.threshold)}`);
   }
   const { bank, format } = curateInputs('dedup', inputs, values['input-format'], { '--out': values.out, '--rejects': values.rejects });
-  const read = readOptions(format, values['on-bad-row']);
+  const read = readOptions(format, values['on-bad-row'], 'dedup');
   return outputs.write(
     async (w) => {
       const index = await indexNearDuplicates(inputs, read, options, bank);

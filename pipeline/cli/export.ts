@@ -195,7 +195,7 @@ export async function run(argv: string[]): Promise<number> {
   };
   // The tokenizer and the chat template load (and fail) here, before anything is read or written.
   const exporter = new Exporter(opts);
-  const read = readOptions(values['input-format'], values['on-bad-row']);
+  const read = readOptions(values['input-format'], values['on-bad-row'], 'export');
   // Failed attempts matter only with --all; then a run directory counts each id once, by its latest state.
   const latest = opts.all ? await latestIndexFor(input, read) : undefined;
   const { rows, report } = readDataset(input, read);
@@ -217,7 +217,7 @@ async function runDpo(input: string, outputs: Outputs<'out'>, values: Record<str
   const raw = values['max-pairs'] as string | undefined;
   const maxPairs = raw === undefined ? 1 : raw === 'all' ? Infinity : Number(raw);
   if (!(maxPairs >= 1) || (maxPairs !== Infinity && !Number.isInteger(maxPairs))) throw new TrajforgeError('BAD_USAGE', `--max-pairs: expected a whole number of at least 1, or all; got "${raw}"`, { field: 'max-pairs' });
-  const read = readOptions(values['input-format'] as string | undefined, values['on-bad-row'] as string | undefined);
+  const read = readOptions(values['input-format'] as string | undefined, values['on-bad-row'] as string | undefined, 'export');
   const opts = {
     view: oneOf('view', values.view as string | undefined, VIEW_MODES),
     toolRole: oneOf('tool-role', values['tool-role'] as string | undefined, TOOL_ROLES),

@@ -59,7 +59,7 @@ export async function run(argv: string[]): Promise<number> {
   if (!FAMILY_MODES.includes(families)) throw new TrajforgeError('BAD_USAGE', `filter: --families: expected ${FAMILY_MODES.join(', ')}; got ${JSON.stringify(values.families)}`, { field: 'families' });
   const outputs = Outputs.check('filter', { out: values.out, rejects: values.rejects }, [input, values.tokenizer]);
   const keep = compileExpressions([...(values.keep ?? []), ...(values.valid ? ['verdict == pass'] : [])], values.drop ?? []);
-  const read = readOptions(values['input-format'], values['on-bad-row']);
+  const read = readOptions(values['input-format'], values['on-bad-row'], 'filter');
   const counter = datasetTokenCounter(input, values.tokenizer);
   const { rows: read_, report } = readDataset(input, read);
   const rows = validatedRows(read_, new ForeignCheck({ counter, countTokens: true }));

@@ -1,5 +1,6 @@
 /** `trajforge generate`: flags over the config file, progress, summary, exit code. */
 import { loadConfig, type ConfigOverrides } from '../core/config.js';
+import { costLine } from '../core/cost.js';
 import { tokenCounter } from '../core/tokens/count.js';
 import { TrajforgeError } from '../errors.js';
 import { dryRun, dryRunText } from '../generate/dry-run.js';
@@ -35,7 +36,8 @@ export function printSummary(s: GenerateSummary): void {
   out(`run        ${s.dir}${s.resumed ? ' (resumed)' : ''}  [${s.status}]`);
   out(`files      ${s.dir}/trajectories.jsonl, ${s.dir}/failures.jsonl, ${s.dir}/manifest.json`);
   for (const n of s.notices) out(`note       ${n}`);
-  out(`samples    ${s.total ?? 'unknown (stdin)'} in the question set; ${s.counts.accepted} accepted, ${s.counts.failed} failed in the run`);
+  const set = s.total === null ? 'question set not counted (read from stdin, or a merged run)' : `${s.total} in the question set`;
+  out(`samples    ${set}; ${s.counts.accepted} accepted, ${s.counts.failed} failed in the run`);
   out(`session    ${x.planned} planned, ${done} recorded: ${x.accepted} accepted, ${x.failed} failed${x.skippedDone ? `; ${x.skippedDone} already done, skipped` : ''}`);
   if (x.unaccounted.count) {
     const more = x.unaccounted.count > x.unaccounted.first.length ? ', …' : '';
@@ -53,7 +55,10 @@ export function printSummary(s: GenerateSummary): void {
   }
   if (x.schemaRejected) out(`schema     ${x.schemaRejected} records failed their schema and were written as invalid failures (the schema's message is in their error)`);
   out(`failed by  ${kv(x.byReason)}`);
-  out(`tool calls ${done ? (x.toolCalls / done).toFixed(2) : '0'} per sample (${x.toolCalls} in all; ${s.executor.cacheHits} from cache, ${s.executor.errors} errors, ${s.executor.restarts} server restarts)`);
+  // With agents the cache hits are said by agent: the sub-agents' hits are not the main agent's calls above.
+  const agents = x.subAgents.accepted + x.subAgents.failed > 0 || s.counts.sub_agents !== undefined;
+  const hits = agents ? `cache hits by agent: ${kv({ main: 0, ...x.cachedByAgent })}` : `${s.executor.cacheHits} from cache`;
+  out(`tool calls ${done ? (x.toolCalls / done).toFixed(2) : '0'} per sample (${x.toolCalls} in all${agents ? ', the main agent\'s' : ''}; ${hits}, ${s.executor.errors} errors, ${s.executor.restarts} server restarts)`);
   out(`repairs    ${kv(x.repairs)}`);
   out(`rollbacks  ${kv(x.rollbacks)}`);
   out(`endpoint   ${s.llm.requests} requests, ${s.llm.retries} retries, ${s.llm.rateLimited} rate-limited${s.llm.stopRejectedModels.length ? `, stop enforced client-side for ${s.llm.stopRejectedModels.join(', ')}` : ''}${s.llm.maxCompletionTokensModels.length ? `, max_completion_tokens sent for ${s.llm.maxCompletionTokensModels.join(', ')}` : ''}${s.llm.streamedModels.map((m) => `, streamed for ${m.model} (${m.why})`).join('')}; ${x.tokens} tokens`);
@@ -70,6 +75,8 @@ export function printSummary(s: GenerateSummary): void {
     out(`tools down ${each.join('; ')}; their calls failed at once while down (executor.max_restarts, restart_backoff_ms)`);
   }
   if (s.executor.protocolErrors) out(`tool junk  ${s.executor.protocolErrors} messages from tool servers that were not JSON-RPC (ignored; last: ${s.executor.lastProtocolError ?? 'unknown'})`);
+  if (s.cost) out(`cost       ${costLine(s.cost)}, over the run's sessions`);
+  if (s.budgetStop) out(`budget     ${s.budgetStop}; no sample started after it. Raise budgets.max_cost_usd and run the same command to go on (exit 3)`);
   if (s.fatal) out(`stopped    ${s.fatal}`);
   else if (s.failure) out(`failed     ${s.failure}`);
 }
@@ -142,17 +149,23 @@ export async function run(argv: string[]): Promise<number> {
   return runInterruptibly((signal) => generate({ config, signal, progress: stderrSink(), allowConfigChange: values['allow-config-change'] }));
 }
 
+/** The exit code of a run the cost budget stopped: resumable, like 130, but a script can tell the two apart. */
+export const BUDGET_EXIT = 3;
+
 /** What a session's outcome says, for the exit code: `generate`'s, and `synthesize`'s. */
 interface Outcome {
   readonly status: GenerateSummary['status'];
   readonly fatal?: string | undefined;
   readonly failure?: string | undefined;
+  /** Set when the run's cost budget stopped it. */
+  readonly budgetStop?: string | undefined;
 }
 
 /**
  * Runs a session with Ctrl-C (and SIGTERM) wired to a clean stop, prints the summary, and
  * turns the outcome into an exit code: 0 completed; 1 the endpoint refused or kept failing,
- * samples have no record, or every sample failed; 130 interrupted. `print` prints the summary
+ * samples have no record, or every sample failed; 3 stopped by `budgets.max_cost_usd` (resumable
+ * with a higher one); 130 interrupted. `print` prints the summary
  * (default: generate's).
  */
 export function runInterruptibly(session: (signal: AbortSignal) => Promise<GenerateSummary>): Promise<number>;
@@ -175,7 +188,8 @@ export async function runInterruptibly(session: (signal: AbortSignal) => Promise
       process.stderr.write(`error: ${why}\n`);
       return 1;
     }
-    return summary.status === 'interrupted' ? 130 : 0;
+    if (summary.status !== 'interrupted') return 0;
+    return summary.budgetStop !== undefined ? BUDGET_EXIT : 130;
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);

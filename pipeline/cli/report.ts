@@ -48,7 +48,8 @@ started yet is waited for; a finished one is served as it is. Ctrl-C stops it (e
   --newest N          newest trajectories named in the live panel (default ${S.newest})
   --price-prompt P    US dollars per million prompt tokens, and
   --price-completion P  per million completion tokens: with both, the spend is shown in
-                      dollars too; without, in tokens only
+                      dollars too; without, at the prices the run's config
+                      recorded (prices), else in tokens only
   --heartbeat S       seconds between keep-alive events to the page (default ${S.heartbeat_s})
   --read-chunk-bytes N  bytes of the run read per step (default ${S.read_chunk_bytes})
 `;
@@ -100,7 +101,7 @@ export async function run(argv: string[]): Promise<number> {
   const out = values.out;
   const outputs = Outputs.check('report', { out }, [input, values.tokenizer]);
   const outputChars = positiveInt('output-chars', values['output-chars']);
-  const read = readOptions(values['input-format'], values['on-bad-row']);
+  const read = readOptions(values['input-format'], values['on-bad-row'], 'report');
   const opts = { read, counter: datasetTokenCounter(input, values.tokenizer), ...(values.title ? { title: values.title } : {}), ...(outputChars ? { outputChars } : {}) };
   const started = performance.now();
   return outputs.write(

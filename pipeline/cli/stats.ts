@@ -35,7 +35,7 @@ export async function run(argv: string[]): Promise<number> {
   if (!args) return 0;
   const { values, input } = args;
   if (isSynthesisRun(input)) return print(values.json ? `${JSON.stringify(await synthesisFigures(input), null, 2)}\n` : formatSynthesis(await synthesisFigures(input), input));
-  const stats = await statsForInput(input, readOptions(values['input-format'], values['on-bad-row']), datasetTokenCounter(input, values.tokenizer));
+  const stats = await statsForInput(input, readOptions(values['input-format'], values['on-bad-row'], 'stats'), datasetTokenCounter(input, values.tokenizer));
   if (stats.rows.bad) process.stderr.write(`stats: skipped ${stats.rows.bad} bad rows\n`);
   return print(values.json ? `${JSON.stringify(statsToJson(stats), null, 2)}\n` : formatStats(stats, input === '-' ? 'stdin' : input));
 }

@@ -68,7 +68,7 @@ export async function run(argv: string[]): Promise<number> {
   const { values, input } = args;
   if (values.judge && !values.config) throw new TrajforgeError('BAD_USAGE', 'validate: --judge needs --config F (the endpoint that grades)');
   if (values.config && !values.judge) throw new TrajforgeError('BAD_USAGE', 'validate: --config is only used by --judge');
-  const readOpts = readOptions(values['input-format'], values['on-bad-row']);
+  const readOpts = readOptions(values['input-format'], values['on-bad-row'], 'validate');
   const rules = values.rules ? loadRules(values.rules) : defaultRules();
   const base = { ...validateOptionsFrom(rules), tokenCounter: datasetTokenCounter(input, values.tokenizer) };
   const grader = values.judge ? await loadGrader(values.config!, rules) : undefined;

@@ -252,7 +252,8 @@ export function fingerprintFields(cfg: RunConfig, env: NodeJS.ProcessEnv = proce
     'questions.path': path === undefined || path === '-' ? path ?? null : resolve(path),
     // until_correct only when set, so runs made before the field existed keep their fingerprint.
     'questions.selection': { format, fields, shuffle, seed, samples, shard: shard ?? null, ...(until_correct ? { until_correct } : {}) },
-    budgets: cfg.budgets,
+    // The cost budget decides how far a run goes, not what a sample is: raising it continues the run.
+    budgets: withoutCostBudget(cfg.budgets),
     rollback: cfg.rollback,
     context: cfg.context,
     validation: validationFingerprint(cfg),
@@ -265,6 +266,11 @@ export function fingerprintFields(cfg: RunConfig, env: NodeJS.ProcessEnv = proce
     // Only when set, so runs made before the field existed keep their fingerprint.
     ...(cfg.tokenizer === undefined ? {} : { tokenizer: cfg.tokenizer }),
   };
+}
+
+function withoutCostBudget(b: RunConfig['budgets']): Omit<RunConfig['budgets'], 'max_cost_usd'> {
+  const { max_cost_usd: _, ...rest } = b;
+  return rest;
 }
 
 /**

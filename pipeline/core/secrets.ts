@@ -38,7 +38,7 @@ export interface Expansion {
 }
 
 /** Variables trajforge sets itself (package and config paths): never secrets. */
-const BUILT_IN_VARS = new Set(['TRAJFORGE_ROOT', 'CONFIG_DIR']);
+export const BUILT_IN_VARS = new Set(['TRAJFORGE_ROOT', 'CONFIG_DIR']);
 
 /** Paths of a tool server's args, url and headers, the fields where any expanded variable counts as a secret. */
 const SERVER_FIELD = /^mcpServers\..+\.(args\[\d+\]|url|headers\..+)$/;

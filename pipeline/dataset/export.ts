@@ -15,6 +15,7 @@
  * its family carries `metadata` with its links (`familyMetadata`), in every format, so a
  * trainer can weigh or regroup them.
  */
+import { rowAccountLine } from './row-account.js';
 import { basename } from 'node:path';
 import { statSync } from 'node:fs';
 import type { Trajectory } from '../../schemas/index.js';
@@ -338,13 +339,12 @@ export function exportedCountsAddUp(c: ExportCounts): boolean {
 
 /** The line the command prints to stderr. */
 export function formatExportCounts(c: ExportCounts, report: ReadReport, opts: ExportOptions): string {
-  const parts = [`${c.in} rows in`, `${c.written} written`];
+  const parts: string[] = [];
   const tok = (opts.counter ?? O200K).name;
   parts.push(opts.maxTokens === undefined ? `0 dropped over max tokens` : `${c.droppedOverMax} dropped over ${opts.maxTokens} tokens (${tok})`);
   parts.push(opts.all ? '0 failed skipped (--all)' : `${c.skippedFailed} failed skipped`);
   // Rows in = rows exported + every reason a row was not; written = what the exported ones gave.
   parts.push(`${c.exported} exported`);
-  if (c.split) parts.push(`${c.split} split into ${c.splitInto} rows`);
   if (c.droppedWhole) parts.push(`${c.droppedWhole} dropped whole over max tokens`);
   if (c.empty) parts.push(`${c.empty} with nothing to train on`);
   if (c.superseded) parts.push(`${c.superseded} earlier attempts superseded`);
@@ -352,5 +352,6 @@ export function formatExportCounts(c: ExportCounts, report: ReadReport, opts: Ex
   if (c.unexportable) parts.push(`${c.unexportable} not exportable as ${opts.format}`);
   if (c.cleaned) parts.push(`${c.cleaned} with control characters or lone surrogates removed`);
   if (report.bad.length) parts.push(`${report.bad.length} bad rows skipped`);
-  return `export: ${parts.join(', ')}\n`;
+  const why = 'one per stretch between the user turns whose reasoning the chat template drops: docs/export.md';
+  return rowAccountLine('export', { in: c.in, written: c.written, outcomes: parts, split: { rows: c.split, into: c.splitInto, why } });
 }

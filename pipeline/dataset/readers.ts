@@ -21,6 +21,7 @@ import type { DialectName, Trajectory } from '../../schemas/index.js';
 import { inputError, TrajforgeError } from '../errors.js';
 import { statPath } from '../files.js';
 import { lineProblem, maxLineBytes, readLineBatches } from '../core/lines.js';
+import { ProgressLine, progressWanted } from '../core/progress-line.js';
 import { MAX_RECORD_DEPTH, nestsDeeperThan } from '../json-depth.js';
 import { printable } from '../printable.js';
 import { FAILURES, TRAJECTORIES } from '../core/run-dir/names.js';
@@ -50,6 +51,8 @@ export interface ReadOptions {
    * each young-generation GC, and the heap does not grow with the pass (decontaminate).
    */
   readonly chunkBytes?: number | undefined;
+  /** The command's name: on a terminal, a progress line of the read (core/progress-line.ts). Default: none. */
+  readonly progress?: string | undefined;
 }
 
 export interface DatasetRow {
@@ -73,6 +76,19 @@ export interface ReadReport {
   dialects: Partial<Record<DialectName, number>>;
   /** External rows whose source id was already taken and got a `#n` suffix. */
   renamed: number;
+  /** Bytes read so far (for the progress line). */
+  bytes: number;
+}
+
+/** Bytes the files hold (up to `until`); undefined when one is stdin or cannot be looked at. */
+function sizeOf(files: readonly string[], until: ReadonlyMap<string, number> | undefined): number | undefined {
+  let total = 0;
+  for (const f of files) {
+    const size = f === '-' ? undefined : (until?.get(f) ?? statPath(f)?.size);
+    if (size === undefined) return undefined;
+    total += size;
+  }
+  return total;
 }
 
 /** The files an input names: a run directory holds two. */
@@ -112,13 +128,22 @@ function checkFormat(format: unknown): RowFormat | 'auto' {
 async function* nothing(): AsyncGenerator<Buffer> {}
 
 export function readDataset(input: string, opts: ReadOptions = {}): { rows: AsyncIterable<DatasetRow>; report: ReadReport } {
-  const report: ReadReport = { rows: 0, bad: [], formats: {}, dialects: {}, renamed: 0 };
+  const report: ReadReport = { rows: 0, bad: [], formats: {}, dialects: {}, renamed: 0, bytes: 0 };
   const forced = checkFormat(opts.format);
   const files = inputFiles(input);
   const ctx: ReadContext = { ids: new Map(), renamed: 0 };
   const maxLine = opts.maxLineBytes ?? maxLineBytes();
   const maxDepth = opts.maxDepth ?? MAX_RECORD_DEPTH;
   async function* rows(): AsyncGenerator<DatasetRow> {
+    const progress = opts.progress !== undefined && progressWanted() ? new ProgressLine(opts.progress, sizeOf(files, opts.until), () => report).start() : undefined;
+    try {
+      yield* fileRows();
+    } finally {
+      progress?.stop();
+    }
+  }
+  async function* fileRows(): AsyncGenerator<DatasetRow> {
+    let before = 0;
     for (const file of files) {
       const label = file === '-' ? '<stdin>' : file;
       const until = opts.until?.get(file);
@@ -132,6 +157,8 @@ export function readDataset(input: string, opts: ReadOptions = {}): { rows: Asyn
       for await (const batch of readLineBatches(stream, { maxLineBytes: maxLine })) for (const l of batch) {
         const { line, text } = l;
         report.rows++;
+        // Characters for bytes: close enough for a rate and an ETA, and no second pass over the line.
+        report.bytes = before + l.offset + text.length + 1;
         let row: DatasetRow;
         try {
           // A line too long to be a string; or not UTF-8, which `generate` refuses in a questions file
@@ -166,6 +193,7 @@ export function readDataset(input: string, opts: ReadOptions = {}): { rows: Asyn
         report.renamed = ctx.renamed;
         yield row;
       }
+      before = report.bytes;
     }
   }
   return { rows: rows(), report };

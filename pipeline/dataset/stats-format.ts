@@ -2,6 +2,7 @@
  * `trajforge stats` for a terminal: the figures (stats.ts) as aligned tables, section by
  * section, then small histograms. `--json` prints the figures themselves instead.
  */
+import { costLine } from '../core/cost.js';
 import type { PassAtK } from './pass-at-k.js';
 import type { Distribution, HistogramBin } from './sketch.js';
 import type { Stats } from './stats.js';
@@ -49,6 +50,8 @@ function overview(rep: Report, stats: Stats, source: string | undefined): void {
     ['accepted', stats.acceptance_rate === null ? '-' : `${stats.status.ok ?? 0} of ${r.counted} (${pct(stats.status.ok ?? 0, r.counted)})`],
     ['validation', `${stats.validation.passed} passed, ${stats.validation.failed} failed${stats.validation.validated_here ? ` (${stats.validation.validated_here} rows from other systems validated here)` : ''}`],
     ['dialects', Object.entries(stats.dialects).map(([k, n]) => `${k} ${n}`).join(', ') || '-'],
+    // Every row read was paid for, earlier attempts included.
+    ...(stats.cost === null ? [] : [['cost', `${costLine(stats.cost)} (every row read)`]]),
   ], '', true));
 }
 

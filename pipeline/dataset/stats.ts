@@ -10,7 +10,9 @@
  * was seen: a map of family keys to two small numbers, the one figure that grows with the
  * dataset (as the latest-state index does), and only for records that carry family fields.
  */
-import type { Trajectory } from '../../schemas/index.js';
+import type { RunConfig, Trajectory } from '../../schemas/index.js';
+import { runCost, SpendTally, type RunCost } from '../core/cost.js';
+import { recordedPrices } from './run-prices.js';
 import { readDataset, type DatasetRow, type ReadOptions, type ReadReport } from './readers.js';
 import { ForeignCheck, validatedRows } from './foreign.js';
 import type { TokenCounter } from '../core/tokens/count.js';
@@ -73,6 +75,12 @@ export interface Stats {
   by_agent: { agents: Record<string, AgentFigures>; without_agent: number } | null;
   /** Families of a run with agents; null when no row carries family fields. */
   families: FamilyFigures | null;
+  /**
+   * What every row read spent (earlier attempts included: they were paid for), the main agent's,
+   * the sub-agents' and the judge's apart; priced at a run directory's recorded `prices`, else
+   * null dollars. Null when no row carries `usage`.
+   */
+  cost: RunCost | null;
   /** For the terminal only; `statsToJson` leaves them out. */
   histograms: { tool_calls: HistogramBin[]; turns: HistogramBin[]; tokens: HistogramBin[] };
 }
@@ -111,6 +119,8 @@ export interface StatsOptions {
   readonly latest?: LatestIndex | undefined;
   /** The reader's report, for the bad rows it skipped. */
   readonly report?: ReadReport | undefined;
+  /** Prices the spend: a run's recorded `prices` and the models of its parts. Default: tokens only. */
+  readonly prices?: { readonly prices: RunConfig['prices']; readonly models: Parameters<typeof runCost>[2] } | undefined;
 }
 
 type Counts = Map<string, number>;
@@ -331,9 +341,11 @@ export async function computeStats(rows: AsyncIterable<DatasetRow>, opts: StatsO
   let withoutAgent = 0;
   // A run directory: only each id's latest state counts (latest.ts).
   const latest = opts.latest === undefined ? undefined : latestFilter(opts.latest);
+  const spent = new SpendTally();
   for await (const row of rows) {
     acc.read++;
     const t = row.trajectory as Partial<Trajectory>;
+    spent.add(t);
     if (latest && !latest(row)) {
       acc.superseded++;
       continue;
@@ -374,6 +386,7 @@ export async function computeStats(rows: AsyncIterable<DatasetRow>, opts: StatsO
         ? null
         : { agents: Object.fromEntries([...byAgent].sort((a, b) => b[1].counted - a[1].counted || (a[0] < b[0] ? -1 : 1)).map(([k, a]) => [k, agentFigures(a)])), without_agent: withoutAgent },
     families: families.result(),
+    cost: spent.tokens === 0 ? null : runCost(spent, opts.prices?.prices ?? {}, opts.prices?.models ?? { main: undefined, sub_agents: undefined, judge: undefined }),
     histograms: { tool_calls: acc.toolCalls.histogram(), turns: acc.turns.histogram(), tokens: acc.tokens.histogram() },
   };
 }
@@ -387,7 +400,7 @@ export async function statsForInput(input: string, opts: ReadOptions = {}, count
   const { rows, report } = readDataset(input, opts);
   // Rows from other systems carry no verdict and no token count of their own: both are made here.
   const foreign = new ForeignCheck({ counter, countTokens: true });
-  const stats = await computeStats(validatedRows(rows, foreign), { latest, report });
+  const stats = await computeStats(validatedRows(rows, foreign), { latest, report, prices: latest === undefined ? undefined : recordedPrices(input) });
   stats.validation.validated_here = foreign.validated;
   return stats;
 }

@@ -3,6 +3,8 @@
  * a Slurm job), a plain line every few seconds. While the model client waits (a Retry-After, a
  * back-off; core/llm/waits.ts) the line says for how long and why.
  */
+import { dollars } from '../core/cost.js';
+import { duration } from '../core/progress-line.js';
 import { longestWait } from '../core/llm/waits.js';
 
 /** A wait shorter than this is not worth a word: retries after a blip come and go within it. */
@@ -17,14 +19,6 @@ export interface ProgressSink {
 
 export function stderrSink(): ProgressSink {
   return { isTTY: process.stderr.isTTY === true, write: (t) => process.stderr.write(t) };
-}
-
-function duration(ms: number): string {
-  if (!Number.isFinite(ms) || ms < 0) return '?';
-  const s = Math.round(ms / 1000);
-  if (s < 60) return `${s}s`;
-  if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
-  return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
 }
 
 function compact(n: number): string {
@@ -44,6 +38,7 @@ export class Progress {
   #started = 0;
   #timer: NodeJS.Timeout | undefined;
   #cache: (() => { hits: number; misses: number }) | undefined;
+  #cost: (() => { run: number | null; session: number | null }) | undefined;
 
   readonly #labels: { readonly ok: string; readonly failed: string };
 
@@ -68,6 +63,14 @@ export class Progress {
     this.#cache = counts;
   }
 
+  /**
+   * Adds `$S spent` (the run's, all sessions) and, with a total, `~$P projected` (what the rest
+   * would cost at this session's dollars per sample) to the line; nothing while a model has no price.
+   */
+  showCost(dollars: () => { run: number | null; session: number | null }): void {
+    this.#cost = dollars;
+  }
+
   /** Samples of the total that will not run (`--until-correct`: their question was answered correctly). */
   notNeeded(n: number): void {
     if (this.#total !== null) this.#total = Math.max(0, this.#total - n);
@@ -87,12 +90,23 @@ export class Progress {
     const counts = `${this.#accepted} ${this.#labels.ok} · ${this.#failed} ${this.#labels.failed} · ${rate.toFixed(2)}/s`;
     const c = this.#cache?.();
     const cache = c ? ` · cache ${compact(c.hits)}/${compact(c.misses)}` : '';
+    const spend = this.#spendText(doneNow, done);
     const wait = longestWait();
     const waiting = wait !== undefined && wait.ms >= WAIT_SHOWN_FROM_MS ? ` · waiting ${duration(wait.ms)}: ${wait.why}` : '';
-    if (this.#total === null) return `${done} done · ${counts} · ${compact(this.#tokens)} tokens${cache}${waiting}`;
+    if (this.#total === null) return `${done} done · ${counts} · ${compact(this.#tokens)} tokens${spend}${cache}${waiting}`;
     const eta = rate > 0 ? ((this.#total - done) / rate) * 1000 : Number.NaN;
     const pct = this.#total ? Math.floor((done / this.#total) * 100) : 100;
-    return `${done}/${this.#total} (${pct}%) · ${counts} · ETA ${duration(eta)} · ${compact(this.#tokens)} tokens${cache}${waiting}`;
+    return `${done}/${this.#total} (${pct}%) · ${counts} · ETA ${duration(eta)} · ${compact(this.#tokens)} tokens${spend}${cache}${waiting}`;
+  }
+
+  /** ` · $1.20 spent, ~$4.80 projected`: the projection once a sample of this session is done. */
+  #spendText(doneNow: number, done: number): string {
+    const c = this.#cost?.();
+    if (c === undefined || c.run === null) return '';
+    const spent = ` · ${dollars(c.run)} spent`;
+    if (this.#total === null || doneNow === 0 || c.session === null) return spent;
+    const projected = c.run + (c.session / doneNow) * Math.max(0, this.#total - done);
+    return `${spent}, ~${dollars(projected)} projected`;
   }
 
   #bar(width = 24): string {

@@ -258,7 +258,7 @@ class Session {
   readonly #used = new Map<string, number>();
   /** Every call already made, as `callKey`: what `repeated_query` compares with. */
   readonly #asked = new Set<string>();
-  readonly #usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, llm_calls: 0, estimated: false };
+  readonly #usage: Trajectory['usage'] = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, llm_calls: 0, estimated: false };
   #llmMs = 0;
   #toolMs = 0;
   #turn = 0;
@@ -398,6 +398,7 @@ class Session {
     usage.llm_calls++;
     if (raw.reasoningSent !== undefined) this.#reasoningSent = raw.reasoningSent;
     usage.estimated ||= raw.estimated;
+    if (raw.cachedTokens !== undefined) usage.cached_tokens = (usage.cached_tokens ?? 0) + raw.cachedTokens;
     if (raw.pastMaxTokens !== undefined) this.#pastMaxTokens.push(`turn ${this.#turn}: ${raw.pastMaxTokens.completionTokens} completion tokens for max_tokens ${raw.pastMaxTokens.maxTokens}`);
     this.#llmMs += raw.ms;
     const { c, removed } = cleanCompletion(raw);

@@ -18,6 +18,7 @@ import { FailFast } from './fail-fast.js';
 import { Progress } from './progress.js';
 import { schemaChecked } from './record-check.js';
 import type { GenerateSummary, PlannedSample, SessionPlan } from './run.js';
+import { RunSpend } from './run-cost.js';
 import { RunTally } from './run-tally.js';
 import type { RunStore } from './store.js';
 
@@ -70,9 +71,12 @@ export class RunLoop {
   readonly #failFast: FailFast;
   readonly #progress: Progress;
   readonly #untilCorrect: boolean;
+  /** The run's spend, priced, and its cost budget: once reached no sample starts, and those in flight finish. */
+  readonly #spend: RunSpend;
   /** A failed write, or a bug: the run stops rather than lose records, and this is thrown. */
   #crash: unknown;
   #manifestWritten = Date.now();
+  #budgetSaid = false;
   /** Rollouts started this session (a rerun of unjudged samples only judges again). */
   #rollouts = 0;
 
@@ -97,6 +101,9 @@ export class RunLoop {
       onWrongEndpoint: (why) => this.#failFast.wrongEndpoint(why),
     });
     this.#progress = new Progress(plan.progress, plan.total, this.#store.accepted.size + this.#store.failed.size);
+    this.#spend = new RunSpend(this.#store.spent, config);
+    this.#store.priceSpendWith(() => this.#spend.cost());
+    this.#progress.showCost(() => this.#spend.dollars());
     if (config.executor.cache) this.#progress.showCache(() => ({ hits: this.#executor.stats().cacheHits, misses: this.#executor.stats().cacheMisses }));
   }
 
@@ -137,10 +144,10 @@ export class RunLoop {
   async #schedule(queue: PQueue, samples: AsyncIterable<PlannedSample>, inFlight: number): Promise<void> {
     const abort = this.#abort.signal;
     for await (const unit of units(samples, this.#untilCorrect)) {
-      if (abort.aborted) break;
+      if (abort.aborted || this.#spend.reached()) break;
       // Backpressure: the sampler streams, and the queue holds a bounded number of units.
       await queue.onSizeLessThan(this.#plan.readAhead ?? inFlight);
-      if (abort.aborted) break;
+      if (abort.aborted || this.#spend.reached()) break;
       this.#tally.planned(unit.map((s) => s.sample_id));
       void queue.add(() => this.#runUnit(unit));
     }
@@ -159,7 +166,8 @@ export class RunLoop {
     this.#tally.session.skippedDone = skipped();
     if (this.#crash) throw this.#crash;
     this.#tally.closeAccounts();
-    const interrupted = fatal === undefined && aborted;
+    // A cost budget stops the run as Ctrl-C does, and the same command with a higher budget goes on.
+    const interrupted = fatal === undefined && (aborted || this.#spend.reached());
     const failure = interrupted || fatal !== undefined ? undefined : this.#tally.problem(this.#rollouts);
     return { status: fatal !== undefined || failure !== undefined ? 'failed' : interrupted ? 'interrupted' : 'completed', failure };
   }
@@ -182,6 +190,11 @@ export class RunLoop {
     if (Date.now() - this.#manifestWritten > MANIFEST_EVERY_MS) {
       this.#manifestWritten = Date.now();
       this.#store.writeManifest();
+    }
+    // Said once, when it happens; the samples in flight finish (their spend is on record), no more start.
+    if (this.#spend.reached() && !this.#budgetSaid) {
+      this.#budgetSaid = true;
+      this.#plan.progress?.write(`\n${this.#spend.budgetStop}: no more samples start; those in flight finish\n`);
     }
   }
 
@@ -258,7 +271,7 @@ export class RunLoop {
    */
   async #runUnit(unit: readonly PlannedSample[]): Promise<void> {
     for (let i = 0; i < unit.length; i++) {
-      if (this.#abort.signal.aborted) return;
+      if (this.#abort.signal.aborted || this.#spend.reached()) return;
       if (this.#untilCorrect && this.#store.answered.has(unit[i]!.question.id)) {
         const rest = unit.slice(i);
         this.#tally.notNeeded(rest.map((s) => s.sample_id));
@@ -277,7 +290,8 @@ export class RunLoop {
       resumed: store.resumed,
       status,
       counts: store.counts(),
-      total: this.#plan.total,
+      // A rerun's plan has no total of its own: the question set is the run's, as its manifest recorded it.
+      total: this.#plan.total ?? store.manifest.questions.total,
       session: this.#tally.session,
       executor: this.#executor.stats(),
       llm: this.#llm.stats(),
@@ -285,6 +299,8 @@ export class RunLoop {
       input,
       fatal: this.#failFast.fatal,
       failure,
+      cost: this.#spend.cost(),
+      budgetStop: this.#spend.budgetStop,
       notices: store.notices,
     };
   }

@@ -24,6 +24,8 @@ interface Counts {
   schemaRejected: number;
   notNeeded: number;
   subAgents: { accepted: number; failed: number; byReason: Record<string, number>; toolCalls: number };
+  /** Tool calls served from the result cache, by the agent that made them (`main` without agents). */
+  cachedByAgent: Record<string, number>;
 }
 
 const bump = (m: Record<string, number>, k: string): void => {
@@ -45,6 +47,7 @@ export class RunTally {
     schemaRejected: 0,
     notNeeded: 0,
     subAgents: { accepted: 0, failed: 0, byReason: {}, toolCalls: 0 },
+    cachedByAgent: {},
   };
   /** The first error message of each failure reason in this session: the main reason is reported with one. */
   readonly #firstError = new Map<string, string>();
@@ -88,6 +91,8 @@ export class RunTally {
       for (const r of t.repairs) bump(s.repairs, r.kind);
       for (const r of t.rollbacks) bump(s.rollbacks, r.condition);
       tokens += t.usage.total_tokens;
+      const cached = t.tool_calls.filter((c) => c.cached).length;
+      if (cached > 0) s.cachedByAgent[t.agent ?? 'main'] = (s.cachedByAgent[t.agent ?? 'main'] ?? 0) + cached;
       if (t === traj) continue;
       // Each session's usage is its own: a family's tokens are the sum of its sessions'.
       if (t.status === 'ok') s.subAgents.accepted++;

@@ -11,6 +11,7 @@
 import { randomUUID } from 'node:crypto';
 import { SCHEMA_VERSION, type RunConfig, type RunManifest, type Sample, type Trajectory } from '../../schemas/index.js';
 import { fingerprint, fingerprintFields, redactConfig, resolveApiKey, scrubberFor } from '../core/config.js';
+import { checkCostBudget, type RunCost } from '../core/cost.js';
 import { Agents } from './agents.js';
 import { TrajforgeError } from '../errors.js';
 import { Executor } from './executor.js';
@@ -70,6 +71,8 @@ export interface GenerateSummary {
     readonly notNeeded: number;
     /** With agents: the sub-agent sessions written, apart from the samples (their tokens, repairs and rollbacks are in the sums above). */
     readonly subAgents: { readonly accepted: number; readonly failed: number; readonly byReason: Record<string, number>; readonly toolCalls: number };
+    /** Tool calls served from the result cache, by the agent that made them (`main` without agents). */
+    readonly cachedByAgent: Record<string, number>;
   };
   readonly executor: ReturnType<Executor['stats']>;
   readonly llm: ReturnType<LlmClient['stats']>;
@@ -89,6 +92,10 @@ export interface GenerateSummary {
   readonly failure?: string | undefined;
   /** What opening the run repaired or found (a cut last line moved aside, a config change…). */
   readonly notices: readonly string[];
+  /** What the run spent over all its sessions, priced at `prices` (core/cost.ts). */
+  readonly cost?: RunCost | undefined;
+  /** Set when `budgets.max_cost_usd` stopped the run (status `interrupted`): what it spent of what. */
+  readonly budgetStop?: string | undefined;
 }
 
 export interface InputReport {
@@ -199,6 +206,7 @@ export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
   const { config } = plan;
   const env = plan.env ?? process.env;
   const apiKey = resolveApiKey(config, env);
+  checkCostBudget(config);
   const scrubber = scrubberFor(config, env).with(plan.secrets ?? []);
   // Before the tool servers start: a judge without its key stops the run here.
   const judge = openJudge(config, { env, scrubber });

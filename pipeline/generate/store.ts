@@ -23,6 +23,7 @@ import { IdSet } from '../id-set.js';
 import { PACKAGE_VERSION } from '../paths.js';
 import { appendLine } from '../core/jsonl.js';
 import { Scrubber } from '../core/secrets.js';
+import { SpendTally } from '../core/cost.js';
 import { fsError } from '../files.js';
 import { releaseLock, takeLock } from '../core/run-dir/lock.js';
 import { FAILURES, MANIFEST, TRAJECTORIES } from '../core/run-dir/names.js';
@@ -51,7 +52,7 @@ const rootKey = (id: string, attempt: number): string => `${id}\u0000${attempt}`
  * root is written after its sub-agent sessions, so only the lines after a file's last root line
  * can be such orphans; they are noted once their root is found, and the rest are returned.
  */
-async function scanRun(files: readonly string[], note: (id: string, attempt: number, reason: string | undefined, sub: boolean, rec?: RunLine) => void): Promise<Map<string, PendingSub[]>> {
+async function scanRun(files: readonly string[], note: (id: string, attempt: number, reason: string | undefined, sub: boolean, rec?: RunLine) => void, each: (rec: RunLine) => void): Promise<Map<string, PendingSub[]>> {
   const roots = new IdSet();
   const pending = new Map<string, PendingSub[]>();
   for (const file of files) {
@@ -69,6 +70,7 @@ async function scanRun(files: readonly string[], note: (id: string, attempt: num
       offset += Buffer.byteLength(text, 'utf8') + 1;
       if (text.trim() === '') continue;
       const rec = parseRunLine(text, file, line);
+      each(rec);
       const attempt = typeof rec.attempt === 'number' ? rec.attempt : 0;
       const reason = ok ? undefined : typeof rec.reason === 'string' ? rec.reason : 'unknown';
       if (typeof rec.parent_id === 'string') {
@@ -209,6 +211,10 @@ export class RunStore {
   readonly #subAccepted = new IdSet();
   readonly #subFailed = new Map<string, string>();
   readonly resumed: boolean;
+  /** Tokens the records on disk spent, every session's (core/cost.ts): what `budgets.max_cost_usd` counts. */
+  readonly spent = new SpendTally();
+  /** What the spend costs, for the manifest; set by the run, which knows the prices. */
+  #costOf: ((spent: SpendTally) => NonNullable<RunManifest['cost']>) | undefined;
   /** What opening the run found and did that the person running it should hear of (a repaired tail…). */
   readonly notices: string[] = [];
   #manifest: RunManifest;
@@ -273,7 +279,7 @@ export class RunStore {
           store.accepted.add(id);
           if (rec !== undefined) store.#noteAnswered(rec);
         } else store.#noteFailure(id, attempt, reason);
-      });
+      }, (rec) => store.spent.add(rec));
       // After the tails are whole: the sub-agent sessions of a family whose root a crash kept from being written.
       for (const [file, lines] of orphans) repairs.push(cutOrphans(file, lines[0]!.offset, lines.map((l) => l.id)));
       store.notices.push(...repairs.map(describeTailRepair));
@@ -341,6 +347,7 @@ export class RunStore {
         throw this.#writeError;
       }
       for (const traj of records) {
+        this.spent.add(traj);
         if (traj !== root) this.#noteSub(traj.id, traj.status === 'ok' ? undefined : (traj.reason ?? 'unknown'));
         else if (traj.status === 'ok') {
           this.accepted.add(traj.id);
@@ -396,9 +403,15 @@ export class RunStore {
     return { ...counts, sub_agents: { accepted: this.#subAccepted.size, failed: this.#subFailed.size, by_reason: sub } };
   }
 
+  /** From now on every manifest written carries the run's cost, as `costOf` prices the spend. */
+  priceSpendWith(costOf: (spent: SpendTally) => NonNullable<RunManifest['cost']>): void {
+    this.#costOf = costOf;
+  }
+
   /** Atomic: a reader sees the old manifest or the new one, never half of one. */
   writeManifest(patch: Partial<RunManifest> = {}): void {
-    this.#manifest = { ...this.#manifest, counts: this.counts(), ...patch, updated_at: new Date().toISOString() };
+    const cost = this.#costOf ? { cost: this.#costOf(this.spent) } : {};
+    this.#manifest = { ...this.#manifest, counts: this.counts(), ...patch, ...cost, updated_at: new Date().toISOString() };
     writeManifestFile(join(this.dir, MANIFEST), this.#manifest, this.#scrubber);
   }
 

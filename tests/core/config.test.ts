@@ -62,7 +62,7 @@ describe('config', () => {
     expect(lines).toContain(`${file}:6:11: budgets.max_turn: unknown key (did you mean max_turns?)`);
     expect(lines).toContain(`${file}:8:3: questions.pth: unknown key (did you mean path?)`);
     // Nothing near: the keys that place takes, not a wild guess.
-    expect(lines).toContain(`${file}:6:24: budgets.zzzzzzzz: unknown key (expected one of: max_turns, max_tool_calls, max_nudges, forced_answer_attempts, max_total_tokens)`);
+    expect(lines).toContain(`${file}:6:24: budgets.zzzzzzzz: unknown key (expected one of: max_turns, max_tool_calls, max_nudges, forced_answer_attempts, max_total_tokens, max_cost_usd)`);
   });
 
   it('explains an MCP server entry by the shape it came closest to, not "Invalid input"', () => {

@@ -112,7 +112,7 @@ describe('exported = sent (#25 item 1)', () => {
     const n = (what: string): number => Number(new RegExp(`(\\d+) ${what}`).exec(r.stderr)?.[1] ?? 0);
     const rows = readJsonl(out);
     const [inRows, written, exported, failed, unselected, dropped, droppedWhole] = ['rows in', 'written', 'exported', 'failed skipped', 'not selected', 'dropped over 2500', 'dropped whole'].map(n);
-    const split = /(\d+) split into (\d+) rows/.exec(r.stderr);
+    const split = /(\d+) rows split into (\d+)/.exec(r.stderr);
     // The run makes every kind: failed rows, rows left out by --drop, rows split, parts over the limit.
     expect(split, r.stderr).not.toBeNull();
     expect(failed * unselected * dropped, r.stderr).toBeGreaterThan(0);

@@ -62,6 +62,19 @@ function linesOf(stdout: string): Map<string, { status: string; detail: string }
 const check = (config: string, args: string[] = [], env: NodeJS.ProcessEnv = {}) => runCli(['check', '--config', config, ...args], { env });
 
 describe('trajforge check', () => {
+  it('suggests the run with the env prefix the config was filled from (VLLM_BASE_URL=…), never a secret one', async () => {
+    const s = await sim();
+    const dir = tempDir('tf-check-env-');
+    const config = writeConfig(dir, '${VLLM_BASE_URL:-http://127.0.0.1:9/v1}', {
+      mcpServers: { corpus: { command: process.execPath, args: [CORPUS_SERVER], env: { CORPUS_API_KEY: '${CORPUS_TOKEN}' } } },
+    });
+    const r = await check(config, [], { VLLM_BASE_URL: s.url, CORPUS_TOKEN: 's3cret-corpus-token' });
+    expect(r.code, r.stdout).toBe(0);
+    const hint = r.stdout.split('\n').find((l) => l.startsWith('a run can start'));
+    expect(hint).toMatch(new RegExp(`: VLLM_BASE_URL=${s.url.replace(/[.:/]/g, '\\$&')} (npx )?trajforge generate --config `));
+    expect(r.stdout).not.toContain('s3cret-corpus-token');
+  });
+
   it('passes against the sim: every line ok, in 3 requests (GET /models, 8 tokens, one turn)', async () => {
     const s = await sim();
     const dir = tempDir('tf-check-');

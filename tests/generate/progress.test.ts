@@ -26,4 +26,18 @@ describe('progress', () => {
     expect(plain.at(-1)).toMatch(/^\[\d\d:\d\d:\d\d\] 1 done · 1 accepted · 0 failed/);
     expect(plain.at(-1)).not.toContain('\r');
   });
+
+  it('shows the run\'s dollars spent and projects the total from this session\'s dollars per sample', () => {
+    // 4 of 10 done before; this session did 2 for $3 on top of $5 earlier: 4 left at $1.50 each.
+    let dollars: { run: number | null; session: number | null } = { run: 8, session: 3 };
+    const p = new Progress(undefined, 10, 4);
+    p.showCost(() => dollars);
+    p.start();
+    p.done(true, 10);
+    p.done(true, 10);
+    expect(p.line()).toContain(' · $8.00 spent, ~$14.00 projected');
+    // A model without a price: no dollars at all rather than a wrong figure.
+    dollars = { run: null, session: null };
+    expect(p.line()).not.toContain('$');
+  });
 });

@@ -41,7 +41,7 @@ export interface ClientOptions {
  * cost): one call per request sent, with its tokens (0 for a request that failed).
  */
 export interface Meter {
-  charge(used: { readonly promptTokens: number; readonly completionTokens: number }): void;
+  charge(used: { readonly promptTokens: number; readonly completionTokens: number; readonly cachedTokens?: number | undefined; readonly estimated?: boolean | undefined }): void;
 }
 
 export interface ClientStats {

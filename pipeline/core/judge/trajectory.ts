@@ -21,7 +21,7 @@
 import type { Judgement, RunConfig, Trajectory, ValidationIssue } from '../../../schemas/index.js';
 import { ruleSeverity } from '../validator.js';
 import { goldsOf } from './cascade.js';
-import type { Judge } from './judge.js';
+import type { Judge, Meter } from './judge.js';
 import { readRubrics } from './rubrics.js';
 
 /** A correct verdict is one that a sample can stand on: accepted, and judged correct. */
@@ -45,8 +45,23 @@ export async function judgeTrajectory(judge: Judge, traj: Trajectory, sampleInde
   if (!judgeable || traj.final_answer.trim() === '') return withSampling;
   const base = cleared(withSampling);
   if (base.status !== 'ok') return base;
-  const judgement = await judge.grade({ question: traj.question, gold: golds, answer: traj.final_answer, rubric: criteria }, signal);
-  return applied(base, judgement, golds.length > 0, run);
+  const meter = new JudgeMeter();
+  const judgement = await judge.grade({ question: traj.question, gold: golds, answer: traj.final_answer, rubric: criteria }, signal, meter);
+  return applied(base, meter.usage === undefined ? judgement : { ...judgement, usage: meter.usage }, golds.length > 0, run);
+}
+
+/** What grading one answer cost, for its judgement (the run's cost counts the judge apart: core/cost.ts). */
+class JudgeMeter implements Meter {
+  usage: Judgement['usage'];
+
+  charge(used: Parameters<Meter['charge']>[0]): void {
+    const u = (this.usage ??= { requests: 0, prompt_tokens: 0, completion_tokens: 0 });
+    u.requests++;
+    u.prompt_tokens += used.promptTokens;
+    u.completion_tokens += used.completionTokens;
+    if (used.cachedTokens !== undefined) u.cached_tokens = (u.cached_tokens ?? 0) + used.cachedTokens;
+    if (used.estimated) u.estimated = true;
+  }
 }
 
 /** The trajectory without an earlier verdict: no gold rule or judge issues, status as the other rules leave it. */

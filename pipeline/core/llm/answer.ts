@@ -17,6 +17,8 @@ export interface RawCompletion {
   finishReason: FinishReason;
   promptTokens: number | undefined;
   completionTokens: number | undefined;
+  /** Prompt tokens served from the endpoint's prefix cache, when it says (`usage.prompt_tokens_details.cached_tokens`). */
+  cachedTokens: number | undefined;
   /** The field the reasoning came in, when it came in one. */
   reasoningField: ReasoningField | undefined;
 }
@@ -45,6 +47,7 @@ export function readWhole(r: unknown): RawCompletion {
     finishReason: mapFinish(field(choice, 'finish_reason')),
     promptTokens: tokenCount(field(usage, 'prompt_tokens')),
     completionTokens: tokenCount(field(usage, 'completion_tokens')),
+    cachedTokens: cachedCount(usage),
     reasoningField: channel.field,
   };
 }
@@ -67,6 +70,7 @@ export class StreamedAnswer {
   #finish: string | null = null;
   #promptTokens: number | undefined;
   #completionTokens: number | undefined;
+  #cachedTokens: number | undefined;
   readonly #stops: readonly string[];
   readonly #longestStop: number;
   #checkedAt = 0;
@@ -82,6 +86,7 @@ export class StreamedAnswer {
     if (usage !== null && typeof usage === 'object') {
       this.#promptTokens = tokenCount(field(usage, 'prompt_tokens'));
       this.#completionTokens = tokenCount(field(usage, 'completion_tokens'));
+      this.#cachedTokens = cachedCount(usage);
     }
     const choice = field(field(chunk, 'choices'), 0);
     if (choice === null || typeof choice !== 'object') return false;
@@ -145,6 +150,7 @@ export class StreamedAnswer {
       finishReason: mapFinish(this.#finish),
       promptTokens: this.#promptTokens,
       completionTokens: this.#completionTokens,
+      cachedTokens: this.#cachedTokens,
       reasoningField: this.#reasoningField,
     };
   }
@@ -224,6 +230,11 @@ function argumentsOf(args: unknown): string {
   if (args === undefined || args === null) return '';
   if (typeof args === 'object') return nestsDeeperThan(args) ? '['.repeat(MAX_JSON_DEPTH + 1) : JSON.stringify(args);
   return String(args);
+}
+
+/** Cached prompt tokens from `usage.prompt_tokens_details.cached_tokens` (OpenAI, vLLM with prefix caching); no count when absent or not a count. */
+function cachedCount(usage: unknown): number | undefined {
+  return tokenCount(field(field(usage, 'prompt_tokens_details'), 'cached_tokens'));
 }
 
 /** A token count from `usage`: a number or a string of one, whole and not negative; anything else is no count (then estimated). */

@@ -52,6 +52,8 @@ export interface Completion {
   readonly completionTokens: number;
   /** Token counts came from a local tokenizer (the endpoint sent none, or counts that are not counts). */
   readonly estimated: boolean;
+  /** Of the prompt tokens, those the endpoint served from its prefix cache; undefined when it did not say. */
+  readonly cachedTokens?: number | undefined;
   /**
    * The completion has more than PAST_MAX_TOKENS times the `max_tokens` it was sent with: the
    * endpoint ignored the limit (or its usage is wrong). Kept, and flagged on the trajectory.
@@ -425,11 +427,13 @@ export class LlmClient {
       const estimated = promptTokens === undefined || completionTokens === undefined;
       if (promptTokens === undefined) promptTokens = countTokens(req.messages.map((m) => m.content).join('\n'));
       if (completionTokens === undefined) completionTokens = countTokens(raw.text + raw.toolCalls.map((c) => c.function.arguments).join(''));
+      // More cached than prompt tokens is no count (a proxy's arithmetic): capped, never a negative uncached part.
+      const cachedTokens = raw.cachedTokens === undefined ? undefined : Math.min(raw.cachedTokens, promptTokens);
       const pastMaxTokens = completionTokens > PAST_MAX_TOKENS * maxTokens ? { completionTokens, maxTokens } : undefined;
       // A turn cut at a stop string ended on its own; only a turn that ran on is checked for a loop.
       const repetition = clientStop || finishReason === 'stop' ? undefined : degenerateTail(text);
       if (repetition !== undefined && !streamed) this.#streamFrom('it looped');
-      return { text, toolCalls: raw.toolCalls, finishReason, clientStop, promptTokens, completionTokens, estimated, pastMaxTokens, repetition, reasoningSent };
+      return { text, toolCalls: raw.toolCalls, finishReason, clientStop, promptTokens, completionTokens, estimated, cachedTokens, pastMaxTokens, repetition, reasoningSent };
     } finally {
       clearTimeout(timer);
       req.signal?.removeEventListener('abort', onAbort);

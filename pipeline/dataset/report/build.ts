@@ -18,6 +18,7 @@ import { PACKAGE_VERSION } from '../../paths.js';
 import { readDataset, type DatasetRow, type ReadOptions, type ReadReport } from '../readers.js';
 import { ForeignCheck, validatedRows } from '../foreign.js';
 import type { TokenCounter } from '../../core/tokens/count.js';
+import { recordedPrices } from '../run-prices.js';
 import { computeStats, type Stats } from '../stats.js';
 import { overview, pageHead, pageTail, ROWS_END } from './page.js';
 import { DEFAULT_ROW_OPTIONS, rowLine, type RowOptions } from './rows.js';
@@ -130,7 +131,7 @@ export async function pageInto(data: ReportData, writer: JsonlWriter, opts: Repo
       yield row;
     }
   }
-  const stats = await computeStats(tee(), { latest, report });
+  const stats = await computeStats(tee(), { latest, report, prices: latest === undefined ? undefined : recordedPrices(source) });
   stats.validation.validated_here = foreign.validated;
   await put(ROWS_END);
   if (data.before) await put(data.before);

@@ -10,6 +10,7 @@
  * Every piece of data reaches the DOM through textContent or an attribute, never innerHTML:
  * tool outputs are web pages, and a report must not run them.
  */
+import { dollars } from '../../core/cost.js';
 import type { Distribution, Stats } from '../stats.js';
 import { reportScript } from './scripts.js';
 import { esc, fmt, hbars, histogram, stacked, type Bar } from './svg.js';
@@ -162,6 +163,8 @@ export function overview(stats: Stats, listed: number, cut: { outputChars: numbe
     kpi(d.turns.mean === null ? '-' : d.turns.mean.toFixed(2), 'turns per trajectory'),
     kpi(d.tokens.p50 === null ? '-' : fmt(d.tokens.p50), 'tokens used, median'),
   ];
+  // What every row read cost, at the run's recorded prices (stats.ts `cost`).
+  if (stats.cost) kpis.push(kpi(stats.cost.usd === null ? 'no price' : `${dollars(stats.cost.usd)}${stats.cost.estimated ? ' (est.)' : ''}`, 'spent (model, sub-agents, judge)'));
   const p = stats.pass_at_k;
   const share = (v: number | null): string => (v === null ? '-' : `${(100 * v).toFixed(1)}%`);
   if (p !== null) kpis.push(kpi(share(p.overall.pass_at_1), `pass@1 (${fmt(p.overall.questions)} questions)`), kpi(share(p.overall.pass_at_k), `pass@${p.k} (${fmt(p.overall.questions_at_k)} questions)`));

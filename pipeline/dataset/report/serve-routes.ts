@@ -20,6 +20,7 @@ import { statPath } from '../../files.js';
 import type { TokenCounter } from '../../core/tokens/count.js';
 import { latestIndexFor } from '../latest.js';
 import { readDataset, type DatasetRow, type ReadOptions } from '../readers.js';
+import { recordedPrices } from '../run-prices.js';
 import { computeStats } from '../stats.js';
 import { writeReport, type ReportData } from './build.js';
 import { liveHtml } from './live-page.js';
@@ -199,7 +200,7 @@ export class ReportRoutes {
     const key = `${cursor.generation}:${cursor.trajectories}:${cursor.failures}`;
     if (this.#drawn?.key !== key) {
       const data = await this.#rowsAt(cursor);
-      const stats = await computeStats(data.rows, { latest: data.latest, report: data.report });
+      const stats = await computeStats(data.rows, { latest: data.latest, report: data.report, prices: recordedPrices(this.#o.dir) });
       this.#drawn = { key, html: overview(stats, stats.rows.counted, this.#o.rowOpts) };
     }
     res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });

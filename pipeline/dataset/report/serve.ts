@@ -11,6 +11,7 @@
  * The page shows the run's trajectories (questions, answers, tool outputs), which can be
  * private: the server listens on loopback unless told otherwise (`--allow-remote`).
  */
+import { livePrice } from '../run-prices.js';
 import { createServer, type Server } from 'node:http';
 import { isIP } from 'node:net';
 import type { ReportServeOptions } from '../../../schemas/index.js';
@@ -53,7 +54,8 @@ export async function serveReport(dir: string, opts: ServeOptions): Promise<Repo
     rateWindowMs: o.rate_window_s * 1000,
     newest: o.newest,
     chunkBytes: o.read_chunk_bytes,
-    price: o.price_prompt !== undefined && o.price_completion !== undefined ? { prompt: o.price_prompt, completion: o.price_completion } : undefined,
+    // The flags win; without them, the prices the run's config recorded (docs/config.md#prices).
+    price: o.price_prompt !== undefined && o.price_completion !== undefined ? { prompt: o.price_prompt, completion: o.price_completion } : livePrice(dir),
   });
   // The first look reads what the run holds already; the address is printed once it is ready.
   await live.poll();

@@ -96,6 +96,12 @@ describe('the judge in the loop', () => {
     // One grading per sample: none of these answers is the gold answer's words alone, so the cheap steps decide none.
     expect(judge.stats().judgeRequests).toBe(16);
     expect(judge.stats().chatRequests).toBe(16);
+    // What each grading cost is on its verdict, and the run's spend counts the judge apart.
+    for (const t of all) expect(t.judgement.usage, t.id).toMatchObject({ requests: 1, prompt_tokens: expect.any(Number), completion_tokens: expect.any(Number) });
+    const judged = all.reduce((n, t) => n + t.judgement.usage.prompt_tokens + t.judgement.usage.completion_tokens, 0);
+    const cost = JSON.parse(readFileSync(join(dir, 'verdicts', 'run', 'manifest.json'), 'utf8')).cost;
+    expect(judged).toBeGreaterThan(0);
+    expect(cost.by.judge.prompt_tokens + cost.by.judge.completion_tokens).toBe(judged);
   });
 
   it('a judge that quotes every answer it grades, before and after its verdict (judge_quotes), gives each sample the verdict its answer earns', async () => {

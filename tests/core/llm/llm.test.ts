@@ -262,6 +262,35 @@ describe('llm', () => {
       }
     });
 
+    it('reads cached prompt tokens from usage.prompt_tokens_details, whole and streamed; junk or more than the prompt is no count or capped', async () => {
+      const bodies: unknown[] = [
+        { prompt_tokens: 100, completion_tokens: 5, prompt_tokens_details: { cached_tokens: 64 } },
+        { prompt_tokens: 100, completion_tokens: 5, prompt_tokens_details: { cached_tokens: 900 } },
+        { prompt_tokens: 100, completion_tokens: 5, prompt_tokens_details: { cached_tokens: -3 } },
+        { prompt_tokens: 100, completion_tokens: 5, prompt_tokens_details: null },
+      ];
+      let next = 0;
+      const server = await loopbackServer((_req, res, body) => {
+        const usage = bodies[next++ % bodies.length];
+        if (JSON.parse(body).stream === true) {
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          res.end(event({ choices: [{ index: 0, delta: { content: 'ok' }, finish_reason: 'stop' }] }) + event({ choices: [], usage }) + 'data: [DONE]\n\n');
+        } else {
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ choices: [{ message: { content: 'ok' }, finish_reason: 'stop' }], usage }));
+        }
+      });
+      try {
+        for (const stream of [false, true]) {
+          const got: (number | undefined)[] = [];
+          for (let i = 0; i < bodies.length; i++) got.push((await client(server.url, { stream }).complete({ messages, stop: [] })).cachedTokens);
+          expect(got, `stream: ${stream}`).toEqual([64, 100, undefined, undefined]);
+        }
+      } finally {
+        await server.close();
+      }
+    });
+
     it('flags a completion far past the max_tokens it was sent with', async () => {
       const server = await loopbackServer((_req, res) => {
         res.writeHead(200, { 'content-type': 'application/json' });
