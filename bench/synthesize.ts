@@ -118,7 +118,9 @@ export async function benchSynthesize(): Promise<string> {
       ? `The highest RSS of a quarter grew ${mb(last[1] - first[1])} from the first quarter (${n(first[0])} seeds) to the last (${n(last[0])}), ${Math.round((last[1] - first[1]) / (last[0] - first[0]))} bytes per seed.`
       : '';
   return [
-    '## Synthesize: kept questions per request and per second; memory over 100,000 seeds',
+    '## Synthesize',
+    '',
+    'Kept questions per model request and per second; memory over a run of many seeds.',
     '',
     `\`trajforge synthesize\` as its own process, the sim in another at ${LATENCY_MS} ms latency, concurrency ${CONCURRENCY}.`,
     '',
