@@ -10,7 +10,7 @@ describe('JSON Schema files', () => {
 
   it('cover every record that crosses a file boundary', () => {
     expect(Object.keys(generated).sort()).toEqual(
-      ['ContaminationFlag', 'DedupCluster', 'FailureRecord', 'Question', 'RunConfig', 'RunManifest', 'ToolCallRecord', 'Trajectory', 'ValidationRules'].map((n) => `${n}.schema.json`),
+      ['ContaminationFlag', 'DedupCluster', 'FailureRecord', 'Question', 'RejectedDraft', 'RunConfig', 'RunManifest', 'SynthesizedQuestion', 'ToolCallRecord', 'Trajectory', 'ValidationRules'].map((n) => `${n}.schema.json`),
     );
   });
 
