@@ -1,16 +1,13 @@
 /** `trajforge export <in> --format messages|sharegpt|text|tokens|adp|atif|dpo --out F`: training-ready rows with loss masks, or preference pairs. */
 import { TrajforgeError } from '../errors.js';
-import { EXPORT_FORMATS, Exporter, exportRows, formatExportCounts, type ExportFormat, type ExportOptions } from '../dataset/export.js';
+import { EXPORT_FORMATS, Exporter, exportRows, formatExportCounts, type ExportFormat } from '../dataset/export.js';
 import { latestFilter, latestIndexFor } from '../dataset/latest.js';
-import { MASK_STRATEGIES } from '../dataset/token-rows.js';
-import { TOOL_ROLES, UNSENT_REASONING, UNTRAINED_TURNS, VIEW_MODES } from '../dataset/training-view.js';
-import { SHAREGPT_CALLS } from '../dataset/formats/sharegpt.js';
 import { exportViaParquet, planParquet, type ParquetPlan } from '../dataset/formats/parquet-export.js';
-import { TOKEN_ENCODINGS } from '../core/tokens/count.js';
-import type { TokenLimits } from '../core/tokens/limits.js';
 import { readDataset, type DatasetRow } from '../dataset/readers.js';
+import { TOKEN_ENCODINGS } from '../core/tokens/count.js';
 import { compileExpressions, datasetTokenCounter, parseDatasetArgs, readOptions } from './common.js';
-import { DPO_TURNS, exportDpo, formatDpoCounts } from '../dataset/export-dpo.js';
+import { exportDpo, formatDpoCounts } from '../dataset/export-dpo.js';
+import { dpoOptions, exportOptions } from './export-options.js';
 import { Outputs } from './output.js';
 
 const HELP = `Usage: trajforge export <file|run|-> --format messages|sharegpt|text|tokens|adp|atif|dpo --out F [options]
@@ -83,36 +80,6 @@ other systems (DR Tulu, chat) are validated first: one that breaks a rule is a f
 Counts (rows in, written, dropped over max tokens, failed skipped) are printed to stderr.
 `;
 
-function oneOf<T extends string>(flag: string, value: string | undefined, allowed: readonly T[]): T | undefined {
-  if (value === undefined) return undefined;
-  if (!(allowed as readonly string[]).includes(value)) throw new TrajforgeError('BAD_USAGE', `--${flag}: expected ${allowed.join(', ')}; got "${value}"`, { field: flag });
-  return value as T;
-}
-
-/** The flags of token export's limits (core/tokens/limits.ts), by the option each sets. */
-const TOKEN_LIMIT_FLAGS = ['threads', 'row-timeout-ms', 'render-max-chars', 'worker-heap-mb'] as const;
-const LIMIT_OF = { threads: 'threads', 'row-timeout-ms': 'rowTimeoutMs', 'render-max-chars': 'renderMaxChars', 'worker-heap-mb': 'workerHeapMb' } as const;
-
-function tokenLimits(values: Partial<Record<(typeof TOKEN_LIMIT_FLAGS)[number], string>>): Partial<TokenLimits> {
-  const limits: Partial<Record<keyof TokenLimits, number>> = {};
-  for (const flag of TOKEN_LIMIT_FLAGS) {
-    const v = values[flag];
-    if (v === undefined) continue;
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < 1) throw new TrajforgeError('BAD_USAGE', `--${flag}: expected a whole number of at least 1, got "${v}"`, { field: flag });
-    limits[LIMIT_OF[flag]] = n;
-  }
-  return limits;
-}
-
-function parseMaxTokens(v: string | undefined): number | undefined {
-  if (v === undefined) return undefined;
-  const m = /^(\d+(?:\.\d+)?)([km]?)$/i.exec(v.trim());
-  const n = m ? Math.round(Number(m[1]) * (m[2]?.toLowerCase() === 'k' ? 1e3 : m[2]?.toLowerCase() === 'm' ? 1e6 : 1)) : NaN;
-  if (!(n > 0)) throw new TrajforgeError('BAD_USAGE', `--max-tokens: expected a positive number of tokens (e.g. 32000 or 32k), got "${v}"`, { field: 'max-tokens' });
-  return n;
-}
-
 export async function run(argv: string[]): Promise<number> {
   const args = parseDatasetArgs('export', argv, {
       format: { type: 'string', short: 'f' },
@@ -160,39 +127,8 @@ export async function run(argv: string[]): Promise<number> {
     if (values.agent?.length) throw new TrajforgeError('BAD_USAGE', '--agent is not for --format dpo (pairs are of main sessions; use --keep)', { field: 'agent' });
     return runDpo(input, outputs, values, selected, parquet);
   }
-  if (values['dpo-turn'] !== undefined) throw new TrajforgeError('BAD_USAGE', '--dpo-turn is for --format dpo', { field: 'dpo-turn' });
-  if (values['max-pairs'] !== undefined) throw new TrajforgeError('BAD_USAGE', '--max-pairs is for --format dpo', { field: 'max-pairs' });
   // Checked (and loaded) before anything is read or written.
-  const counter = datasetTokenCounter(input, values.tokenizer);
-  // A Hugging Face tokenizer (not a named encoding) is what `tokens` renders and tokenises with.
-  const tokenizerPath = (TOKEN_ENCODINGS as readonly string[]).includes(counter.name) ? undefined : counter.name;
-  if (values.untrained !== undefined && format !== 'messages') throw new TrajforgeError('BAD_USAGE', '--untrained is for --format messages (the other formats leave untrained turns out, or mask them)', { field: 'untrained' });
-  if (values['sharegpt-calls'] !== undefined && format !== 'sharegpt') throw new TrajforgeError('BAD_USAGE', '--sharegpt-calls is for --format sharegpt', { field: 'sharegpt-calls' });
-  if (values['max-tokens'] !== undefined && (format === 'adp' || format === 'atif')) throw new TrajforgeError('BAD_USAGE', `--max-tokens is not for --format ${format} (its rows hold no token counts)`, { field: 'max-tokens' });
-  if (format !== 'tokens') {
-    for (const flag of ['mask', 'empty-think', 'chat-template', ...TOKEN_LIMIT_FLAGS] as const) {
-      if (values[flag] !== undefined) throw new TrajforgeError('BAD_USAGE', `--${flag} is for --format tokens`, { field: flag });
-    }
-  } else if (tokenizerPath === undefined) {
-    throw new TrajforgeError('BAD_USAGE', "export --format tokens needs --tokenizer PATH: the trainee's Hugging Face tokenizer (a folder with tokenizer.json and tokenizer_config.json, or the tokenizer.json)", { field: 'tokenizer' });
-  }
-  const opts: ExportOptions = {
-    format: format as ExportFormat,
-    counter,
-    tokenizerPath,
-    chatTemplate: values['chat-template'],
-    view: oneOf('view', values.view, VIEW_MODES),
-    toolRole: oneOf('tool-role', values['tool-role'], TOOL_ROLES),
-    unsentReasoning: oneOf('unsent-reasoning', values['unsent-reasoning'], UNSENT_REASONING),
-    untrained: oneOf('untrained', values.untrained, UNTRAINED_TURNS),
-    sharegptCalls: oneOf('sharegpt-calls', values['sharegpt-calls'], SHAREGPT_CALLS),
-    strategy: oneOf('mask', values.mask, MASK_STRATEGIES),
-    emptyThink: values['empty-think'] === true,
-    maxTokens: parseMaxTokens(values['max-tokens']),
-    all: values.all === true,
-    onBadRow: values['on-bad-row'] === 'skip' ? 'skip' : 'error',
-    tokenLimits: tokenLimits(values),
-  };
+  const opts = exportOptions(format as ExportFormat, values, datasetTokenCounter(input, values.tokenizer));
   // The tokenizer and the chat template load (and fail) here, before anything is read or written.
   const exporter = new Exporter(opts);
   const read = readOptions(values['input-format'], values['on-bad-row'], 'export');
@@ -211,20 +147,8 @@ export async function run(argv: string[]): Promise<number> {
  * `--format dpo`: pairs from a run's accepted and failed rows (the rejected ones are failures).
  */
 async function runDpo(input: string, outputs: Outputs<'out'>, values: Record<string, unknown>, selected: ((row: DatasetRow) => boolean) | undefined, parquet: ParquetPlan | undefined): Promise<number> {
-  for (const flag of ['mask', 'empty-think', 'chat-template', 'max-tokens', 'all', 'tokenizer', 'sharegpt-calls', 'untrained', ...TOKEN_LIMIT_FLAGS] as const) {
-    if (values[flag] !== undefined) throw new TrajforgeError('BAD_USAGE', `--${flag} is not for --format dpo${flag === 'all' ? ' (it always reads failed rows: the rejected ones are there)' : ''}`, { field: flag });
-  }
-  const raw = values['max-pairs'] as string | undefined;
-  const maxPairs = raw === undefined ? 1 : raw === 'all' ? Infinity : Number(raw);
-  if (!(maxPairs >= 1) || (maxPairs !== Infinity && !Number.isInteger(maxPairs))) throw new TrajforgeError('BAD_USAGE', `--max-pairs: expected a whole number of at least 1, or all; got "${raw}"`, { field: 'max-pairs' });
+  const opts = dpoOptions(values);
   const read = readOptions(values['input-format'] as string | undefined, values['on-bad-row'] as string | undefined, 'export');
-  const opts = {
-    view: oneOf('view', values.view as string | undefined, VIEW_MODES),
-    toolRole: oneOf('tool-role', values['tool-role'] as string | undefined, TOOL_ROLES),
-    maxPairs,
-    turn: oneOf('dpo-turn', values['dpo-turn'] as string | undefined, DPO_TURNS),
-    onBadRow: values['on-bad-row'] === 'skip' ? ('skip' as const) : ('error' as const),
-  };
   const { rows, report } = readDataset(input, read);
   // exportDpo keeps the latest state of each sample id itself (a run directory, or rows cut from one).
   return writeTo(parquet, outputs, (o) =>
