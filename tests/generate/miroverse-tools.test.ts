@@ -8,7 +8,9 @@
  */
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FailureRecord, Trajectory, type Trajectory as Traj } from '../../schemas/index.js';
+import { ExecutorConfig, FailureRecord, Trajectory, type Trajectory as Traj } from '../../schemas/index.js';
+import { CachedCalls } from '../../pipeline/generate/cached-calls.js';
+import { Scrubber } from '../../pipeline/core/secrets.js';
 import { PACKAGE_ROOT } from '../../pipeline/paths.js';
 import { startSim, type Sim } from '../../sim/server.js';
 import { readJsonl, runCli, tempDir } from '../helpers.js';
@@ -40,13 +42,14 @@ function daysIn(code: string): number {
 }
 
 let first: Traj[];
-beforeAll(async () => {
-  sim = await startSim({ port: 0, seed: 5 });
-  first = await generate('run', LIMIT);
-}, RUN_TIMEOUT_MS + 30_000);
-afterAll(() => sim.close());
 
 describe('data/configs/miroverse-tools.yaml against the sim and the real tool servers', () => {
+  beforeAll(async () => {
+    sim = await startSim({ port: 0, seed: 5 });
+    first = await generate('run', LIMIT);
+  }, RUN_TIMEOUT_MS + 30_000);
+  afterAll(() => sim?.close());
+
   it('the main agent calls Python with a small computation, and the record holds what the interpreter computed', () => {
     const mains = first.filter((t) => t.agent === 'main');
     expect(mains).toHaveLength(LIMIT);
@@ -131,4 +134,36 @@ describe('data/configs/miroverse-tools.yaml against the sim and the real tool se
       expect(c.output_text).toContain(`Result(${daysIn(String(c.arguments.code_block))})`);
     }
   }, RUN_TIMEOUT_MS);
+});
+
+describe('the executor and a tool marked idempotentHint: false', () => {
+  // In process, with a server stand-in that counts its calls: no timing, no tool server needed.
+  const calls = (): CachedCalls => new CachedCalls({ servers: {}, executor: ExecutorConfig.parse({ cache_dir: tempDir('tf-idem-cache-') }), env: {}, warn: () => {}, scrubber: Scrubber.none });
+  const target = { server: 'python', tool: 'run_python_code', args: { code_block: 'import random; random.random()' } };
+
+  it('runs every call, identical ones in flight at once included, and stores none', async () => {
+    const cache = calls();
+    let ran = 0;
+    const run = async (): Promise<{ raw: unknown }> => ({ raw: { content: [{ type: 'text', text: `answer ${++ran}` }] } });
+    const both = await Promise.all([cache.run({ ...target, cacheable: false }, run), cache.run({ ...target, cacheable: false }, run)]);
+    const third = await cache.run({ ...target, cacheable: false }, run);
+    expect(ran).toBe(3);
+    expect([...both, third].map((r) => r.cached)).toEqual([false, false, false]);
+    expect(new Set([...both, third].map((r) => JSON.stringify(r.outcome))).size).toBe(3);
+    // Nothing was stored: the same call, now cacheable, still goes to the server once.
+    await cache.run(target, run);
+    expect(ran).toBe(4);
+    await cache.close();
+  });
+
+  it('still caches a tool with no such mark', async () => {
+    const cache = calls();
+    let ran = 0;
+    const run = async (): Promise<{ raw: unknown }> => ({ raw: { content: [{ type: 'text', text: `answer ${++ran}` }] } });
+    await cache.run(target, run);
+    const again = await cache.run(target, run);
+    expect(ran).toBe(1);
+    expect(again.cached).toBe(true);
+    await cache.close();
+  });
 });
