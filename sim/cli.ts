@@ -33,10 +33,13 @@ what_happened, useful_findings) in any dialect.
 
 Hierarchical agents (prompts/ of trajforge's agents), in any dialect:
   main      a tool on offer requires exactly {subtask}: it plans, hands 1-2 subtasks to
-            that tool, then answers from the reports it gets back
+            that tool, then (given run_python_code) has Python count the days from the
+            release the report names to the prompt's "Today is:", and answers from the
+            reports it gets back
   browsing  the system prompt holds the browsing objective, or the first user message
             ends with the subtask line: it searches, reads 1-2 results whole
-            (read_document), answers, and on the browsing summary prompt writes a report
+            (read_document, or open), given find finds the subtask's key word in each
+            page it opened, answers, and on the browsing summary prompt writes a report
             from the documents it read
 Misbehaviours apply to both roles alike.
 

@@ -283,18 +283,22 @@ export function renderThink(reasoning: string | null): string {
   return reasoning === null ? '' : `<think>${reasoning}</think>\n`;
 }
 
-export function renderArguments(key: string, value: string, style: ArgumentStyle, compact: boolean): string {
+/** The arguments object: `key` holding `value` in `style`, then `extra` as JSON. */
+export function renderArguments(key: string, value: string, style: ArgumentStyle, compact: boolean, extra: Readonly<Record<string, unknown>> = {}): string {
   const colon = compact ? ':' : ': ';
   const quoted = JSON.stringify(value);
+  const rest = Object.entries(extra)
+    .map(([k, v]) => `,${compact ? '' : ' '}${JSON.stringify(k)}${colon}${JSON.stringify(v)}`)
+    .join('');
   switch (style) {
     case 'json':
-      return `{${JSON.stringify(key)}${colon}${quoted}}`;
+      return `{${JSON.stringify(key)}${colon}${quoted}${rest}}`;
     case 'single_quotes':
-      return `{${singleQuoted(key)}${colon}${singleQuoted(value)}}`;
+      return `{${singleQuoted(key)}${colon}${singleQuoted(value)}${rest}}`;
     case 'trailing_comma':
-      return `{${JSON.stringify(key)}${colon}${quoted},}`;
+      return `{${JSON.stringify(key)}${colon}${quoted}${rest},}`;
     case 'unquoted_key':
-      return `{${key}${colon}${quoted}}`;
+      return `{${key}${colon}${quoted}${rest}}`;
   }
 }
 
@@ -310,7 +314,7 @@ export function renderTextCall(dialect: TextDialect, call: CallSpec, closed: boo
   }
   return (
     `<use_mcp_tool>\n<server_name>${variant.server ?? tool.server ?? 'default'}</server_name>\n<tool_name>${tool.name}</tool_name>\n` +
-    `<arguments>\n${renderArguments(tool.argKey, query, variant.style, false)}\n</arguments>${closed ? '\n</use_mcp_tool>' : ''}`
+    `<arguments>\n${renderArguments(tool.argKey, query, variant.style, false, call.args)}\n</arguments>${closed ? '\n</use_mcp_tool>' : ''}`
   );
 }
 

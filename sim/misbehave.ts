@@ -319,7 +319,7 @@ function composeNativeCall(
   const deep = drawn.has('deep_arguments');
   if (deep) applied.push('deep_arguments');
   const toolCalls: SimToolCall[] = queries.map((query, i) => {
-    const args = i === 0 && deep ? deepArguments(call.tool.argKey, query) : renderArguments(call.tool.argKey, query, i === 0 ? variant.style : 'json', true);
+    const args = i === 0 && deep ? deepArguments(call.tool.argKey, query) : renderArguments(call.tool.argKey, query, i === 0 ? variant.style : 'json', true, i === 0 ? call.args : undefined);
     return { id: callId(i), name: call.tool.name, arguments: i === 0 && unclosed ? args.slice(0, -1) : args };
   });
   // What a model says beside its calls (roles.ts), then anything it invents.

@@ -32,17 +32,26 @@ import {
   splitSnippet,
   words,
 } from './policy.js';
+import { byDocument, findPattern, pageSnippets } from './browser-pages.js';
+import { releaseAgeTask } from './python-calls.js';
 import { failureSummary } from './summary.js';
-import type { ChatMessage, Conversation, Rng, SimDialect, Snippet, ToolChoice, TurnPlan } from './types.js';
+import type { CallSpec, ChatMessage, Conversation, Evidence, Rng, SimDialect, Snippet, ToolChoice, TurnPlan } from './types.js';
 
 export type Role =
-  | { readonly kind: 'main'; readonly delegate: ToolChoice }
+  | {
+      readonly kind: 'main';
+      readonly delegate: ToolChoice;
+      /** A Python tool (`run_python_code`, else one that requires exactly `code_block`), for the small computations. */
+      readonly python: ToolChoice | null;
+    }
   | {
       readonly kind: 'browsing';
       /** The search tool: `pubmed_search`, else the first tool whose name says search, else the first that is not the reader. */
       readonly search: ToolChoice | null;
-      /** The document reader: `read_document`, else a tool that requires exactly `id`. */
+      /** The document reader: `read_document`, else a tool that requires exactly `id` (the corpus server's `open`). */
       readonly read: ToolChoice | null;
+      /** Find in a page: `find`, else a tool that requires exactly `id` and `pattern`. */
+      readonly find: ToolChoice | null;
       /** The last user message is the browsing summary prompt. */
       readonly summary: boolean;
     };
@@ -89,17 +98,21 @@ export function detectRole(messages: readonly ChatMessage[], tools: unknown, dia
   const declared = declaredTools(dialect, system, tools);
   if (system.includes(objective) || firstUserText(messages).trimEnd().endsWith(subtaskLine) || asksSummary) {
     const read = declared.find((t) => t.name === 'read_document') ?? declared.find((t) => sameNames(requiredParams(t.schema), ['id']));
-    const rest = declared.filter((t) => t !== read);
+    const find = declared.find((t) => t.name === 'find') ?? declared.find((t) => sameNames(requiredParams(t.schema), ['id', 'pattern']));
+    const rest = declared.filter((t) => t !== read && t !== find);
     const search = rest.find((t) => t.name === 'pubmed_search') ?? rest.find((t) => /search/i.test(t.name)) ?? rest[0];
     return {
       kind: 'browsing',
       search: search === undefined ? null : toolChoice(search, declared),
       read: read === undefined ? null : toolChoice(read, declared),
+      find: find === undefined ? null : toolChoice(find, declared),
       summary: asksSummary,
     };
   }
   const delegate = declared.find((t) => sameNames(requiredParams(t.schema), ['subtask']));
-  return delegate === undefined ? null : { kind: 'main', delegate: toolChoice(delegate, declared) };
+  if (delegate === undefined) return null;
+  const python = declared.find((t) => t.name === 'run_python_code') ?? declared.find((t) => sameNames(requiredParams(t.schema), ['code_block']));
+  return { kind: 'main', delegate: toolChoice(delegate, declared), python: python === undefined ? null : toolChoice(python, declared) };
 }
 
 function sameNames(a: readonly string[], b: readonly string[]): boolean {
@@ -187,7 +200,8 @@ function reportSnippet(result: string): Snippet | null {
   return sentences.length === 0 ? null : { id, title: null, sentences };
 }
 
-function planMain(delegate: ToolChoice, conv: Conversation, messages: readonly ChatMessage[], rng: Rng, session: Rng): TurnPlan {
+function planMain(role: Extract<Role, { kind: 'main' }>, conv: Conversation, messages: readonly ChatMessage[], rng: Rng, session: Rng): TurnPlan {
+  const { delegate } = role;
   const keywords = contentWords(conv.question);
   const thinks = rng() < 0.6;
   const subtasks = subtasksFor(conv.question, 1 + Math.floor(session() * 2));
@@ -212,10 +226,38 @@ function planMain(delegate: ToolChoice, conv: Conversation, messages: readonly C
     const reasoning = `${calls.length === 0 ? 'I will hand the search to the browsing agent.' : `I have ${reports.length} report${reports.length === 1 ? '' : 's'} so far.`} Subtask ${calls.length + 1} of ${subtasks.length}: ${next}`;
     return { ...base, kind: 'call', reasoning: thinks ? reasoning : null, call: { tool: delegate, query: next }, lead };
   }
+  const computed = pythonStep(role, conv, messages, evidence);
+  if (computed.call !== null) return { ...base, kind: 'call', reasoning: thinks ? computed.call.why : null, call: computed.call.spec, extraQueries: [computed.call.spec.query] };
   const reason = evidence === null ? 'No report answers the question.' : `The report${evidence.snippet.id === '' ? '' : ` ${evidence.snippet.id}`} says: ${evidence.sentence}`;
   // A forced answer (the summary prompt) is the box alone, as MiroThinker restates it.
-  const lead = conv.forceAnswer ? '' : evidence === null ? 'The reports do not answer the question.' : `The browsing agent's report states: ${evidence.sentence}`;
+  const lead = conv.forceAnswer
+    ? ''
+    : evidence === null
+      ? 'The reports do not answer the question.'
+      : `The browsing agent's report states: ${evidence.sentence}${computed.said === null ? '' : ` Python says: ${computed.said}.`}`;
   return { ...base, kind: 'answer', reasoning: thinks ? reason : null, call: null, lead };
+}
+
+/**
+ * The main agent's Python step, once the reports are in: the call to make (the evidence's
+ * release, how long ago; python-calls.ts), or, once made, what its answer printed.
+ */
+function pythonStep(
+  role: Extract<Role, { kind: 'main' }>,
+  conv: Conversation,
+  messages: readonly ChatMessage[],
+  evidence: Evidence | null,
+): { call: { spec: CallSpec; why: string } | null; said: string | null } {
+  const python = role.python;
+  if (python === null || evidence === null) return { call: null, said: null };
+  const ran = steps(conv.dialect, messages).filter((s) => s.tool === python.name);
+  if (ran.length > 0) {
+    const printed = /stdout: \['([^'\\]*)/.exec(ran[0]!.result ?? '')?.[1];
+    return { call: null, said: printed === undefined ? null : printed.trim() };
+  }
+  if (conv.forceAnswer) return { call: null, said: null };
+  const task = releaseAgeTask(evidence.sentence, systemText(messages));
+  return { call: task === null ? null : { spec: { tool: python, query: task.code }, why: task.why }, said: null };
 }
 
 // ---------------------------------------------------------------------------------------
@@ -263,8 +305,10 @@ function planBrowsing(role: Extract<Role, { kind: 'browsing' }>, conv: Conversat
   const done = steps(conv.dialect, messages);
   const searches = done.filter((s) => s.tool === role.search?.name);
   const reads = done.filter((s) => s.tool === role.read?.name);
+  const finds = done.filter((s) => s.tool === role.find?.name);
   const found = distinct(searches.flatMap((s) => (s.result === null ? [] : parseSnippets(s.result))));
-  const read = distinct(reads.flatMap((s) => (s.result === null ? [] : parseSnippets(s.result))));
+  // Pages opened and passages found, one snippet per document.
+  const read = byDocument([...reads, ...finds].flatMap((s) => (s.result === null ? [] : pageSnippets(s.result))));
   const readIds = new Set(reads.map((s) => s.query.trim()));
   const candidates = ranked(focus, found).filter((s) => !readIds.has(s.id));
   const evidence = bestEvidence(focus, read) ?? bestEvidence(focus, found);
@@ -281,6 +325,15 @@ function planBrowsing(role: Extract<Role, { kind: 'browsing' }>, conv: Conversat
     const query = searchQuery(searches.length);
     const reason = searches.length === 0 ? `The subtask: ${subtask} I will search for "${query}".` : `The search showed nothing; I will try "${query}".`;
     return { ...base, kind: 'call', reasoning: thinks ? reason : null, call: { tool: role.search, query } };
+  }
+  // A page opened and not yet searched: find the word of the subtask its title does not match.
+  const foundIn = new Set(finds.map((s) => s.query.trim()));
+  const unsearched = role.find === null ? [] : read.filter((d) => readIds.has(d.id) && !foundIn.has(d.id));
+  for (const doc of conv.forceAnswer ? [] : unsearched) {
+    const pattern = findPattern(focus, doc);
+    if (pattern === null) continue;
+    const reason = `I opened ${doc.id}; I will find "${pattern}" in it.`;
+    return { ...base, kind: 'call', reasoning: thinks ? reason : null, call: { tool: role.find!, query: doc.id, args: { pattern } } };
   }
   const next = candidates[0];
   if (!conv.forceAnswer && role.read !== null && reads.length < toRead && next !== undefined) {
@@ -332,7 +385,7 @@ function writeReport(subtask: string, focus: string, read: readonly Snippet[], f
 
 /** The next turn of a role. `session` draws the session's own choices (the same on every turn). */
 export function planRoleTurn(role: Role, conv: Conversation, messages: readonly ChatMessage[], rng: Rng, session: Rng): TurnPlan {
-  return role.kind === 'main' ? planMain(role.delegate, conv, messages, rng, session) : planBrowsing(role, conv, messages, rng, session);
+  return role.kind === 'main' ? planMain(role, conv, messages, rng, session) : planBrowsing(role, conv, messages, rng, session);
 }
 
 /** The label a session's own draws are seeded from: its first user message, which no later turn changes. */

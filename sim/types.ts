@@ -27,6 +27,8 @@ export interface ToolChoice {
 export interface CallSpec {
   readonly tool: ToolChoice;
   readonly query: string;
+  /** Arguments beside the query (`find`'s pattern, `open`'s cursor), written after it; tulu's call body has no room for them. */
+  readonly args?: Readonly<Record<string, unknown>> | undefined;
 }
 
 /** A uniform draw in [0, 1). Every choice the policy makes goes through one of these. */

@@ -1,7 +1,8 @@
 /**
  * Result caching for the executor: a call's outcome from the tool-result cache (core/cache.ts,
  * across runs and processes), from an identical call already in flight, or from the server; only
- * successful results are stored, as a timeout or a tool error may not happen next time. What a
+ * successful results are stored, as a timeout or a tool error may not happen next time; a tool
+ * its server marks `idempotentHint: false` is never answered from the cache. What a
  * server sends is scrubbed of the run's secrets before anything keeps it. A cache that cannot be
  * opened, read or written is said once per kind and the run goes on (in memory, or uncached).
  */
@@ -24,6 +25,8 @@ export interface CallTarget {
   readonly server: string;
   readonly tool: string;
   readonly args: Record<string, unknown>;
+  /** False for a tool marked `idempotentHint: false`: every call goes to the server, none is stored or shared. */
+  readonly cacheable?: boolean;
 }
 
 export class CachedCalls {
@@ -61,7 +64,7 @@ export class CachedCalls {
 
   /** The outcome of `target`: from the cache, from an identical call in flight, or from `run` (the server). */
   async run(target: CallTarget, run: () => Promise<Outcome>): Promise<{ outcome: Outcome; cached: boolean }> {
-    if (!this.#cache) {
+    if (!this.#cache || target.cacheable === false) {
       this.counts.calls++;
       return { outcome: this.#scrubbed(await run()), cached: false };
     }

@@ -186,7 +186,7 @@ export class Executor implements Toolbox {
   /** A call a view has routed and mapped: from the cache, or from the server. */
   async #execute(route: Route, mapped: ReturnType<typeof coerceArguments>, callId: string, started: number): Promise<ExecResult> {
     const server = this.#servers.get(route.server)!;
-    const { outcome, cached } = await this.#calls.run({ server: route.server, tool: route.tool.name, args: mapped.arguments }, () =>
+    const { outcome, cached } = await this.#calls.run({ server: route.server, tool: route.tool.name, args: mapped.arguments, cacheable: route.tool.idempotent !== false }, () =>
       callTool(server, route.tool.name, mapped.arguments, () => void this.#stats.timeouts++),
     );
     const base = {

@@ -25,6 +25,11 @@ export interface ServerTool {
   readonly name: string;
   readonly description: string;
   readonly inputSchema: Record<string, unknown>;
+  /**
+   * False when the server marks the tool `idempotentHint: false` (a code interpreter: the same
+   * code may answer differently the next time); its results are then never cached or shared.
+   */
+  readonly idempotent?: boolean;
 }
 
 const STDERR_TAIL = 4_000;
@@ -273,7 +278,10 @@ async function listAllTools(client: Client): Promise<ServerTool[]> {
   let cursor: string | undefined;
   do {
     const page = await client.listTools(cursor === undefined ? undefined : { cursor });
-    for (const t of page.tools) out.push({ name: t.name, description: t.description ?? '', inputSchema: t.inputSchema as Record<string, unknown> });
+    for (const t of page.tools) {
+      const tool = { name: t.name, description: t.description ?? '', inputSchema: t.inputSchema as Record<string, unknown> };
+      out.push(t.annotations?.idempotentHint === false ? { ...tool, idempotent: false } : tool);
+    }
     cursor = page.nextCursor;
   } while (cursor !== undefined);
   return out;
