@@ -155,8 +155,7 @@ export function agentSettings(cfg: RunConfig): Map<string, AgentSettings> | unde
 function resolve(cfg: RunConfig, agents: Record<string, AgentConfig>): Map<string, AgentSettings> {
   const names = Object.keys(agents).filter((n) => n !== MAIN_AGENT);
   for (const name of names) if (!AGENT_NAME.test(name)) fail(`agents.${name}`, 'an agent name is letters, digits, _ and - (it goes into session ids: <parent id>/<agent>#<n>)');
-  const section = (name: string): AgentConfig => agents[name] ?? {};
-  const calls = (name: string): string[] => section(name).sub_agents ?? (name === MAIN_AGENT ? names : []);
+  const calls = (name: string): string[] => (agents[name] ?? {}).sub_agents ?? (name === MAIN_AGENT ? names : []);
 
   // References first: every sub_agents entry names a sub-agent.
   for (const name of [MAIN_AGENT, ...names]) {
@@ -168,91 +167,100 @@ function resolve(cfg: RunConfig, agents: Record<string, AgentConfig>): Map<strin
       if (list.indexOf(callee) !== i) fail(field, `${callee} is listed twice`);
     });
   }
+  const depth = agentDepths(cfg.max_agent_depth, calls);
+  for (const name of names) if (!depth.has(name)) fail(`agents.${name}`, `no agent calls it: add it to agents.${MAIN_AGENT}.sub_agents or another agent's sub_agents, or remove it`);
 
-  // Depth: the longest chain of calls from main, refusing a cycle (it would nest without end).
+  const out = new Map<string, AgentSettings>();
+  /** Tool name → the sub-agent offered under it: two under one name is an error. */
+  const toolNames = new Map<string, string>();
+  for (const name of [MAIN_AGENT, ...names]) {
+    const settings = settingsOf(cfg, name, agents[name] ?? {}, { subAgents: calls(name), depth: depth.get(name)! });
+    if (settings.asTool !== undefined) {
+      const other = toolNames.get(settings.asTool.name);
+      if (other !== undefined) fail(`agents.${name}.as_tool.name`, `sub-agents ${other} and ${name} are both offered as ${settings.asTool.name}; give one another as_tool.name`);
+      toolNames.set(settings.asTool.name, name);
+    }
+    out.set(name, settings);
+  }
+  return out;
+}
+
+/** Each agent's depth: the longest chain of calls from main to it, refusing a cycle (it would nest without end) and a chain past `maxDepth`. */
+function agentDepths(maxDepth: number, calls: (name: string) => string[]): Map<string, number> {
   const depth = new Map<string, number>([[MAIN_AGENT, 0]]);
   const walk = (name: string, d: number, path: string[]): void => {
     calls(name).forEach((callee, i) => {
       const field = `agents.${name}.sub_agents[${i}]`;
       if (path.includes(callee)) fail(field, `a cycle: ${[...path, callee].join(' → ')}`);
-      if (d + 1 > cfg.max_agent_depth) {
-        fail(field, `${callee} would run at depth ${d + 1} (${[...path, callee].join(' → ')}), past max_agent_depth (${cfg.max_agent_depth})`);
-      }
+      if (d + 1 > maxDepth) fail(field, `${callee} would run at depth ${d + 1} (${[...path, callee].join(' → ')}), past max_agent_depth (${maxDepth})`);
       depth.set(callee, Math.max(depth.get(callee) ?? 0, d + 1));
       walk(callee, d + 1, [...path, callee]);
     });
   };
   walk(MAIN_AGENT, 0, [MAIN_AGENT]);
-  for (const name of names) if (!depth.has(name)) fail(`agents.${name}`, `no agent calls it: add it to agents.${MAIN_AGENT}.sub_agents or another agent's sub_agents, or remove it`);
+  return depth;
+}
 
+/** One agent's settings: its section of `agents` over the run's config, each field checked where it is. */
+function settingsOf(cfg: RunConfig, name: string, a: AgentConfig, place: { subAgents: string[]; depth: number }): AgentSettings {
+  const sub = name !== MAIN_AGENT;
+  const at = `agents.${name}`;
   const servers = Object.keys(cfg.mcpServers);
-  const out = new Map<string, AgentSettings>();
-  const toolNames = new Map<string, string>();
-  for (const name of [MAIN_AGENT, ...names]) {
-    const a = section(name);
-    const sub = name !== MAIN_AGENT;
-    const at = `agents.${name}`;
-    (a.servers ?? []).forEach((s, i) => {
-      if (!servers.includes(s)) fail(`${at}.servers[${i}]`, `no server named ${s} in mcpServers (have: ${servers.join(', ') || 'none'})`);
-    });
-    const seen = a.servers ?? servers;
-    for (const [alias, al] of Object.entries(a.tools?.aliases ?? {})) {
-      if (!seen.includes(al.server)) {
-        fail(`${at}.tools.aliases.${alias}.server`, servers.includes(al.server) ? `server ${al.server} is not one of this agent's servers (${seen.join(', ') || 'none'})` : `no server named ${al.server} in mcpServers`);
-      }
+  (a.servers ?? []).forEach((s, i) => {
+    if (!servers.includes(s)) fail(`${at}.servers[${i}]`, `no server named ${s} in mcpServers (have: ${servers.join(', ') || 'none'})`);
+  });
+  const seen = a.servers ?? servers;
+  for (const [alias, al] of Object.entries(a.tools?.aliases ?? {})) {
+    if (!seen.includes(al.server)) {
+      fail(`${at}.tools.aliases.${alias}.server`, servers.includes(al.server) ? `server ${al.server} is not one of this agent's servers (${seen.join(', ') || 'none'})` : `no server named ${al.server} in mcpServers`);
     }
-    const dialect: DialectName = a.dialect ?? cfg.dialect;
-    if (a.dialect_options !== undefined && dialect !== 'mcp-xml') fail(`${at}.dialect_options`, `only the mcp-xml dialect takes options (today, tool_results); this agent's dialect is ${dialect}`);
-    // An mcp-xml agent inherits the top-level options; an agent of another dialect has none.
-    const dialectOptions = a.dialect_options ?? (dialect === 'mcp-xml' ? cfg.dialect_options : undefined);
-    const config: RunConfig = {
-      ...cfg,
-      dialect,
-      dialect_options: dialectOptions,
-      tools: a.tools ?? inheritedTools(cfg.tools, cfg, seen),
-      budgets: { ...cfg.budgets, ...defined(a.budgets) },
-      context: { ...cfg.context, ...defined(a.context) },
-      rollback: { ...cfg.rollback, ...defined(a.rollback) },
-      instructions: a.instructions ?? (sub ? undefined : cfg.instructions),
-      validation: sub ? reportPolicy(cfg.validation, a.unusable_report ?? 'tool_error') : cfg.validation,
-    };
-    if (!sub && a.unusable_report !== undefined) fail(`${at}.unusable_report`, 'only a sub-agent reports: the main agent has no report to refuse');
-    if (sub && a.final_answer === 'when_needed') fail(`${at}.final_answer`, 'a sub-agent always ends with its final-answer prompt: its reply is the report its caller gets');
-    // A layout's own prompts for main and a sub-agent named browsing, unless the section names others.
-    const layout = layoutOf(config);
-    const own = sub ? (name === 'browsing' ? layout.browsing : undefined) : layout.main;
-    const objectivePrompt = a.objective_prompt ?? own?.objective ?? (name === 'browsing' ? SUB_AGENT_PROMPTS.browsingObjective : undefined);
-    if (objectivePrompt !== undefined) checkPrompt(`${at}.objective_prompt`, objectivePrompt, {});
-    const finalAnswerPrompt = a.final_answer_prompt ?? own?.summary ?? (sub ? SUB_AGENT_PROMPTS.finalAnswer : undefined);
-    if (finalAnswerPrompt !== undefined) checkPrompt(`${at}.final_answer_prompt`, finalAnswerPrompt, { question: 'q', task: 't', task_failed: '' });
-    const taskPrompt = sub ? (a.task_prompt ?? SUB_AGENT_PROMPTS.task) : undefined;
-    if (!sub && a.task_prompt !== undefined) fail(`${at}.task_prompt`, 'only a sub-agent has a task prompt: the main agent starts from the question');
-    if (!sub && a.as_tool !== undefined) fail(`${at}.as_tool`, 'the main agent is no one\'s tool');
-    if (taskPrompt !== undefined) checkPrompt(`${at}.task_prompt`, taskPrompt, { subtask: 's' });
-    const asTool = sub ? agentTool(name, a) : undefined;
-    if (asTool !== undefined) {
-      const props = (asTool.inputSchema.properties ?? {}) as Record<string, unknown>;
-      if (!Object.hasOwn(props, asTool.param)) fail(`${at}.as_tool.param`, `the input schema has no property ${asTool.param}`);
-      const other = toolNames.get(asTool.name);
-      if (other !== undefined) fail(`${at}.as_tool.name`, `sub-agents ${other} and ${name} are both offered as ${asTool.name}; give one another as_tool.name`);
-      toolNames.set(asTool.name, name);
-    }
-    out.set(name, {
-      name,
-      config,
-      servers: seen,
-      ownTools: a.tools !== undefined,
-      objectivePrompt,
-      finalAnswerPrompt,
-      finalAnswer: sub ? 'always' : (a.final_answer ?? 'when_needed'),
-      taskPrompt,
-      asTool,
-      subAgents: calls(name),
-      depth: depth.get(name)!,
-      layout,
-    });
   }
-  return out;
+  const dialect: DialectName = a.dialect ?? cfg.dialect;
+  if (a.dialect_options !== undefined && dialect !== 'mcp-xml') fail(`${at}.dialect_options`, `only the mcp-xml dialect takes options (today, tool_results); this agent's dialect is ${dialect}`);
+  // An mcp-xml agent inherits the top-level options; an agent of another dialect has none.
+  const dialectOptions = a.dialect_options ?? (dialect === 'mcp-xml' ? cfg.dialect_options : undefined);
+  const config: RunConfig = {
+    ...cfg,
+    dialect,
+    dialect_options: dialectOptions,
+    tools: a.tools ?? inheritedTools(cfg.tools, cfg, seen),
+    budgets: { ...cfg.budgets, ...defined(a.budgets) },
+    context: { ...cfg.context, ...defined(a.context) },
+    rollback: { ...cfg.rollback, ...defined(a.rollback) },
+    instructions: a.instructions ?? (sub ? undefined : cfg.instructions),
+    validation: sub ? reportPolicy(cfg.validation, a.unusable_report ?? 'tool_error') : cfg.validation,
+  };
+  if (!sub && a.unusable_report !== undefined) fail(`${at}.unusable_report`, 'only a sub-agent reports: the main agent has no report to refuse');
+  if (sub && a.final_answer === 'when_needed') fail(`${at}.final_answer`, 'a sub-agent always ends with its final-answer prompt: its reply is the report its caller gets');
+  // A layout's own prompts for main and a sub-agent named browsing, unless the section names others.
+  const layout = layoutOf(config);
+  const own = sub ? (name === 'browsing' ? layout.browsing : undefined) : layout.main;
+  const objectivePrompt = a.objective_prompt ?? own?.objective ?? (name === 'browsing' ? SUB_AGENT_PROMPTS.browsingObjective : undefined);
+  if (objectivePrompt !== undefined) checkPrompt(`${at}.objective_prompt`, objectivePrompt, {});
+  const finalAnswerPrompt = a.final_answer_prompt ?? own?.summary ?? (sub ? SUB_AGENT_PROMPTS.finalAnswer : undefined);
+  if (finalAnswerPrompt !== undefined) checkPrompt(`${at}.final_answer_prompt`, finalAnswerPrompt, { question: 'q', task: 't', task_failed: '' });
+  const taskPrompt = sub ? (a.task_prompt ?? SUB_AGENT_PROMPTS.task) : undefined;
+  if (!sub && a.task_prompt !== undefined) fail(`${at}.task_prompt`, 'only a sub-agent has a task prompt: the main agent starts from the question');
+  if (!sub && a.as_tool !== undefined) fail(`${at}.as_tool`, 'the main agent is no one\'s tool');
+  if (taskPrompt !== undefined) checkPrompt(`${at}.task_prompt`, taskPrompt, { subtask: 's' });
+  const asTool = sub ? agentTool(name, a) : undefined;
+  if (asTool !== undefined && !Object.hasOwn((asTool.inputSchema.properties ?? {}) as Record<string, unknown>, asTool.param)) {
+    fail(`${at}.as_tool.param`, `the input schema has no property ${asTool.param}`);
+  }
+  return {
+    name,
+    config,
+    servers: seen,
+    ownTools: a.tools !== undefined,
+    objectivePrompt,
+    finalAnswerPrompt,
+    finalAnswer: sub ? 'always' : (a.final_answer ?? 'when_needed'),
+    taskPrompt,
+    asTool,
+    subAgents: place.subAgents,
+    depth: place.depth,
+    layout,
+  };
 }
 
 /**
