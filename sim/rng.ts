@@ -6,6 +6,7 @@
 import { createHash } from 'node:crypto';
 import { messageText } from './dialects.js';
 import type { ChatMessage, Rng } from './types.js';
+import { drawsFor } from '../pipeline/seeded-draws.js';
 
 /** A hash of the messages (and the request's seed): which conversation this is. */
 export function messagesKey(messages: readonly ChatMessage[], requestSeed: number | null): string {
@@ -18,21 +19,7 @@ export function messagesKey(messages: readonly ChatMessage[], requestSeed: numbe
   return h.digest('hex').slice(0, 32);
 }
 
-/** sfc32 seeded from a SHA-256 of the label: small, fast, and the same on every platform. */
-
+/** sfc32 seeded from a SHA-256 of the label (pipeline/seeded-draws.ts): small, fast, and the same on every platform. */
 export function seededRng(label: string): Rng {
-  const d = createHash('sha256').update(label).digest();
-  let a = d.readUInt32LE(0);
-  let b = d.readUInt32LE(4);
-  let c = d.readUInt32LE(8);
-  let e = d.readUInt32LE(12);
-  return () => {
-    const t = (((a + b) | 0) + e) | 0;
-    e = (e + 1) | 0;
-    a = b ^ (b >>> 9);
-    b = (c + (c << 3)) | 0;
-    c = (c << 21) | (c >>> 11);
-    c = (c + t) | 0;
-    return (t >>> 0) / 4294967296;
-  };
+  return drawsFor(label);
 }

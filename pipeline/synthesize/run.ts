@@ -113,13 +113,8 @@ export async function synthesize(opts: SynthesizeOptions): Promise<SynthesisSumm
   return new Session(opts, config, store, source, { writer, solver, judge, evalIndex, near, solve, abort }).run();
 }
 
-interface Parts {
-  readonly writer: LlmClient;
-  readonly solver: LlmClient;
-  readonly judge: Judge;
-  readonly evalIndex: EvalIndex | undefined;
-  readonly near: NearDuplicates | undefined;
-  readonly solve: Solvability | undefined;
+/** What a seed is made with (the clients, the indexes, the rollouts), opened once for the run. */
+interface Parts extends Pick<SeedContext, 'writer' | 'solver' | 'judge' | 'evalIndex' | 'near' | 'solve'> {
   /** Stops the seeds in flight and the rollouts. */
   readonly abort: AbortController;
 }
