@@ -332,7 +332,7 @@ describe('trajforge stats (CLI): bad input and usage', () => {
   });
 
   it('rejects a missing input, two inputs and an unknown flag with exit 2', async () => {
-    for (const args of [['stats', '/no/such/file.jsonl'], ['stats', 'a', 'b'], ['stats', '--nope', 'x'], ['stats', 'x', '--format', 'csv']]) {
+    for (const args of [['stats', '/no/such/file.jsonl'], ['stats', 'a', 'b'], ['stats', '--nope', 'x'], ['stats', 'x', '--input-format', 'csv']]) {
       const res = await runCli(args);
       expect(res.code, args.join(' ')).toBe(2);
       expect(res.stderr).toMatch(/^error: /);

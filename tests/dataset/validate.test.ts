@@ -298,6 +298,7 @@ describe('gold matching', () => {
       'limits.turns',
       'limits.tokens',
       'gold.judge',
+      'agent.report_unusable',
       'agent.report_mismatch',
       'family.report_mismatch',
       'family.link',
@@ -578,8 +579,9 @@ describe('trajforge validate --judge', () => {
     try {
       const cfgDir = tempDir('tf-judge-cfg-');
       const cfg = writeConfig(cfgDir, sim.url);
-      const r = await runCli(['validate', rowsFile, '--json', '--rules', join(dir, 'rules.yaml'), '--judge', '--config', cfg]);
-      expect(r.code).toBe(0);
+      // A cache of its own: the test before graded the same rows with the same model, and a cached verdict is not asked again.
+      const r = await runCli(['validate', rowsFile, '--json', '--rules', join(dir, 'rules.yaml'), '--judge', '--config', cfg], { env: { TRAJFORGE_CACHE_DIR: tempDir('tf-judge-cache-') } });
+      expect(r.code, r.stderr).toBe(0);
       const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l));
       for (const l of lines.slice(0, 4)) {
         expect(l.judge.verdict).toBeNull();
