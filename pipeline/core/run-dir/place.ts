@@ -9,8 +9,12 @@ import { TrajforgeError } from '../../errors.js';
 import { LOCK } from './lock.js';
 import { FAILURES, MANIFEST, TRAJECTORIES } from './names.js';
 
-/** Names that show a run is there (a run killed before its manifest was written still holds its lock or records). */
-const RUN_NAMES = new Set([MANIFEST, TRAJECTORIES, FAILURES, LOCK]);
+/**
+ * Names that show a run is there: a run killed before its manifest was written still holds its
+ * lock or records, or the manifest's temporary name (generate/store.ts writes `manifest.json.tmp`
+ * and renames it).
+ */
+const RUN_NAMES = new Set([MANIFEST, `${MANIFEST}.tmp`, TRAJECTORIES, FAILURES, LOCK]);
 
 /** Names of what is in the way, shown in the message. */
 const SHOWN = 5;
