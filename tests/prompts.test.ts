@@ -48,6 +48,16 @@ const USES: Readonly<Record<string, Use>> = {
   'native-system': { caller: 'dialects/native.ts systemPrompt (raw)', vars: {} },
   'judge-simpleqa': { caller: 'core/judge/kinds.ts VERDICT, filled by prompt.ts renderGrading', vars: { question: QUESTION, gold: 'cyclooxygenase (COX-1)', answer: 'It blocks COX-1 <cite id="pm-1">x</cite>.' } },
   'judge-rubric': { caller: 'core/judge/kinds.ts rubricKind, filled by prompt.ts renderGrading', vars: { question: QUESTION, answer: 'It blocks COX-1 <cite id="pm-1">x</cite>.', criteria: '[{"criterion": 1, "description": "Names COX-1"}]' } },
+  // MiroThinker's layout as MiroVerse v0.1 has it (dialects/mcp-xml-layouts.ts, dialect_options.layout: miroverse-v0.1).
+  'mcp-xml-miroverse-system': { caller: 'dialects/mcp-xml.ts systemPrompt (miroverse-v0.1)', vars: { tools: "## Server name: browsing-agent\n### Tool name: search_and_browse (TOOLS_LISTING_3)", today: 'Today is: 2025-06-08' } },
+  'mcp-xml-miroverse-question': { caller: "rollout.ts: the main agent's first user message (miroverse-v0.1)", vars: { question: QUESTION } },
+  'mcp-xml-miroverse-tool-error': { caller: 'dialects/mcp-xml.ts: a failed call as the model is shown it (miroverse-v0.1)', vars: { server_name: 'corpus', tool_name: 'pubmed_search', error: 'tool call timed out after 30000 ms' } },
+  'mcp-xml-miroverse-omitted': { caller: 'context.ts placeholder (miroverse-v0.1, raw)', vars: {} },
+  'main-agent-miroverse-summary': { caller: "rollout.ts: the main agent's final-answer prompt (miroverse-v0.1)", vars: { question: QUESTION, task: QUESTION, task_failed: '' }, optional: ['task', 'task_failed'] },
+  'main-agent-miroverse-summary-failed': { caller: 'rollout.ts: {task_failed} of the main summary when the loop ran out (raw)', vars: {} },
+  'browsing-agent-miroverse-objective': { caller: "generate/agents.ts: appended to the browsing sub-agent's system prompt (miroverse-v0.1, raw)", vars: {} },
+  'browsing-agent-miroverse-summary': { caller: "rollout.ts: a sub-agent's final-report prompt (miroverse-v0.1)", vars: { question: 'Find the year aspirin was first synthesised.', task: 'Find the year aspirin was first synthesised.', task_failed: '' }, optional: ['question', 'task_failed'] },
+  'browsing-agent-miroverse-summary-failed': { caller: 'rollout.ts: {task_failed} of the browsing summary when the loop ran out (raw)', vars: {} },
   // Synthesis (pipeline/synthesize/): its stages, filled by renderGrading (data blocks), and the judge's two kinds.
   'synth-draft-documents': { caller: 'synthesize/draft.ts draft (documents)', vars: { documents: 'Document 1\nid: pm-1\ntext:\nAspirin acetylates COX-1.', links: '(one document: no links)', hops: '1' } },
   'synth-draft-graph': { caller: 'synthesize/draft.ts draft (graph)', vars: { triples: '["aspirin","inhibits","COX-1"]', descriptions: '(none)', hops: '1' } },

@@ -53,7 +53,7 @@
 import { bindJsonCall } from './arguments.js';
 import { scanBoxes } from './mcp-xml-boxes.js';
 import { CALL_CLOSE, callTags, closingCallTag, events, fieldFinders, readCallFields, toParsedCall, type Event } from './mcp-xml-calls.js';
-import { systemPrompt, toolListing, type McpXmlSettings } from './mcp-xml-prompt.js';
+import { miroThinkerListing, systemPrompt, toolListing, type McpXmlSettings } from './mcp-xml-prompt.js';
 import { excerpt, NONE, plural, RepairLog } from './repair-log.js';
 import { answerBlock, hasNonSpace, nextOfSameKind, nextWhere } from './tags.js';
 import { escapeTagNamed, escapeToolText as escapeTuluText, renderToolOutput as renderTulu } from './tool-output.js';
@@ -418,6 +418,8 @@ export function mcpXmlDialect(settings: McpXmlSettings): Dialect {
   return {
     ...mcpXml,
     systemPrompt: (tools) => systemPrompt(tools, settings),
+    // The listing the system prompt holds (what `generate --dry-run` shows): MiroThinker's in its layout.
+    toolListing: layout.listing === 'mirothinker' ? miroThinkerListing : toolListing,
     ...(settings.toolResults === 'plain' ? { toolMessage: plain } : {}),
     ...(layout.question === undefined ? {} : { questionPrompt: layout.question }),
     ...(layout.omitted === undefined ? {} : { omittedResultPrompt: layout.omitted }),

@@ -4,7 +4,10 @@
  * written, so the next run of the same command redoes it; a check never rejects a question for
  * a fault of the machinery.
  */
-export class Unfinished extends Error {
+import { WireError } from '../errors.js';
+
+/** The other end (the endpoint, the judge) did not answer: a wire error, handled by the run, never shown as the user's. */
+export class Unfinished extends WireError {
   constructor(message: string) {
     super(message);
     this.name = 'Unfinished';
