@@ -9,7 +9,7 @@
  * never meet the sims these blocks start. A block's stray background processes end with it.
  */
 import { spawn } from 'node:child_process';
-import { cpSync, mkdirSync, readdirSync, readFileSync, symlinkSync } from 'node:fs';
+import { cpSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT } from '../../pipeline/paths.js';
@@ -52,7 +52,8 @@ function workspace(): string {
   for (const entry of readdirSync(join(PACKAGE_ROOT, 'node_modules'))) {
     if (entry !== '.bin') symlinkSync(join(PACKAGE_ROOT, 'node_modules', entry), join(modules, entry));
   }
-  symlinkSync(CLI, join(modules, '.bin', 'trajforge'));
+  // A launcher, not a link to the built CLI: tsc writes bin.js without the executable bit (npm sets it only on install).
+  writeFileSync(join(modules, '.bin', 'trajforge'), `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(CLI)} "$@"\n`, { mode: 0o755 });
   return dir;
 }
 
@@ -106,7 +107,7 @@ for (const file of FILES) {
         cwd ??= workspace();
         const r = await runBlock(await withFreePorts(b.text), cwd);
         expect(r.code, r.output).toBe(0);
-      }, 30 * 60_000);
+      }, 10 * 60_000);
     }
   });
 }
