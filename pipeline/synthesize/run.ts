@@ -6,7 +6,7 @@
  *
  * Everything that can be checked before a seed runs is checked before the run directory is
  * touched: the config, the keys, the source file (every row), the eval sets. The solvability
- * rollouts run as a generate session beside it (solvable.ts), in `DIR/solve`.
+ * rollouts run as a generate run beside it (solvable.ts), in `DIR/solve`.
  */
 import { setMaxListeners } from 'node:events';
 import { join } from 'node:path';
@@ -43,12 +43,12 @@ export interface SynthesisSummary {
   readonly status: RunManifest['status'];
   /** Seeds the run plans (the source's, capped by `--limit` and `synthesis.seeds`). */
   readonly planned: number;
-  /** The run over all sessions: seeds on record. */
+  /** The run over all its invocations: seeds on record. */
   readonly kept: number;
   readonly rejected: number;
   readonly byCheck: Record<string, number>;
   readonly spent: { readonly requests: number; readonly tokens: number };
-  readonly session: { kept: number; rejected: number; skippedDone: number; unfinished: number; firstUnfinished: string | undefined };
+  readonly invocation: { kept: number; rejected: number; skippedDone: number; unfinished: number; firstUnfinished: string | undefined };
   /** The budget that stopped the run (`kept`, `tokens`, `requests`), if one did. */
   readonly budget?: string | undefined;
   /** Why fewer seeds could be drawn than planned. */
@@ -56,7 +56,7 @@ export interface SynthesisSummary {
   readonly fatal?: string | undefined;
   readonly failure?: string | undefined;
   readonly notices: readonly string[];
-  /** The solvability rollouts' session, when the check is on. */
+  /** The solvability rollouts' run, when the check is on. */
   readonly solve?: GenerateSummary | undefined;
 }
 
@@ -110,7 +110,7 @@ export async function synthesize(opts: SynthesizeOptions): Promise<SynthesisSumm
     throw err;
   }
   await solve?.readPrior((seed) => !store.isDone(seed));
-  return new Session(opts, config, store, source, { writer, solver, judge, evalIndex, near, solve, abort }).run();
+  return new Invocation(opts, config, store, source, { writer, solver, judge, evalIndex, near, solve, abort }).run();
 }
 
 /** What a seed is made with (the clients, the indexes, the rollouts), opened once for the run. */
@@ -119,8 +119,8 @@ interface Parts extends Pick<SeedContext, 'writer' | 'solver' | 'judge' | 'evalI
   readonly abort: AbortController;
 }
 
-/** One session of a synthesis run: the seeds scheduled, each one's line written, the run closed. */
-class Session {
+/** One invocation of a synthesis run: the seeds scheduled, each one's line written, the run closed. */
+class Invocation {
   readonly #opts: SynthesizeOptions;
   readonly #config: RunConfig;
   readonly #store: SynthStore;
@@ -274,7 +274,7 @@ class Session {
       rejected: s.rejected,
       byCheck: { ...s.byCheck },
       spent: { ...s.spent },
-      session: { ...this.#counts },
+      invocation: { ...this.#counts },
       budget: this.#budget,
       shortfall: this.#source.shortfall,
       fatal: this.#fatal,
