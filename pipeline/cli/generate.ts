@@ -1,6 +1,7 @@
 /** `trajforge generate`: flags over the config file, progress, summary, exit code. */
 import { loadConfig, type ConfigOverrides } from '../core/config.js';
 import { costLine } from '../core/cost.js';
+import type { RunOutcome } from '../core/run-dir/outcome.js';
 import { tokenCounter } from '../core/tokens/count.js';
 import { TrajforgeError } from '../errors.js';
 import { dryRun, dryRunText } from '../generate/dry-run.js';
@@ -153,13 +154,8 @@ export async function run(argv: string[]): Promise<number> {
 export const BUDGET_EXIT = 3;
 
 /** What an invocation's outcome says, for the exit code: `generate`'s, and `synthesize`'s. */
-interface Outcome {
-  readonly status: GenerateSummary['status'];
-  readonly fatal?: string | undefined;
-  readonly failure?: string | undefined;
-  /** Set when the run's cost budget stopped it. */
-  readonly budgetStop?: string | undefined;
-}
+/** What the exit code reads: how the invocation ended, and the budget that stopped it if one did. */
+type Outcome = Pick<RunOutcome, 'status' | 'fatal' | 'failure'> & { readonly budgetStop?: string | undefined };
 
 /**
  * Runs an invocation with Ctrl-C (and SIGTERM) wired to a clean stop, prints the summary, and

@@ -8,6 +8,7 @@
 import { setMaxListeners } from 'node:events';
 import PQueue from 'p-queue';
 import type { RunConfig, RunManifest } from '../../schemas/index.js';
+import { runOutcome } from '../core/run-dir/outcome.js';
 import type { Judge } from '../core/judge/judge.js';
 import { judgeTrajectory } from '../core/judge/trajectory.js';
 import { LlmClient, LlmError } from '../core/llm/llm.js';
@@ -285,10 +286,7 @@ export class RunLoop {
   #summary(status: RunManifest['status'], failure: string | undefined, input: GenerateSummary['input']): GenerateSummary {
     const store = this.#store;
     return {
-      dir: store.dir,
-      runId: store.manifest.run_id,
-      resumed: store.resumed,
-      status,
+      ...runOutcome(store, status, { fatal: this.#failFast.fatal, failure, notices: store.notices }),
       counts: store.counts(),
       // A rerun's plan has no total of its own: the question set is the run's, as its manifest recorded it.
       total: this.#plan.total ?? store.manifest.questions.total,
@@ -297,11 +295,8 @@ export class RunLoop {
       llm: this.#llm.stats(),
       ...(this.#judge ? { judge: this.#judge.stats() } : {}),
       input,
-      fatal: this.#failFast.fatal,
-      failure,
       cost: this.#spend.cost(),
       budgetStop: this.#spend.budgetStop,
-      notices: store.notices,
     };
   }
 }

@@ -20,6 +20,7 @@ import type { LlmClient } from '../core/llm/llm.js';
 import { PACKAGE_VERSION } from '../paths.js';
 import type { ProgressSink } from './progress.js';
 import { RunLoop } from './run-loop.js';
+import type { RunOutcome } from '../core/run-dir/outcome.js';
 import { countSamples, sampleQuestions, type BadRow } from './sampler.js';
 import type { SharedLimits } from './shared-limits.js';
 import { RunStore } from './store.js';
@@ -44,11 +45,7 @@ export interface GenerateOptions {
 
 /** What this invocation of `generate` (or `rerun`, or a worker) did, for the summary. A run
  * directory may take several invocations (resumes); "session" means one agent conversation only. */
-export interface GenerateSummary {
-  readonly dir: string;
-  readonly runId: string;
-  readonly resumed: boolean;
-  readonly status: RunManifest['status'];
+export interface GenerateSummary extends RunOutcome {
   /** The run's state over all its invocations: latest state per id. */
   readonly counts: RunManifest['counts'];
   /** Samples in the question set; null when reading stdin. */
@@ -81,18 +78,6 @@ export interface GenerateSummary {
   readonly judge?: JudgeStats | undefined;
   /** What the question reader passed over in this invocation (`questions.on_bad_row: skip`, duplicate ids). */
   readonly input?: InputReport | undefined;
-  /**
-   * Set when the run stopped early because of the endpoint: it refused the requests
-   * (401, 403, 404, 400), or every request of `fail_fast_after` samples in a row failed.
-   */
-  readonly fatal?: string | undefined;
-  /**
-   * Set when the invocation ran to its end but failed as a whole: samples it planned have no
-   * record, or every sample failed. Says why, with the main reason and the server's message.
-   */
-  readonly failure?: string | undefined;
-  /** What opening the run repaired or found (a cut last line moved aside, a config change…). */
-  readonly notices: readonly string[];
   /** What the run spent over all its invocations, priced at `prices` (core/cost.ts). */
   readonly cost?: RunCost | undefined;
   /** Set when `budgets.max_cost_usd` stopped the run (status `interrupted`): what it spent of what. */

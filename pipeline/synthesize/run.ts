@@ -16,6 +16,7 @@ import { keyFromEnv, redactConfig, resolveApiKey, scrubberFor } from '../core/co
 import { createJudge, judgeSettings, type Judge } from '../core/judge/judge.js';
 import { LlmClient, LlmError } from '../core/llm/llm.js';
 import { SYNTH_SOLVE_DIR } from '../core/run-dir/names.js';
+import { runOutcome, type RunOutcome } from '../core/run-dir/outcome.js';
 import { EvalIndex } from '../dataset/decontaminate.js';
 import { TrajforgeError } from '../errors.js';
 import { Progress } from '../generate/progress.js';
@@ -36,11 +37,7 @@ export interface SynthesizeOptions extends Pick<GenerateOptions, 'config' | 'env
   readonly limit?: number | undefined;
 }
 
-export interface SynthesisSummary {
-  readonly dir: string;
-  readonly runId: string;
-  readonly resumed: boolean;
-  readonly status: RunManifest['status'];
+export interface SynthesisSummary extends RunOutcome {
   /** Seeds the run plans (the source's, capped by `--limit` and `synthesis.seeds`). */
   readonly planned: number;
   /** The run over all its invocations: seeds on record. */
@@ -53,9 +50,6 @@ export interface SynthesisSummary {
   readonly budget?: string | undefined;
   /** Why fewer seeds could be drawn than planned. */
   readonly shortfall?: string | undefined;
-  readonly fatal?: string | undefined;
-  readonly failure?: string | undefined;
-  readonly notices: readonly string[];
   /** The solvability rollouts' run, when the check is on. */
   readonly solve?: GenerateSummary | undefined;
 }
@@ -264,11 +258,9 @@ class Invocation {
 
   #summary(status: RunManifest['status'], failure: string | undefined, solve: GenerateSummary | undefined): SynthesisSummary {
     const s = this.#store;
+    const notices = [...s.notices, ...(solve?.notices ?? []).map((n) => `solve: ${n}`), ...(solve?.failure ? [`solve: ${solve.failure}`] : [])];
     return {
-      dir: s.dir,
-      runId: s.manifest.run_id,
-      resumed: s.resumed,
-      status,
+      ...runOutcome(s, status, { fatal: this.#fatal, failure, notices }),
       planned: this.#source.planned,
       kept: s.kept,
       rejected: s.rejected,
@@ -277,9 +269,6 @@ class Invocation {
       invocation: { ...this.#counts },
       budget: this.#budget,
       shortfall: this.#source.shortfall,
-      fatal: this.#fatal,
-      failure,
-      notices: [...s.notices, ...(solve?.notices ?? []).map((n) => `solve: ${n}`), ...(solve?.failure ? [`solve: ${solve.failure}`] : [])],
       solve,
     };
   }
