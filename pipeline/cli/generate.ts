@@ -9,7 +9,7 @@ import { generate, type GenerateSummary } from '../generate/run.js';
 import { stderrSink } from '../generate/progress.js';
 import { configWarnings } from '../generate/warnings.js';
 import { HELP } from './main.js';
-import { parseFlags } from './flags.js';
+import { choiceFlag, ON_BAD_ROW, parseFlags } from './flags.js';
 
 export function int(name: string, v: string | undefined): number | undefined {
   if (v === undefined) return undefined;
@@ -128,10 +128,7 @@ export async function run(argv: string[]): Promise<number> {
     cache: values['no-cache'] ? false : undefined,
     cacheDir: values['cache-dir'],
   };
-  const onBadRow = values['on-bad-row'];
-  if (onBadRow !== undefined && onBadRow !== 'error' && onBadRow !== 'skip') {
-    throw new TrajforgeError('BAD_USAGE', `--on-bad-row: expected error or skip, got "${onBadRow}"`);
-  }
+  const onBadRow = choiceFlag('on-bad-row', values['on-bad-row'], ON_BAD_ROW);
   const config = loadConfig(values.config, overrides);
   if (onBadRow !== undefined) config.questions.on_bad_row = onBadRow;
   // Loaded before the run starts: a tokenizer path that holds none stops here, not mid-run.
