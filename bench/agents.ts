@@ -70,13 +70,13 @@ export async function runAgentsBench(): Promise<AgentsMeasure> {
     const seconds = (performance.now() - started) / 1000;
     const cpu = process.cpuUsage(cpu0);
     const requests = (await simRequests(sim.url)) - requests0;
-    const families = summary.session.accepted + summary.session.failed;
+    const families = summary.invocation.accepted + summary.invocation.failed;
     return {
       concurrency: C,
       latencyMs,
       families,
-      accepted: summary.session.accepted,
-      subSessions: summary.session.subAgents.accepted + summary.session.subAgents.failed,
+      accepted: summary.invocation.accepted,
+      subSessions: summary.invocation.subAgents.accepted + summary.invocation.subAgents.failed,
       requests,
       seconds,
       perFamily: requests / Math.max(1, families),

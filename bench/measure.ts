@@ -162,13 +162,13 @@ export async function measureRun(opts: MeasureOptions): Promise<RunMeasure> {
   const seconds = (performance.now() - started) / 1000;
   const cpu = process.cpuUsage(cpu0);
   const turns = (await simTurns(sim.url)) - turns0;
-  const n = summary.session.accepted + summary.session.failed;
+  const n = summary.invocation.accepted + summary.invocation.failed;
   peakRss = Math.max(peakRss, process.memoryUsage().rss);
   return {
     concurrency,
     latencyMs,
     samples: n,
-    accepted: summary.session.accepted,
+    accepted: summary.invocation.accepted,
     seconds,
     rate: n / seconds,
     ideal: concurrency / ((TURNS * latencyMs) / 1000),

@@ -557,7 +557,7 @@ export const BudgetsConfig = z.strictObject({
   max_total_tokens: z.number().int().positive().optional(),
   /**
    * US dollars the whole run may spend (model, sub-agents and judge, at `prices`), over all its
-   * sessions: once reached, no sample starts, those in flight finish, and the run stops
+   * invocations: once reached, no sample starts, those in flight finish, and the run stops
    * `interrupted`, resumable with a higher budget. Needs a price for every model the run uses.
    */
   max_cost_usd: z.number().positive().optional(),
@@ -987,24 +987,28 @@ export const RunManifest = z.object({
   fingerprint_fields: z.record(z.string(), z.unknown()),
   questions: z.object({ path: z.string().nullable(), total: z.number().int().nonnegative().nullable() }),
   counts: RunCounts,
+  /**
+   * One entry per invocation of the command on this run directory (the first, then each resume).
+   * The contract names it `sessions`; everywhere else a session is one agent conversation.
+   */
   sessions: z.array(
     z.object({
       started_at: z.string(),
       finished_at: z.string().optional(),
       exit: z.string().optional(),
-      /** The trajforge that ran this session. */
+      /** The trajforge that ran this invocation. */
       trajforge_version: z.string().optional(),
-      /** Files this session found not ending at a newline when it opened the run, and what it did. */
+      /** Files this invocation found not ending at a newline when it opened the run, and what it did. */
       tail_repairs: z.array(TailRepair).optional(),
-      /** Fingerprint fields this session changed on purpose (`--allow-config-change`), with the values before and after. */
+      /** Fingerprint fields this invocation changed on purpose (`--allow-config-change`), with the values before and after. */
       config_changes: z.array(z.object({ field: z.string(), before: z.unknown(), after: z.unknown() })).optional(),
-      /** Fingerprint fields the manifest did not record before this session (written by an earlier trajforge). */
+      /** Fingerprint fields the manifest did not record before this invocation (written by an earlier trajforge). */
       fingerprint_fields_added: z.array(z.string()).optional(),
     }),
   ),
   /** Set on a worker's run directory (queue mode): the queue's run name and this worker's name, which Redis records with each sample it accepted. */
   worker: z.object({ run: z.string(), name: z.string() }).optional(),
-  /** What the run spent, over all its sessions (pipeline/core/cost.ts); written when the config has prices, and tokens always. */
+  /** What the run spent, over all its invocations (pipeline/core/cost.ts); written when the config has prices, and tokens always. */
   cost: z
     .object({
       /** null: some model of the run has no price in the config. */

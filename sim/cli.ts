@@ -8,6 +8,7 @@ import { suggestKey } from '../pipeline/core/config-hints.js';
 import { untilStopped } from '../pipeline/wait.js';
 import {
   EXCLUDED_FROM_ALL,
+  EXCLUDED_FROM_ALL_BY_WHY,
   isMisbehaviourKind,
   MISBEHAVIOUR_HELP,
   MISBEHAVIOUR_KINDS,
@@ -59,11 +60,8 @@ Options:
   --seed S               seed for every draw (default ${SIM_DEFAULTS.seed})
   --latency-ms N         added to every chat request (default ${SIM_DEFAULTS.latencyMs})
   --misbehave KIND=RATE  misbehave at RATE (0..1) per completion; repeatable, later wins;
-                         all=RATE sets every kind except the transport faults
-                         ${EXCLUDED_FROM_ALL.slice(0, 3).join(', ')} and the wire shapes ${EXCLUDED_FROM_ALL.slice(3, 8).join(', ')};
-                         and ${EXCLUDED_FROM_ALL.slice(8, 12).join(', ')} (wrong answers, the judge's faults);
-                         and ${EXCLUDED_FROM_ALL.slice(12, 13).join(', ')} (hostile shapes);
-                         and ${EXCLUDED_FROM_ALL.slice(13).join(', ')} (a sub-agent's unusable report)
+                         all=RATE sets every kind except:
+${Object.entries(EXCLUDED_FROM_ALL_BY_WHY).map(([why, kinds]) => `                           ${why}: ${kinds.join(', ')}`).join('\n')}
   --reject-stop          answer any request that carries 'stop' with 400 unsupported_parameter
   --reject-max-tokens    answer any request that carries 'max_tokens' with 400 unsupported_parameter
                          ("Use 'max_completion_tokens' instead", as OpenAI's GPT-5 and o-series do)

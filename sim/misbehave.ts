@@ -111,10 +111,19 @@ export const MISBEHAVIOUR_HELP: Readonly<Record<MisbehaviourKind, string>> = {
 };
 
 /**
- * Kinds that `all=RATE` leaves alone: the transport faults make every client time out or fail,
- * and the wire shapes are a server's habits, asked for by name.
+ * Kinds that `all=RATE` leaves alone, by why: the transport faults make every client time out
+ * or fail, the wire shapes are a server's habits asked for by name, and the rest change what a
+ * run's answers or families are, which a test asks for on purpose.
  */
-export const EXCLUDED_FROM_ALL: readonly MisbehaviourKind[] = ['stall', 'drop', 'malformed', 'object_arguments', 'numeric_name', 'content_parts', 'string_usage', 'endless', 'wrong_answer', 'judge_unreadable', 'judge_quotes', 'judge_echo_key', 'deep_arguments', 'refused_report', 'empty_report'];
+export const EXCLUDED_FROM_ALL_BY_WHY: Readonly<Record<string, readonly MisbehaviourKind[]>> = {
+  'the transport faults': ['stall', 'drop', 'malformed'],
+  'the wire shapes': ['object_arguments', 'numeric_name', 'content_parts', 'string_usage', 'endless'],
+  "wrong answers and the judge's faults": ['wrong_answer', 'judge_unreadable', 'judge_quotes', 'judge_echo_key'],
+  'hostile shapes': ['deep_arguments'],
+  "a sub-agent's unusable report": ['refused_report', 'empty_report'],
+};
+
+export const EXCLUDED_FROM_ALL: readonly MisbehaviourKind[] = Object.values(EXCLUDED_FROM_ALL_BY_WHY).flat();
 
 export const REFUSAL_TEXT = "I'm sorry, but I can't help with that.";
 

@@ -7,11 +7,15 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { TrajforgeError } from '../errors.js';
-import { parseFlags, type FlagTable } from './flags.js';
+import { choiceFlag, ON_BAD_ROW, parseFlags, type FlagTable } from './flags.js';
 import { statPath } from '../files.js';
 import type { ReadOptions } from '../dataset/readers.js';
+import { ROW_FORMATS } from '../dataset/row-shapes.js';
 import { compileFilter, FilterSpecError, type RowPredicate } from '../dataset/filter-compile.js';
 import { tokenCounter, type TokenCounter } from '../core/tokens/count.js';
+
+/** `--input-format`: a row format, or `auto` to tell each file's from its first row. */
+const INPUT_FORMATS = ['auto', ...ROW_FORMATS] as const;
 
 const SHARED = {
   'on-bad-row': { type: 'string' },
@@ -48,11 +52,9 @@ export function parseDatasetArgs<O extends FlagTable>(command: string, argv: str
  * `command`: its name on the progress line a terminal shows while the input is read (core/progress-line.ts).
  */
 export function readOptions(format: string | undefined, onBadRow: string | undefined, command?: string): ReadOptions {
-  const f = format ?? 'auto';
-  if (!['auto', 'trajforge', 'drtulu', 'chat'].includes(f)) throw new TrajforgeError('BAD_USAGE', `--input-format: expected auto, trajforge, drtulu or chat, got "${f}"`);
-  const bad = onBadRow ?? 'error';
-  if (bad !== 'error' && bad !== 'skip') throw new TrajforgeError('BAD_USAGE', `--on-bad-row: expected error or skip, got "${bad}"`);
-  return { format: f as ReadOptions['format'], onBadRow: bad, ...(command === undefined ? {} : { progress: command }) };
+  const f = choiceFlag('input-format', format, INPUT_FORMATS) ?? 'auto';
+  const bad = choiceFlag('on-bad-row', onBadRow, ON_BAD_ROW) ?? 'error';
+  return { format: f, onBadRow: bad, ...(command === undefined ? {} : { progress: command }) };
 }
 
 /**

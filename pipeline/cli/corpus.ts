@@ -2,7 +2,7 @@
 import type { BuildProgress, BuildSummary } from '../../tools/corpus/build.js';
 import { DEFAULT_BATCH_DOCS, withSqlite } from '../../tools/corpus/fts.js';
 import { TrajforgeError } from '../errors.js';
-import { numberFlag, parseFlags } from './flags.js';
+import { choiceFlag, numberFlag, ON_BAD_ROW, parseFlags } from './flags.js';
 
 const HELP = `Usage: trajforge corpus index DOCS.jsonl[.gz] --out DIR [options]
 
@@ -52,8 +52,7 @@ export async function run(argv: string[]): Promise<number> {
   if (values.out === undefined) throw new TrajforgeError('BAD_USAGE', 'corpus index: --out DIR is required');
   const batch = numberFlag('batch', values.batch) ?? DEFAULT_BATCH_DOCS;
   if (!Number.isInteger(batch) || batch < 1) throw new TrajforgeError('BAD_USAGE', `--batch: expected a whole number of at least 1, got "${values.batch}"`);
-  const onBadRow = values['on-bad-row'] ?? 'error';
-  if (onBadRow !== 'error' && onBadRow !== 'skip') throw new TrajforgeError('BAD_USAGE', `--on-bad-row: expected error or skip, got "${onBadRow}"`);
+  const onBadRow = choiceFlag('on-bad-row', values['on-bad-row'], ON_BAD_ROW) ?? 'error';
   const { buildIndex } = await withSqlite(() => import('../../tools/corpus/build.js'));
   let last = 0;
   const summary = await buildIndex({

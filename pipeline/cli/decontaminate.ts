@@ -5,7 +5,7 @@ import { TrajforgeError } from '../errors.js';
 import { parseDatasetInputs, readOptions } from './common.js';
 import { curateInputs } from '../dataset/curate-rows.js';
 import { Outputs } from './output.js';
-import { checkedOptions, numberFlag } from './flags.js';
+import { checkedOptions, choiceFlag, numberFlag } from './flags.js';
 
 const D = DecontaminateOptions.parse({});
 const EVAL_FORMATS: readonly EvalFormat[] = ['auto', 'lines', 'jsonl', 'json', 'csv'];
@@ -91,8 +91,7 @@ export async function run(argv: string[]): Promise<number> {
   }, FLAGS);
   const against = values.against ?? [];
   if (against.length === 0) throw new TrajforgeError('BAD_USAGE', 'decontaminate: --against EVAL is required (repeat it for several eval sets)');
-  const evalFormat = (values['eval-format'] ?? 'auto') as EvalFormat;
-  if (!EVAL_FORMATS.includes(evalFormat)) throw new TrajforgeError('BAD_USAGE', `decontaminate: --eval-format: expected ${EVAL_FORMATS.join(', ')}, got "${evalFormat}"`);
+  const evalFormat: EvalFormat = choiceFlag('eval-format', values['eval-format'], EVAL_FORMATS) ?? 'auto';
   if (values.out === undefined && values.report === undefined) throw new TrajforgeError('BAD_USAGE', 'decontaminate: give --out F (the rows with their flags) or --report F (the flagged rows), or both');
   if (values.rejects !== undefined && !values.drop) throw new TrajforgeError('BAD_USAGE', 'decontaminate: --rejects takes the rows --drop leaves out; add --drop');
   if (values.drop && values.out === undefined) throw new TrajforgeError('BAD_USAGE', 'decontaminate: --drop needs --out F for the clean rows');

@@ -7,18 +7,13 @@ import { TrajforgeError } from '../errors.js';
 import { TOKEN_ENCODINGS, type TokenCounter } from '../core/tokens/count.js';
 import type { TokenLimits } from '../core/tokens/limits.js';
 import type { ExportFormat, ExportOptions } from '../dataset/export.js';
+import { choiceFlag } from './flags.js';
 import { DPO_TURNS, type DpoOptions } from '../dataset/export-dpo.js';
 import { SHAREGPT_CALLS } from '../dataset/formats/sharegpt.js';
 import { MASK_STRATEGIES } from '../dataset/token-rows.js';
 import { TOOL_ROLES, UNSENT_REASONING, UNTRAINED_TURNS, VIEW_MODES } from '../dataset/training-view.js';
 
 type Values = Record<string, unknown>;
-
-function oneOf<T extends string>(flag: string, value: unknown, allowed: readonly T[]): T | undefined {
-  if (value === undefined) return undefined;
-  if (typeof value !== 'string' || !(allowed as readonly string[]).includes(value)) throw new TrajforgeError('BAD_USAGE', `--${flag}: expected ${allowed.join(', ')}; got "${value}"`, { field: flag });
-  return value as T;
-}
 
 /** The flags of token export's limits (core/tokens/limits.ts), by the option each sets. */
 const TOKEN_LIMIT_FLAGS = ['threads', 'row-timeout-ms', 'render-max-chars', 'worker-heap-mb'] as const;
@@ -66,12 +61,12 @@ export function exportOptions(format: ExportFormat, values: Values, counter: Tok
     counter,
     tokenizerPath,
     chatTemplate: values['chat-template'] as string | undefined,
-    view: oneOf('view', values.view, VIEW_MODES),
-    toolRole: oneOf('tool-role', values['tool-role'], TOOL_ROLES),
-    unsentReasoning: oneOf('unsent-reasoning', values['unsent-reasoning'], UNSENT_REASONING),
-    untrained: oneOf('untrained', values.untrained, UNTRAINED_TURNS),
-    sharegptCalls: oneOf('sharegpt-calls', values['sharegpt-calls'], SHAREGPT_CALLS),
-    strategy: oneOf('mask', values.mask, MASK_STRATEGIES),
+    view: choiceFlag('view', values.view, VIEW_MODES),
+    toolRole: choiceFlag('tool-role', values['tool-role'], TOOL_ROLES),
+    unsentReasoning: choiceFlag('unsent-reasoning', values['unsent-reasoning'], UNSENT_REASONING),
+    untrained: choiceFlag('untrained', values.untrained, UNTRAINED_TURNS),
+    sharegptCalls: choiceFlag('sharegpt-calls', values['sharegpt-calls'], SHAREGPT_CALLS),
+    strategy: choiceFlag('mask', values.mask, MASK_STRATEGIES),
     emptyThink: values['empty-think'] === true,
     maxTokens: parseMaxTokens(values['max-tokens']),
     all: values.all === true,
@@ -89,10 +84,10 @@ export function dpoOptions(values: Values): DpoOptions {
   const maxPairs = raw === undefined ? 1 : raw === 'all' ? Infinity : Number(raw);
   if (!(maxPairs >= 1) || (maxPairs !== Infinity && !Number.isInteger(maxPairs))) throw new TrajforgeError('BAD_USAGE', `--max-pairs: expected a whole number of at least 1, or all; got "${raw}"`, { field: 'max-pairs' });
   return {
-    view: oneOf('view', values.view, VIEW_MODES),
-    toolRole: oneOf('tool-role', values['tool-role'], TOOL_ROLES),
+    view: choiceFlag('view', values.view, VIEW_MODES),
+    toolRole: choiceFlag('tool-role', values['tool-role'], TOOL_ROLES),
     maxPairs,
-    turn: oneOf('dpo-turn', values['dpo-turn'], DPO_TURNS),
+    turn: choiceFlag('dpo-turn', values['dpo-turn'], DPO_TURNS),
     onBadRow: values['on-bad-row'] === 'skip' ? 'skip' : 'error',
   };
 }

@@ -9,6 +9,7 @@ import { compileExpressions, datasetTokenCounter, parseDatasetArgs, readOptions 
 import { exportDpo, formatDpoCounts } from '../dataset/export-dpo.js';
 import { dpoOptions, exportOptions } from './export-options.js';
 import { Outputs } from './output.js';
+import { choiceFlag } from './flags.js';
 
 const HELP = `Usage: trajforge export <file|run|-> --format messages|sharegpt|text|tokens|adp|atif|dpo --out F [options]
 
@@ -112,7 +113,7 @@ export async function run(argv: string[]): Promise<number> {
   const format = values.format;
   const formats = [...EXPORT_FORMATS, 'dpo'];
   if (format === undefined) throw new TrajforgeError('BAD_USAGE', `export: --format is required (${formats.join(', ')})`);
-  if (!formats.includes(format)) throw new TrajforgeError('BAD_USAGE', `--format: expected ${formats.join(', ')}; got "${format}" (the input's row format is --input-format)`, { field: 'format' });
+  choiceFlag('format', format, formats, "the input's row format is --input-format");
   if (!values.out) throw new TrajforgeError('BAD_USAGE', 'export: --out F is required (- for stdout)');
   const outputs = Outputs.check('export', { out: values.out }, [input, values.tokenizer, values['chat-template']]);
   let selected = values.keep?.length || values.drop?.length ? compileExpressions(values.keep ?? [], values.drop ?? []) : undefined;

@@ -95,6 +95,18 @@ function usageError(command: string, err: unknown): unknown {
   return err;
 }
 
+/** `--on-bad-row`'s words: a bad row stops the command (naming file, line and field), or is skipped and counted. */
+export const ON_BAD_ROW = ['error', 'skip'] as const;
+
+/** A flag that takes one of a few words: undefined when absent; a usage error naming them otherwise. */
+/** `hint`: said after the words, for a value that suggests another flag was meant. */
+export function choiceFlag<T extends string>(flag: string, value: unknown, allowed: readonly T[], hint?: string): T | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value === 'string' && (allowed as readonly string[]).includes(value)) return value as T;
+  const words = allowed.length > 1 ? `${allowed.slice(0, -1).join(', ')} or ${allowed.at(-1)}` : allowed.join('');
+  throw new TrajforgeError('BAD_USAGE', `--${flag}: expected ${words}, got "${String(value)}"${hint ? ` (${hint})` : ''}`, { field: flag });
+}
+
 /** A number flag: undefined when absent; a usage error when it is not a number. */
 export function numberFlag(flag: string, value: string | undefined): number | undefined {
   if (value === undefined) return undefined;

@@ -1,6 +1,7 @@
 /** `trajforge generate`: flags over the config file, progress, summary, exit code. */
 import { loadConfig, type ConfigOverrides } from '../core/config.js';
 import { costLine } from '../core/cost.js';
+import type { RunOutcome } from '../core/run-dir/outcome.js';
 import { tokenCounter } from '../core/tokens/count.js';
 import { TrajforgeError } from '../errors.js';
 import { dryRun, dryRunText } from '../generate/dry-run.js';
@@ -8,7 +9,7 @@ import { generate, type GenerateSummary } from '../generate/run.js';
 import { stderrSink } from '../generate/progress.js';
 import { configWarnings } from '../generate/warnings.js';
 import { HELP } from './main.js';
-import { parseFlags } from './flags.js';
+import { choiceFlag, ON_BAD_ROW, parseFlags } from './flags.js';
 
 export function int(name: string, v: string | undefined): number | undefined {
   if (v === undefined) return undefined;
@@ -30,7 +31,7 @@ export function byCount(m: Record<string, number>): string {
 export function printSummary(s: GenerateSummary): void {
   const out = (l = ''): void => void process.stdout.write(`${l}\n`);
   const kv = byCount;
-  const x = s.session;
+  const x = s.invocation;
   const done = x.accepted + x.failed;
   out();
   out(`run        ${s.dir}${s.resumed ? ' (resumed)' : ''}  [${s.status}]`);
@@ -38,7 +39,7 @@ export function printSummary(s: GenerateSummary): void {
   for (const n of s.notices) out(`note       ${n}`);
   const set = s.total === null ? 'question set not counted (read from stdin, or a merged run)' : `${s.total} in the question set`;
   out(`samples    ${set}; ${s.counts.accepted} accepted, ${s.counts.failed} failed in the run`);
-  out(`session    ${x.planned} planned, ${done} recorded: ${x.accepted} accepted, ${x.failed} failed${x.skippedDone ? `; ${x.skippedDone} already done, skipped` : ''}`);
+  out(`this run   ${x.planned} planned, ${done} recorded: ${x.accepted} accepted, ${x.failed} failed${x.skippedDone ? `; ${x.skippedDone} already done, skipped` : ''}`);
   if (x.unaccounted.count) {
     const more = x.unaccounted.count > x.unaccounted.first.length ? ', …' : '';
     out(`no record  ${x.unaccounted.count} planned samples (${x.unaccounted.first.join(', ')}${more}); the same command redoes them`);
@@ -51,7 +52,7 @@ export function printSummary(s: GenerateSummary): void {
   if (x.subAgents.accepted + x.subAgents.failed > 0 || s.counts.sub_agents !== undefined) {
     const sub = x.subAgents;
     const run = s.counts.sub_agents;
-    out(`sub-agents ${sub.accepted + sub.failed} sessions this session: ${sub.accepted} accepted, ${sub.failed} failed${sub.failed ? ` (${kv(sub.byReason)})` : ''}; ${sub.toolCalls} tool calls of their own${run ? `; ${run.accepted} accepted, ${run.failed} failed in the run` : ''}`);
+    out(`sub-agents ${sub.accepted + sub.failed} sessions in this run: ${sub.accepted} accepted, ${sub.failed} failed${sub.failed ? ` (${kv(sub.byReason)})` : ''}; ${sub.toolCalls} tool calls of their own${run ? `; ${run.accepted} accepted, ${run.failed} failed in the run` : ''}`);
   }
   if (x.schemaRejected) out(`schema     ${x.schemaRejected} records failed their schema and were written as invalid failures (the schema's message is in their error)`);
   out(`failed by  ${kv(x.byReason)}`);
@@ -75,7 +76,7 @@ export function printSummary(s: GenerateSummary): void {
     out(`tools down ${each.join('; ')}; their calls failed at once while down (executor.max_restarts, restart_backoff_ms)`);
   }
   if (s.executor.protocolErrors) out(`tool junk  ${s.executor.protocolErrors} messages from tool servers that were not JSON-RPC (ignored; last: ${s.executor.lastProtocolError ?? 'unknown'})`);
-  if (s.cost) out(`cost       ${costLine(s.cost)}, over the run's sessions`);
+  if (s.cost) out(`cost       ${costLine(s.cost)}, over all runs of this directory`);
   if (s.budgetStop) out(`budget     ${s.budgetStop}; no sample started after it. Raise budgets.max_cost_usd and run the same command to go on (exit 3)`);
   if (s.fatal) out(`stopped    ${s.fatal}`);
   else if (s.failure) out(`failed     ${s.failure}`);
@@ -127,10 +128,7 @@ export async function run(argv: string[]): Promise<number> {
     cache: values['no-cache'] ? false : undefined,
     cacheDir: values['cache-dir'],
   };
-  const onBadRow = values['on-bad-row'];
-  if (onBadRow !== undefined && onBadRow !== 'error' && onBadRow !== 'skip') {
-    throw new TrajforgeError('BAD_USAGE', `--on-bad-row: expected error or skip, got "${onBadRow}"`);
-  }
+  const onBadRow = choiceFlag('on-bad-row', values['on-bad-row'], ON_BAD_ROW);
   const config = loadConfig(values.config, overrides);
   if (onBadRow !== undefined) config.questions.on_bad_row = onBadRow;
   // Loaded before the run starts: a tokenizer path that holds none stops here, not mid-run.
@@ -152,25 +150,20 @@ export async function run(argv: string[]): Promise<number> {
 /** The exit code of a run the cost budget stopped: resumable, like 130, but a script can tell the two apart. */
 export const BUDGET_EXIT = 3;
 
-/** What a session's outcome says, for the exit code: `generate`'s, and `synthesize`'s. */
-interface Outcome {
-  readonly status: GenerateSummary['status'];
-  readonly fatal?: string | undefined;
-  readonly failure?: string | undefined;
-  /** Set when the run's cost budget stopped it. */
-  readonly budgetStop?: string | undefined;
-}
+/** What an invocation's outcome says, for the exit code: `generate`'s, and `synthesize`'s. */
+/** What the exit code reads: how the invocation ended, and the budget that stopped it if one did. */
+type Outcome = Pick<RunOutcome, 'status' | 'fatal' | 'failure'> & { readonly budgetStop?: string | undefined };
 
 /**
- * Runs a session with Ctrl-C (and SIGTERM) wired to a clean stop, prints the summary, and
+ * Runs an invocation with Ctrl-C (and SIGTERM) wired to a clean stop, prints the summary, and
  * turns the outcome into an exit code: 0 completed; 1 the endpoint refused or kept failing,
  * samples have no record, or every sample failed; 3 stopped by `budgets.max_cost_usd` (resumable
  * with a higher one); 130 interrupted. `print` prints the summary
  * (default: generate's).
  */
-export function runInterruptibly(session: (signal: AbortSignal) => Promise<GenerateSummary>): Promise<number>;
+export function runInterruptibly(invoke: (signal: AbortSignal) => Promise<GenerateSummary>): Promise<number>;
 export function runInterruptibly<S extends Outcome>(session: (signal: AbortSignal) => Promise<S>, print: (summary: S) => void): Promise<number>;
-export async function runInterruptibly(session: (signal: AbortSignal) => Promise<Outcome>, print: (summary: never) => void = printSummary): Promise<number> {
+export async function runInterruptibly(invoke: (signal: AbortSignal) => Promise<Outcome>, print: (summary: never) => void = printSummary): Promise<number> {
   const interrupt = new AbortController();
   let interrupts = 0;
   const onSignal = (): void => {
@@ -181,7 +174,7 @@ export async function runInterruptibly(session: (signal: AbortSignal) => Promise
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   try {
-    const summary = await session(interrupt.signal);
+    const summary = await invoke(interrupt.signal);
     (print as (summary: Outcome) => void)(summary);
     const why = summary.fatal ?? summary.failure;
     if (why !== undefined) {

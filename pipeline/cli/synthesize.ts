@@ -40,16 +40,16 @@ or usage, 130 interrupted (resumable). Reference: docs/synthesize.md.
 function printSynthesis(s: SynthesisSummary): void {
   const out = (l = ''): void => void process.stdout.write(`${l}\n`);
   const kv = byCount;
-  const x = s.session;
+  const x = s.invocation;
   out();
   out(`run        ${s.dir}${s.resumed ? ' (resumed)' : ''}  [${s.status}]`);
   out(`files      ${join(s.dir, SYNTH_QUESTIONS)}, ${join(s.dir, SYNTH_REJECTED)}${s.solve ? `, ${join(s.dir, SYNTH_SOLVE_DIR)}/` : ''}`);
   for (const n of s.notices) out(`note       ${n}`);
-  out(`seeds      ${s.planned} planned; ${s.kept} kept, ${s.rejected} rejected in the run; this session ${x.kept} kept, ${x.rejected} rejected${x.skippedDone ? `, ${x.skippedDone} already done` : ''}`);
+  out(`seeds      ${s.planned} planned; ${s.kept} kept, ${s.rejected} rejected in the run directory; this run ${x.kept} kept, ${x.rejected} rejected${x.skippedDone ? `, ${x.skippedDone} already done` : ''}`);
   out(`rejected   ${kv(s.byCheck)}`);
   const perKept = s.kept ? `; ${Math.round(s.spent.tokens / s.kept)} tokens and ${(s.spent.requests / s.kept).toFixed(1)} requests per kept question` : '';
   out(`spent      ${s.spent.requests} requests, ${s.spent.tokens} tokens${perKept}`);
-  if (s.solve) out(`rollouts   ${s.solve.session.accepted + s.solve.session.failed} this session (${s.solve.session.accepted} accepted, ${s.solve.session.failed} failed: ${kv(s.solve.session.byReason)})`);
+  if (s.solve) out(`rollouts   ${s.solve.invocation.accepted + s.solve.invocation.failed} this run (${s.solve.invocation.accepted} accepted, ${s.solve.invocation.failed} failed: ${kv(s.solve.invocation.byReason)})`);
   if (s.budget) out(`budget     ${s.budget}: the run stopped there`);
   if (s.shortfall) out(`seeds      ${s.shortfall}`);
   if (x.unfinished) out(`unfinished ${x.unfinished} seeds (no line written; the same command redoes them): ${x.firstUnfinished}`);

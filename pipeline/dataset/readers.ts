@@ -122,7 +122,7 @@ function convert(v: Obj, format: RowFormat, ctx: ReadContext): Trajectory {
 function checkFormat(format: unknown): RowFormat | 'auto' {
   if (format === undefined || format === 'auto') return 'auto';
   if (typeof format === 'string' && (ROW_FORMATS as readonly string[]).includes(format)) return format as RowFormat;
-  throw new TrajforgeError('BAD_USAGE', `--format: expected auto, ${ROW_FORMATS.join(', ')}; got ${JSON.stringify(format)}`, { field: 'format' });
+  throw new TrajforgeError('BAD_USAGE', `--input-format: expected auto, ${ROW_FORMATS.join(', ')}; got ${JSON.stringify(format)}`, { field: 'format' });
 }
 
 async function* nothing(): AsyncGenerator<Buffer> {}

@@ -14,7 +14,7 @@ import { SCHEMA_VERSION, type FailureReason, type RunConfig, type Trajectory } f
 import { fingerprintFields, redactConfig } from '../core/config.js';
 import { inputError, TrajforgeError } from '../errors.js';
 import { lineProblem, maxLineBytes, readLines } from '../core/lines.js';
-import { runSession, type GenerateOptions, type GenerateSummary, type PlannedSample } from '../generate/run.js';
+import { runPlan, type GenerateOptions, type GenerateSummary, type PlannedSample } from '../generate/run.js';
 import { FAILURES, MANIFEST } from '../core/run-dir/names.js';
 import { RunStore } from '../generate/store.js';
 
@@ -41,7 +41,7 @@ export async function rerun(opts: RerunOptions): Promise<GenerateSummary> {
   const config: RunConfig = { ...opts.config, output: { ...opts.config.output, dir } };
   const maxAttempts = opts.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
   const reasons = opts.reasons?.length ? new Set<string>(opts.reasons) : undefined;
-  return runSession({
+  return runPlan({
     ...opts,
     config,
     total: null,

@@ -38,11 +38,11 @@ export class Progress {
   #started = 0;
   #timer: NodeJS.Timeout | undefined;
   #cache: (() => { hits: number; misses: number }) | undefined;
-  #cost: (() => { run: number | null; session: number | null }) | undefined;
+  #cost: (() => { run: number | null; invocation: number | null }) | undefined;
 
   readonly #labels: { readonly ok: string; readonly failed: string };
 
-  /** `before`: samples already done by earlier sessions of the run; `labels`: what the two outcomes are called (synthesize: kept, rejected). */
+  /** `before`: samples already done by earlier invocations of the run; `labels`: what the two outcomes are called (synthesize: kept, rejected). */
   constructor(sink: ProgressSink | undefined, total: number | null, before: number, labels = { ok: 'accepted', failed: 'failed' }) {
     this.#sink = sink;
     this.#total = total;
@@ -64,10 +64,10 @@ export class Progress {
   }
 
   /**
-   * Adds `$S spent` (the run's, all sessions) and, with a total, `~$P projected` (what the rest
-   * would cost at this session's dollars per sample) to the line; nothing while a model has no price.
+   * Adds `$S spent` (the run's, all invocations) and, with a total, `~$P projected` (what the rest
+   * would cost at this invocation's dollars per sample) to the line; nothing while a model has no price.
    */
-  showCost(dollars: () => { run: number | null; session: number | null }): void {
+  showCost(dollars: () => { run: number | null; invocation: number | null }): void {
     this.#cost = dollars;
   }
 
@@ -99,13 +99,13 @@ export class Progress {
     return `${done}/${this.#total} (${pct}%) · ${counts} · ETA ${duration(eta)} · ${compact(this.#tokens)} tokens${spend}${cache}${waiting}`;
   }
 
-  /** ` · $1.20 spent, ~$4.80 projected`: the projection once a sample of this session is done. */
+  /** ` · $1.20 spent, ~$4.80 projected`: the projection once a sample of this invocation is done. */
   #spendText(doneNow: number, done: number): string {
     const c = this.#cost?.();
     if (c === undefined || c.run === null) return '';
     const spent = ` · ${dollars(c.run)} spent`;
-    if (this.#total === null || doneNow === 0 || c.session === null) return spent;
-    const projected = c.run + (c.session / doneNow) * Math.max(0, this.#total - done);
+    if (this.#total === null || doneNow === 0 || c.invocation === null) return spent;
+    const projected = c.run + (c.invocation / doneNow) * Math.max(0, this.#total - done);
     return `${spent}, ~${dollars(projected)} projected`;
   }
 

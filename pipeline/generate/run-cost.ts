@@ -1,6 +1,6 @@
 /**
  * A run's spend while it runs: priced from the store's tally of the records on disk (every
- * session's, so the budget holds across resumes), shown on the progress line, written in the
+ * invocation's, so the budget holds across resumes), shown on the progress line, written in the
  * manifest, and checked against `budgets.max_cost_usd` after each family is written.
  */
 import type { RunConfig } from '../../schemas/index.js';
@@ -10,7 +10,7 @@ export class RunSpend {
   readonly #spent: SpendTally;
   readonly #config: RunConfig;
   readonly #models: ReturnType<typeof modelsOf>;
-  /** Dollars on record when this session began (null: unpriced). */
+  /** Dollars on record when this invocation began (null: unpriced). */
   readonly #atStart: number | null;
   #reached: { max_cost_usd: number; spent_usd: number } | undefined;
 
@@ -21,16 +21,16 @@ export class RunSpend {
     this.#atStart = this.cost().usd;
   }
 
-  /** What the run spent so far, all sessions, with the budget that stopped it if one did. */
+  /** What the run spent so far, all invocations, with the budget that stopped it if one did. */
   cost(): RunCost {
     const c = runCost(this.#spent, this.#config.prices, this.#models);
     return this.#reached ? { ...c, budget_reached: this.#reached } : c;
   }
 
-  /** Dollars the run spent, and this session's part of them; null when a model has no price. */
-  dollars(): { run: number | null; session: number | null } {
+  /** Dollars the run spent, and this invocation's part of them; null when a model has no price. */
+  dollars(): { run: number | null; invocation: number | null } {
     const run = this.cost().usd;
-    return { run, session: run === null || this.#atStart === null ? null : run - this.#atStart };
+    return { run, invocation: run === null || this.#atStart === null ? null : run - this.#atStart };
   }
 
   /** True once the run's spend reached `budgets.max_cost_usd` (checked after each write; it stays reached). */

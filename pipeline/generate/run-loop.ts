@@ -1,13 +1,14 @@
 /**
- * The heart of a run (run.ts `runSession` opens its pieces and hands them here): samples taken
+ * The heart of a run (run.ts `runPlan` opens its pieces and hands them here): samples taken
  * from the plan as slots free up (p-queue), each rolled out (with its failure-experience
  * retries), judged when the run has a judge, written with its family, and counted; progress
  * drawn; the run stopped early when its endpoint is wrong or keeps failing (fail-fast.ts); and
- * a clean stop on interrupt. At the end every sample the session planned must have a record.
+ * a clean stop on interrupt. At the end every sample the invocation planned must have a record.
  */
 import { setMaxListeners } from 'node:events';
 import PQueue from 'p-queue';
 import type { RunConfig, RunManifest } from '../../schemas/index.js';
+import { runOutcome } from '../core/run-dir/outcome.js';
 import type { Judge } from '../core/judge/judge.js';
 import { judgeTrajectory } from '../core/judge/trajectory.js';
 import { LlmClient, LlmError } from '../core/llm/llm.js';
@@ -17,7 +18,7 @@ import { summariseFailure } from './experience.js';
 import { FailFast } from './fail-fast.js';
 import { Progress } from './progress.js';
 import { schemaChecked } from './record-check.js';
-import type { GenerateSummary, PlannedSample, SessionPlan } from './run.js';
+import type { GenerateSummary, PlannedSample, RunPlan } from './run.js';
 import { RunSpend } from './run-cost.js';
 import { RunTally } from './run-tally.js';
 import type { RunStore } from './store.js';
@@ -28,7 +29,7 @@ const MANIFEST_EVERY_MS = 30_000;
 /** With agents, the default `samples_in_flight` per model request slot (`concurrency`); documented with that option. */
 const AGENT_FAMILIES_PER_REQUEST = 4;
 
-/** What runSession opened for the run. */
+/** What runPlan opened for the run. */
 export interface OpenedRun {
   readonly apiKey: string;
   readonly judge: Judge | undefined;
@@ -59,7 +60,7 @@ async function* units(samples: AsyncIterable<PlannedSample>, byQuestion: boolean
 }
 
 export class RunLoop {
-  readonly #plan: SessionPlan;
+  readonly #plan: RunPlan;
   readonly #config: RunConfig;
   readonly #judge: Judge | undefined;
   readonly #executor: Executor;
@@ -77,10 +78,10 @@ export class RunLoop {
   #crash: unknown;
   #manifestWritten = Date.now();
   #budgetSaid = false;
-  /** Rollouts started this session (a rerun of unjudged samples only judges again). */
+  /** Rollouts started this invocation (a rerun of unjudged samples only judges again). */
   #rollouts = 0;
 
-  constructor(plan: SessionPlan, opened: OpenedRun) {
+  constructor(plan: RunPlan, opened: OpenedRun) {
     this.#plan = plan;
     this.#config = plan.config;
     this.#judge = opened.judge;
@@ -107,7 +108,7 @@ export class RunLoop {
     if (config.executor.cache) this.#progress.showCache(() => ({ hits: this.#executor.stats().cacheHits, misses: this.#executor.stats().cacheMisses }));
   }
 
-  /** Rolls the plan's samples out and closes the run (tool servers, judge, store); the session's summary. */
+  /** Rolls the plan's samples out and closes the run (tool servers, judge, store); the invocation's summary. */
   async run(): Promise<GenerateSummary> {
     const plan = this.#plan;
     const onOuterAbort = (): void => this.#abort.abort();
@@ -154,7 +155,7 @@ export class RunLoop {
     await queue.onIdle();
   }
 
-  /** After the last unit: the refusals nobody stopped for written, and the session's status. */
+  /** After the last unit: the refusals nobody stopped for written, and the invocation's status. */
   async #finish(skipped: () => number): Promise<{ status: RunManifest['status']; failure: string | undefined }> {
     const fatal = this.#failFast.fatal;
     const aborted = this.#abort.signal.aborted;
@@ -163,7 +164,7 @@ export class RunLoop {
     if (fatal === undefined && !aborted && this.#crash === undefined) {
       await this.#writeAll(this.#failFast.release()).catch((err: unknown) => void (this.#crash ??= err));
     }
-    this.#tally.session.skippedDone = skipped();
+    this.#tally.invocation.skippedDone = skipped();
     if (this.#crash) throw this.#crash;
     this.#tally.closeAccounts();
     // A cost budget stops the run as Ctrl-C does, and the same command with a higher budget goes on.
@@ -172,11 +173,11 @@ export class RunLoop {
     return { status: fatal !== undefined || failure !== undefined ? 'failed' : interrupted ? 'interrupted' : 'completed', failure };
   }
 
-  /** Writes a family (each record checked against its schema first) and counts it. `last`: no further attempt follows in this session. */
+  /** Writes a family (each record checked against its schema first) and counts it. `last`: no further attempt follows in this invocation. */
   async #record(family: Family, last = true): Promise<void> {
     const checked = family.records.map(schemaChecked);
     const rejected = checked.filter((c) => c.rejected).length;
-    this.#tally.session.schemaRejected += rejected;
+    this.#tally.invocation.schemaRejected += rejected;
     // A session made invalid by its schema fails the sessions below it, as any failure does.
     const records = rejected > 0 ? assemble(checked.map((c) => c.record)).records : checked.map((c) => c.record);
     const traj = records.at(-1)!;
@@ -265,7 +266,7 @@ export class RunLoop {
 
   /**
    * One unit: a sample, or with `--until-correct` a question's samples in order, stopping at
-   * the first judged correct (this session's, or an earlier session's: a resumed question whose
+   * the first judged correct (this invocation's, or an earlier one's: a resumed question whose
    * sample #1 was correct runs no #2). The samples not run leave the plan, so accepted + failed
    * = planned still holds; the summary counts them.
    */
@@ -285,23 +286,17 @@ export class RunLoop {
   #summary(status: RunManifest['status'], failure: string | undefined, input: GenerateSummary['input']): GenerateSummary {
     const store = this.#store;
     return {
-      dir: store.dir,
-      runId: store.manifest.run_id,
-      resumed: store.resumed,
-      status,
+      ...runOutcome(store, status, { fatal: this.#failFast.fatal, failure, notices: store.notices }),
       counts: store.counts(),
       // A rerun's plan has no total of its own: the question set is the run's, as its manifest recorded it.
       total: this.#plan.total ?? store.manifest.questions.total,
-      session: this.#tally.session,
+      invocation: this.#tally.invocation,
       executor: this.#executor.stats(),
       llm: this.#llm.stats(),
       ...(this.#judge ? { judge: this.#judge.stats() } : {}),
       input,
-      fatal: this.#failFast.fatal,
-      failure,
       cost: this.#spend.cost(),
       budgetStop: this.#spend.budgetStop,
-      notices: store.notices,
     };
   }
 }

@@ -1,15 +1,15 @@
 /**
- * What a run's session did, counted as its records are written: accepted and failed samples
+ * What one invocation of a run did (a run may take several: resumes), counted as its records are written: accepted and failed samples
  * (by reason, with the first message of each), repairs, rollbacks, tool calls, tokens, sub-agent
  * sessions, and the planned samples still without a record. At the end it says whether the
- * session failed as a whole: planned samples left without a record, or every sample failed.
+ * invocation failed as a whole: planned samples left without a record, or every sample failed.
  */
 import type { Trajectory } from '../../schemas/index.js';
 
 /** How many planned ids without a record are named in the summary and the error. */
 const UNACCOUNTED_SHOWN = 5;
 
-/** GenerateSummary['session'], as it is counted. */
+/** GenerateSummary["invocation"], as it is counted. */
 interface Counts {
   accepted: number;
   failed: number;
@@ -33,7 +33,7 @@ const bump = (m: Record<string, number>, k: string): void => {
 };
 
 export class RunTally {
-  readonly session: Counts = {
+  readonly invocation: Counts = {
     accepted: 0,
     failed: 0,
     byReason: {},
@@ -49,22 +49,22 @@ export class RunTally {
     subAgents: { accepted: 0, failed: 0, byReason: {}, toolCalls: 0 },
     cachedByAgent: {},
   };
-  /** The first error message of each failure reason in this session: the main reason is reported with one. */
+  /** The first error message of each failure reason in this invocation: the main reason is reported with one. */
   readonly #firstError = new Map<string, string>();
   /** Planned samples whose final record is not written yet: in flight, or refused and pending. */
   readonly #outstanding = new Set<string>();
 
   /** Samples taken into the plan. */
   planned(ids: readonly string[]): void {
-    this.session.planned += ids.length;
+    this.invocation.planned += ids.length;
     for (const id of ids) this.#outstanding.add(id);
   }
 
   /** Samples that leave the plan unrun (`--until-correct`: their question was answered). */
   notNeeded(ids: readonly string[]): void {
     for (const id of ids) this.#outstanding.delete(id);
-    this.session.planned -= ids.length;
-    this.session.notNeeded += ids.length;
+    this.invocation.planned -= ids.length;
+    this.invocation.notNeeded += ids.length;
   }
 
   /** A sample's final record is in the store (or was already: an id the run had accepted is accounted for by that record). */
@@ -78,7 +78,7 @@ export class RunTally {
    * Returns the tokens the family spent.
    */
   written(records: readonly Trajectory[], last: boolean): number {
-    const s = this.session;
+    const s = this.invocation;
     const traj = records.at(-1)!;
     if (traj.status === 'ok') s.accepted++;
     else {
@@ -107,22 +107,22 @@ export class RunTally {
     return tokens;
   }
 
-  /** Notes the planned samples still without a record (at the end of the session). */
+  /** Notes the planned samples still without a record (at the end of the invocation). */
   closeAccounts(): void {
-    this.session.unaccounted = { count: this.#outstanding.size, first: [...this.#outstanding].slice(0, UNACCOUNTED_SHOWN) };
+    this.invocation.unaccounted = { count: this.#outstanding.size, first: [...this.#outstanding].slice(0, UNACCOUNTED_SHOWN) };
   }
 
-  /** Why a session that ran to its end failed as a whole, if it did. `rollouts`: rollouts started (a rerun of unjudged samples only judges again). */
+  /** Why an invocation that ran to its end failed as a whole, if it did. `rollouts`: rollouts started (a rerun of unjudged samples only judges again). */
   problem(rollouts: number): string | undefined {
-    const { planned, accepted, failed, unaccounted } = this.session;
+    const { planned, accepted, failed, unaccounted } = this.invocation;
     if (unaccounted.count > 0) {
       const more = unaccounted.count > unaccounted.first.length ? ', …' : '';
-      return `${unaccounted.count} of the ${planned} samples this session planned have no record (${unaccounted.first.join(', ')}${more}); accepted ${accepted} + failed ${failed} ≠ planned ${planned}. Run the same command again to redo them`;
+      return `${unaccounted.count} of the ${planned} samples this run planned have no record (${unaccounted.first.join(', ')}${more}); accepted ${accepted} + failed ${failed} ≠ planned ${planned}. Run the same command again to redo them`;
     }
-    // A session that only judged recorded answers again found them wrong: a verdict, not a broken run.
+    // An invocation that only judged recorded answers again found them wrong: a verdict, not a broken run.
     if (planned === 0 || accepted > 0 || rollouts === 0) return undefined;
-    const [main, count] = Object.entries(this.session.byReason).sort((a, b) => b[1] - a[1])[0] ?? ['unknown', failed];
+    const [main, count] = Object.entries(this.invocation.byReason).sort((a, b) => b[1] - a[1])[0] ?? ['unknown', failed];
     const example = this.#firstError.get(main);
-    return `every sample of this session failed (${failed}); the main reason: ${main} (${count})${example ? `: ${example}` : ''}`;
+    return `every sample of this run failed (${failed}); the main reason: ${main} (${count})${example ? `: ${example}` : ''}`;
   }
 }

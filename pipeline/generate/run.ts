@@ -4,9 +4,9 @@
  *
  * Everything that can be checked before a sample runs is checked before the run directory
  * is touched: the config, every question row, the API key, the tool servers. Every record is
- * checked against its schema before it is written, and at the end every sample the session
- * planned must have a record: one that has none, or a session whose every sample failed,
- * fails the session with the main reason.
+ * checked against its schema before it is written, and at the end every sample the invocation
+ * planned must have a record: one that has none, or an invocation whose every sample failed,
+ * fails the invocation with the main reason.
  */
 import { randomUUID } from 'node:crypto';
 import { SCHEMA_VERSION, type RunConfig, type RunManifest, type Sample, type Trajectory } from '../../schemas/index.js';
@@ -20,6 +20,7 @@ import type { LlmClient } from '../core/llm/llm.js';
 import { PACKAGE_VERSION } from '../paths.js';
 import type { ProgressSink } from './progress.js';
 import { RunLoop } from './run-loop.js';
+import type { RunOutcome } from '../core/run-dir/outcome.js';
 import { countSamples, sampleQuestions, type BadRow } from './sampler.js';
 import type { SharedLimits } from './shared-limits.js';
 import { RunStore } from './store.js';
@@ -42,17 +43,14 @@ export interface GenerateOptions {
   readonly sharedLimits?: SharedLimits | undefined;
 }
 
-/** What this session did, for the summary. */
-export interface GenerateSummary {
-  readonly dir: string;
-  readonly runId: string;
-  readonly resumed: boolean;
-  readonly status: RunManifest['status'];
-  /** The run's state over all sessions: latest state per id. */
+/** What this invocation of `generate` (or `rerun`, or a worker) did, for the summary. A run
+ * directory may take several invocations (resumes); "session" means one agent conversation only. */
+export interface GenerateSummary extends RunOutcome {
+  /** The run's state over all its invocations: latest state per id. */
   readonly counts: RunManifest['counts'];
   /** Samples in the question set; null when reading stdin. */
   readonly total: number | null;
-  readonly session: {
+  readonly invocation: {
     readonly accepted: number;
     readonly failed: number;
     readonly byReason: Record<string, number>;
@@ -61,7 +59,7 @@ export interface GenerateSummary {
     readonly toolCalls: number;
     readonly tokens: number;
     readonly skippedDone: number;
-    /** Samples this session set out to roll out (not those skipped as done). */
+    /** Samples this invocation set out to roll out (not those skipped as done). */
     readonly planned: number;
     /** Planned samples left without a record: the count and the first few ids. */
     readonly unaccounted: { readonly count: number; readonly first: readonly string[] };
@@ -78,21 +76,9 @@ export interface GenerateSummary {
   readonly llm: ReturnType<LlmClient['stats']>;
   /** The judge in the loop, when the config has one (`validation.judge`). */
   readonly judge?: JudgeStats | undefined;
-  /** What the question reader passed over in this session (`questions.on_bad_row: skip`, duplicate ids). */
+  /** What the question reader passed over in this invocation (`questions.on_bad_row: skip`, duplicate ids). */
   readonly input?: InputReport | undefined;
-  /**
-   * Set when the run stopped early because of the endpoint: it refused the requests
-   * (401, 403, 404, 400), or every request of `fail_fast_after` samples in a row failed.
-   */
-  readonly fatal?: string | undefined;
-  /**
-   * Set when the session ran to its end but failed as a whole: samples it planned have no
-   * record, or every sample failed. Says why, with the main reason and the server's message.
-   */
-  readonly failure?: string | undefined;
-  /** What opening the run repaired or found (a cut last line moved aside, a config change…). */
-  readonly notices: readonly string[];
-  /** What the run spent over all its sessions, priced at `prices` (core/cost.ts). */
+  /** What the run spent over all its invocations, priced at `prices` (core/cost.ts). */
   readonly cost?: RunCost | undefined;
   /** Set when `budgets.max_cost_usd` stopped the run (status `interrupted`): what it spent of what. */
   readonly budgetStop?: string | undefined;
@@ -108,8 +94,8 @@ export interface InputReport {
   readonly duplicates: number;
 }
 
-/** What a session runs: `generate` and `rerun` differ only in where the samples come from. */
-export interface SessionPlan extends GenerateOptions {
+/** What an invocation runs: `generate` and `rerun` differ only in where the samples come from. */
+export interface RunPlan extends GenerateOptions {
   /** Samples in the question set, for the progress line; null when unknown. */
   readonly total: number | null;
   /** Opens the run directory, writing nothing the scrubber finds. Called after the tool servers are up, so a dead server leaves nothing behind. */
@@ -118,12 +104,12 @@ export interface SessionPlan extends GenerateOptions {
   samples(store: RunStore): { samples: AsyncIterable<PlannedSample>; skipped(): number; input?(): InputReport };
   /**
    * Called once a sample's final record is in the store (`written`: false when the store held
-   * the id already and wrote nothing), before the session goes on: queue mode accepts it in
-   * Redis here. A throw stops the session as a failed write does.
+   * the id already and wrote nothing), before the invocation goes on: queue mode accepts it in
+   * Redis here. A throw stops the invocation as a failed write does.
    */
   settled?(records: readonly Trajectory[], written: boolean): Promise<void>;
   /**
-   * Called once if the session stops before its samples run out (interrupted, or stopped by a
+   * Called once if the invocation stops before its samples run out (interrupted, or stopped by a
    * fatal endpoint or judge): the samples in flight get no `settled`, and a caller that feeds
    * `samples` as it goes (synthesize's solvability check) stops waiting for them here.
    */
@@ -134,7 +120,7 @@ export interface SessionPlan extends GenerateOptions {
    * holds waiting is a lease another worker could be using.
    */
   readonly readAhead?: number | undefined;
-  /** Secrets of this session besides the config's (a queue worker's Redis password): scrubbed like them. */
+  /** Secrets of this invocation besides the config's (a queue worker's Redis password): scrubbed like them. */
   readonly secrets?: readonly Secret[] | undefined;
 }
 
@@ -155,7 +141,7 @@ export async function generate(opts: GenerateOptions): Promise<GenerateSummary> 
   // is written. Stdin can be read only once, so it goes uncounted.
   const total = questionsPath === '-' ? null : await countSamples({ path: questionsPath, config: config.questions });
   const fields = fingerprintFields(config, env);
-  return runSession({
+  return runPlan({
     ...opts,
     total,
     openStore: (scrubber) =>
@@ -202,7 +188,7 @@ export function newManifest(config: RunConfig, env: NodeJS.ProcessEnv, fields: R
 }
 
 /** Starts the tool servers, opens the run, rolls the samples out (run-loop.ts) and closes everything. */
-export async function runSession(plan: SessionPlan): Promise<GenerateSummary> {
+export async function runPlan(plan: RunPlan): Promise<GenerateSummary> {
   const { config } = plan;
   const env = plan.env ?? process.env;
   const apiKey = resolveApiKey(config, env);

@@ -2,7 +2,7 @@
  * The run directory: append-only JSONL, one complete line per record, crash-safe and
  * resumable. Holds ids, never records, in memory.
  *
- *   manifest.json         config (redacted), fingerprint, counts, sessions
+ *   manifest.json         config (redacted), fingerprint, counts, one `sessions` entry per invocation
  *   trajectories.jsonl    accepted trajectories, one per sample id
  *   failures.jsonl        every failed attempt
  *
@@ -112,13 +112,14 @@ export interface OpenRunOptions {
   readonly fingerprintFields: Record<string, unknown>;
   /** The run's secrets, scrubbed from every record and manifest written (the last line of defence). Default none. */
   readonly scrubber?: Scrubber | undefined;
-  /** Resume even when fingerprint fields differ; the change is recorded in the new session. */
+  /** Resume even when fingerprint fields differ; the change is recorded in the new invocation's entry. */
   readonly allowConfigChange?: boolean | undefined;
   /** The config as it may be written (redacted): replaces the manifest's when a change is allowed. */
   readonly config?: Record<string, unknown> | undefined;
 }
 
-type Session = RunManifest['sessions'][number];
+/** One invocation's entry in the manifest (the contract names the list `sessions`). */
+type Invocation = RunManifest["sessions"][number];
 
 /** Writes a manifest atomically (a temporary file renamed over it), scrubbed: a reader sees the old one or the new one, never half of one. */
 export function writeManifestFile(path: string, manifest: RunManifest, scrubber: Scrubber): void {
@@ -136,8 +137,8 @@ export function writeManifestFile(path: string, manifest: RunManifest, scrubber:
   }
 }
 
-/** The manifest's sessions with the last one ended: when, and how (`exit`). */
-export function endedSessions(sessions: RunManifest['sessions'], exit: string): RunManifest['sessions'] {
+/** The manifest's invocations with the last one ended: when, and how (`exit`). */
+export function endLastInvocation(sessions: RunManifest['sessions'], exit: string): RunManifest['sessions'] {
   const out = [...sessions];
   const last = out.pop();
   if (last) out.push({ ...last, finished_at: new Date().toISOString(), exit });
@@ -160,10 +161,10 @@ export async function readRunManifest(manifestPath: string): Promise<RunManifest
 
 /**
  * Whether a resume may go on, and with what: the same fingerprint, or a changed one on
- * purpose (`allowConfigChange`). Returns the manifest to go on with, what the new session
+ * purpose (`allowConfigChange`). Returns the manifest to go on with, what the new invocation
  * records, and what to tell the person running it. (Also a synthesis run's: synthesize/store.ts.)
  */
-export function resumeWith(manifest: RunManifest, opts: OpenRunOptions, file: string): { manifest: RunManifest; session: Partial<Session>; notices: string[] } {
+export function resumeWith(manifest: RunManifest, opts: OpenRunOptions, file: string): { manifest: RunManifest; invocation: Partial<Invocation>; notices: string[] } {
   const before = manifest.fingerprint_fields;
   // The manifest holds them scrubbed: so are these, to compare like with like.
   const now = (opts.scrubber ?? Scrubber.none).value(opts.fingerprintFields);
@@ -183,7 +184,7 @@ export function resumeWith(manifest: RunManifest, opts: OpenRunOptions, file: st
   if (previous !== PACKAGE_VERSION) notices.push(`this run was last written by trajforge ${previous}; this is ${PACKAGE_VERSION}: its prompts, repairs and checks may differ, so samples made by the two may too`);
   if (added.length) notices.push(`this run's manifest does not record ${added.join(', ')} (an earlier trajforge wrote it): a change there since the run began cannot be told; recorded from now on`);
   if (changed.length) notices.push(`going on with a changed config (--allow-config-change): ${changed.join(', ')} differ from the run's; recorded in the manifest (sessions[].config_changes)`);
-  const session: Partial<Session> = {
+  const invocation: Partial<Invocation> = {
     ...(changed.length ? { config_changes: changed.map((field) => ({ field, before: before[field], after: now[field] })) } : {}),
     ...(added.length ? { fingerprint_fields_added: added } : {}),
   };
@@ -194,7 +195,7 @@ export function resumeWith(manifest: RunManifest, opts: OpenRunOptions, file: st
       config_fingerprint: fingerprint(now),
       ...(changed.length && opts.config ? { config: opts.config } : {}),
     },
-    session,
+    invocation,
     notices,
   };
 }
@@ -211,7 +212,7 @@ export class RunStore {
   readonly #subAccepted = new IdSet();
   readonly #subFailed = new Map<string, string>();
   readonly resumed: boolean;
-  /** Tokens the records on disk spent, every session's (core/cost.ts): what `budgets.max_cost_usd` counts. */
+  /** Tokens the records on disk spent, every invocation's (core/cost.ts): what `budgets.max_cost_usd` counts. */
   readonly spent = new SpendTally();
   /** What the spend costs, for the manifest; set by the run, which knows the prices. */
   #costOf: ((spent: SpendTally) => NonNullable<RunManifest['cost']>) | undefined;
@@ -259,12 +260,12 @@ export class RunStore {
       const manifestPath = join(dir, MANIFEST);
       let manifest: RunManifest;
       let resumed = false;
-      let session: Partial<Session> = {};
+      let invocation: Partial<Invocation> = {};
       const notices: string[] = [];
       if (existsSync(manifestPath)) {
         const resume = resumeWith(await readRunManifest(manifestPath), opts, manifestPath);
         manifest = resume.manifest;
-        session = resume.session;
+        invocation = resume.invocation;
         notices.push(...resume.notices);
         resumed = true;
       } else {
@@ -292,7 +293,7 @@ export class RunStore {
         ...manifest,
         status: 'running',
         updated_at: now,
-        sessions: [...manifest.sessions, { started_at: now, trajforge_version: PACKAGE_VERSION, ...session, ...(repairs.length ? { tail_repairs: repairs } : {}) }],
+        sessions: [...manifest.sessions, { started_at: now, trajforge_version: PACKAGE_VERSION, ...invocation, ...(repairs.length ? { tail_repairs: repairs } : {}) }],
       };
       store.writeManifest();
       return store;
@@ -425,7 +426,7 @@ export class RunStore {
     for (const fh of [this.#traj, this.#fail]) await fh?.datasync();
   }
 
-  /** Flushes and closes; the manifest records how the session ended. */
+  /** Flushes and closes; the manifest records how the invocation ended. */
   async close(status: RunManifest['status'], exit: string): Promise<void> {
     await this.#chain;
     for (const fh of [this.#traj, this.#fail]) {
@@ -435,7 +436,7 @@ export class RunStore {
     }
     this.#traj = this.#fail = undefined;
     try {
-      this.writeManifest({ status, sessions: endedSessions(this.#manifest.sessions, exit) });
+      this.writeManifest({ status, sessions: endLastInvocation(this.#manifest.sessions, exit) });
     } finally {
       releaseLock(this.#lock);
     }

@@ -1,5 +1,5 @@
 /**
- * Queue mode's worker (docs/scale-out.md): a session (run.ts `runSession`) whose samples come
+ * Queue mode's worker (docs/scale-out.md): an invocation of a run (run.ts `runPlan`) whose samples come
  * from the queue instead of the questions file; `enqueue.ts` puts them there.
  *
  * A worker writes to a run directory of its own (`<out>/worker-<name>`, a fresh name per
@@ -28,7 +28,7 @@ import type { RedisAddress } from '../core/redis.js';
 import type { ProgressSink } from './progress.js';
 import { lineSha } from '../core/run-dir/accepted.js';
 import { Queue, type Claimed, type QueueAddress, type QueueStatus, type RunMeta } from './queue.js';
-import { newManifest, noRolloutFailure, runSession, schemaChecked, type GenerateSummary } from './run.js';
+import { newManifest, noRolloutFailure, runPlan, schemaChecked, type GenerateSummary } from './run.js';
 import { limitsServers, openSharedLimits, type SharedLimits } from './shared-limits.js';
 import { RunStore } from './store.js';
 
@@ -156,7 +156,7 @@ class Leases {
     if (!this.#stopped) this.#heartbeat = setTimeout(() => void this.renew(), Math.max(50, Math.floor(this.#queue.options.visibility_timeout_ms / 3)));
   }
 
-  /** The run directory the session opened: records are accepted from it. */
+  /** The run directory the invocation opened: records are accepted from it. */
   attach(store: RunStore, scrubber: Scrubber): void {
     this.#run = { store, scrubber };
   }
@@ -230,7 +230,7 @@ class Leases {
     return [...this.#held.values()].map((c) => c.entry);
   }
 
-  /** Stops renewing and hands back what is held (a clean stop, a crash of the session): the next claim takes them at once. */
+  /** Stops renewing and hands back what is held (a clean stop, a crash of the invocation): the next claim takes them at once. */
   async stop(): Promise<void> {
     this.#stopped = true;
     clearTimeout(this.#heartbeat);
@@ -256,7 +256,7 @@ export async function runWorker(opts: WorkerOptions): Promise<WorkerSummary> {
     leases = new Leases(queue, name, { host: hostname(), pid: process.pid, dir: resolve(dir) }, (line) => opts.progress?.write(line));
     await leases.renew();
     sharedLimits = await openSharedLimits({ connection, run: opts.run, limits: config.shared_limits });
-    const summary = await workerSession({ opts, config, env, meta, fields, dir, name, leases, sharedLimits, planned: (await queue.status()).planned });
+    const summary = await workerRun({ opts, config, env, meta, fields, dir, name, leases, sharedLimits, planned: (await queue.status()).planned });
     return { ...summary, worker: { name, ...leases.stats } };
   } finally {
     await leases?.stop();
@@ -266,7 +266,7 @@ export async function runWorker(opts: WorkerOptions): Promise<WorkerSummary> {
   }
 }
 
-interface WorkerSession {
+interface WorkerRun {
   readonly opts: WorkerOptions;
   readonly config: RunConfig;
   readonly env: NodeJS.ProcessEnv;
@@ -280,10 +280,10 @@ interface WorkerSession {
   readonly planned: number;
 }
 
-/** The worker's session: the samples the leases pull, each accepted in Redis once its record is written. */
-function workerSession(w: WorkerSession): Promise<GenerateSummary> {
+/** The worker's invocation: the samples the leases pull, each accepted in Redis once its record is written. */
+function workerRun(w: WorkerRun): Promise<GenerateSummary> {
   const { config, env, opts, leases } = w;
-  return runSession({
+  return runPlan({
     config,
     env,
     secrets: queueSecrets(opts.address),

@@ -6,7 +6,7 @@
  *
  * Everything that can be checked before a seed runs is checked before the run directory is
  * touched: the config, the keys, the source file (every row), the eval sets. The solvability
- * rollouts run as a generate session beside it (solvable.ts), in `DIR/solve`.
+ * rollouts run as a generate run beside it (solvable.ts), in `DIR/solve`.
  */
 import { setMaxListeners } from 'node:events';
 import { join } from 'node:path';
@@ -16,6 +16,7 @@ import { keyFromEnv, redactConfig, resolveApiKey, scrubberFor } from '../core/co
 import { createJudge, judgeSettings, type Judge } from '../core/judge/judge.js';
 import { LlmClient, LlmError } from '../core/llm/llm.js';
 import { SYNTH_SOLVE_DIR } from '../core/run-dir/names.js';
+import { runOutcome, type RunOutcome } from '../core/run-dir/outcome.js';
 import { EvalIndex } from '../dataset/decontaminate.js';
 import { TrajforgeError } from '../errors.js';
 import { Progress } from '../generate/progress.js';
@@ -36,27 +37,20 @@ export interface SynthesizeOptions extends Pick<GenerateOptions, 'config' | 'env
   readonly limit?: number | undefined;
 }
 
-export interface SynthesisSummary {
-  readonly dir: string;
-  readonly runId: string;
-  readonly resumed: boolean;
-  readonly status: RunManifest['status'];
+export interface SynthesisSummary extends RunOutcome {
   /** Seeds the run plans (the source's, capped by `--limit` and `synthesis.seeds`). */
   readonly planned: number;
-  /** The run over all sessions: seeds on record. */
+  /** The run over all its invocations: seeds on record. */
   readonly kept: number;
   readonly rejected: number;
   readonly byCheck: Record<string, number>;
   readonly spent: { readonly requests: number; readonly tokens: number };
-  readonly session: { kept: number; rejected: number; skippedDone: number; unfinished: number; firstUnfinished: string | undefined };
+  readonly invocation: { kept: number; rejected: number; skippedDone: number; unfinished: number; firstUnfinished: string | undefined };
   /** The budget that stopped the run (`kept`, `tokens`, `requests`), if one did. */
   readonly budget?: string | undefined;
   /** Why fewer seeds could be drawn than planned. */
   readonly shortfall?: string | undefined;
-  readonly fatal?: string | undefined;
-  readonly failure?: string | undefined;
-  readonly notices: readonly string[];
-  /** The solvability rollouts' session, when the check is on. */
+  /** The solvability rollouts' run, when the check is on. */
   readonly solve?: GenerateSummary | undefined;
 }
 
@@ -110,7 +104,7 @@ export async function synthesize(opts: SynthesizeOptions): Promise<SynthesisSumm
     throw err;
   }
   await solve?.readPrior((seed) => !store.isDone(seed));
-  return new Session(opts, config, store, source, { writer, solver, judge, evalIndex, near, solve, abort }).run();
+  return new Invocation(opts, config, store, source, { writer, solver, judge, evalIndex, near, solve, abort }).run();
 }
 
 /** What a seed is made with (the clients, the indexes, the rollouts), opened once for the run. */
@@ -119,8 +113,8 @@ interface Parts extends Pick<SeedContext, 'writer' | 'solver' | 'judge' | 'evalI
   readonly abort: AbortController;
 }
 
-/** One session of a synthesis run: the seeds scheduled, each one's line written, the run closed. */
-class Session {
+/** One invocation of a synthesis run: the seeds scheduled, each one's line written, the run closed. */
+class Invocation {
   readonly #opts: SynthesizeOptions;
   readonly #config: RunConfig;
   readonly #store: SynthStore;
@@ -264,22 +258,17 @@ class Session {
 
   #summary(status: RunManifest['status'], failure: string | undefined, solve: GenerateSummary | undefined): SynthesisSummary {
     const s = this.#store;
+    const notices = [...s.notices, ...(solve?.notices ?? []).map((n) => `solve: ${n}`), ...(solve?.failure ? [`solve: ${solve.failure}`] : [])];
     return {
-      dir: s.dir,
-      runId: s.manifest.run_id,
-      resumed: s.resumed,
-      status,
+      ...runOutcome(s, status, { fatal: this.#fatal, failure, notices }),
       planned: this.#source.planned,
       kept: s.kept,
       rejected: s.rejected,
       byCheck: { ...s.byCheck },
       spent: { ...s.spent },
-      session: { ...this.#counts },
+      invocation: { ...this.#counts },
       budget: this.#budget,
       shortfall: this.#source.shortfall,
-      fatal: this.#fatal,
-      failure,
-      notices: [...s.notices, ...(solve?.notices ?? []).map((n) => `solve: ${n}`), ...(solve?.failure ? [`solve: ${solve.failure}`] : [])],
       solve,
     };
   }

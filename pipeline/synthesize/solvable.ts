@@ -1,14 +1,14 @@
 /**
  * The solvability check: k rollouts of a question through the normal generate path (the run's
- * endpoint, tools, dialect, agents and judge: generate/run.ts `runSession`), as an ordinary run
+ * endpoint, tools, dialect, agents and judge: generate/run.ts `runPlan`), as an ordinary run
  * in `DIR/solve` (trajectories.jsonl, failures.jsonl, manifest.json: training data too). A
  * question's pass rate p is its rollouts judged correct over k; it is kept by the band
  * `min_pass ≤ p ≤ max_pass`, or by learnability 4p(1−p) ≥ `min_learnability`.
  *
- * One generate session runs beside the synthesis run, fed sample by sample (`Channel`); each
+ * One generate run goes beside the synthesis run, fed sample by sample (`Channel`); each
  * sample's record comes back through `settled`. Its run directory is resumed like any run: a
  * seed redone after a crash asks for the same question (the same id, the same text) and finds
- * the rollouts already there, read from the files before the session opens them (`prior`),
+ * the rollouts already there, read from the files before the run opens them (`prior`),
  * so none is rolled out twice. Rollouts that got no verdict (the endpoint or the judge down:
  * llm_error, unjudged, …) leave the seed unfinished, with the `rerun` command that redoes them.
  */
@@ -18,7 +18,7 @@ import { createInterface } from 'node:readline';
 import type { CheckResult, Question, RunConfig, Trajectory } from '../../schemas/index.js';
 import { fingerprintFields, redactConfig } from '../core/config.js';
 import { FAILURES, TRAJECTORIES } from '../core/run-dir/names.js';
-import { newManifest, runSession, type GenerateSummary, type PlannedSample } from '../generate/run.js';
+import { newManifest, runPlan, type GenerateSummary, type PlannedSample } from '../generate/run.js';
 import { RunStore } from '../generate/store.js';
 import { Channel } from './channel.js';
 import type { CostMeter } from './cost.js';
@@ -76,7 +76,7 @@ export class Solvability {
   readonly #waiting = new Map<string, { resolve(o: Outcome): void; reject(e: Error): void }>();
   #prior = new Map<string, Outcome>();
   #store: RunStore | undefined;
-  #session: Promise<GenerateSummary> | undefined;
+  #rollouts: Promise<GenerateSummary> | undefined;
   #stopped = false;
 
   private constructor(dir: string, k: number) {
@@ -94,7 +94,7 @@ export class Solvability {
     const fields = fingerprintFields(config, opts.env);
     let ready!: () => void;
     const opened = new Promise<void>((resolve) => (ready = resolve));
-    s.#session = runSession({
+    s.#rollouts = runPlan({
       config,
       env: opts.env,
       signal: opts.signal,
@@ -111,7 +111,7 @@ export class Solvability {
       onAbort: () => s.#stop(),
     });
     // Tool servers that do not start, or a run directory that cannot be opened, fail the synthesis run here.
-    const ended = s.#session.then(() => Promise.reject(new Error('the solvability session ended before it opened its run')));
+    const ended = s.#rollouts.then(() => Promise.reject(new Error('the solvability rollouts ended before they opened their run')));
     // Only the race reads it: once the run is open, its end is no error.
     ended.catch(() => undefined);
     await Promise.race([opened, ended]);
@@ -154,7 +154,7 @@ export class Solvability {
     w?.resolve(o);
   }
 
-  /** The session stopped early: nobody waits for what it will not roll out. */
+  /** The rollouts stopped early: nobody waits for what it will not roll out. */
   #stop(): void {
     this.#stopped = true;
     for (const w of this.#waiting.values()) w.reject(new Unfinished('solvable: the rollouts stopped'));
@@ -162,10 +162,10 @@ export class Solvability {
     if (!this.#channel.ended) this.#channel.end();
   }
 
-  /** Ends the session: its summary (a fatal endpoint or judge is in `fatal`). */
+  /** Ends the rollouts: their summary (a fatal endpoint or judge is in `fatal`). */
   async close(): Promise<GenerateSummary> {
     if (!this.#channel.ended) this.#channel.end();
-    return this.#session!;
+    return this.#rollouts!;
   }
 
   /** Keep by the band, or by learnability when `min_learnability` is set. */

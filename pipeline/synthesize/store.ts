@@ -1,7 +1,7 @@
 /**
  * A synthesis run directory: one line per seed, written once, whatever kills the run.
  *
- *   manifest.json     config (redacted), fingerprint, counts (kept, rejected by check), sessions
+ *   manifest.json     config (redacted), fingerprint, counts (kept, rejected by check), one `sessions` entry per invocation
  *   questions.jsonl   the kept questions (SynthesizedQuestion): a question bank `generate` reads
  *   rejected.jsonl    every rejected draft (RejectedDraft), with the check that rejected it
  *   solve/            the solvability rollouts: an ordinary run directory (solvable.ts)
@@ -25,7 +25,7 @@ import { inputError, TrajforgeError } from '../errors.js';
 import { fsError } from '../files.js';
 import { IdSet } from '../id-set.js';
 import { PACKAGE_VERSION } from '../paths.js';
-import { endedSessions, readRunManifest, resumeWith, writeManifestFile, type OpenRunOptions } from '../generate/store.js';
+import { endLastInvocation, readRunManifest, resumeWith, writeManifestFile, type OpenRunOptions } from '../generate/store.js';
 
 /** What a line of either file holds that the store reads back. */
 interface SeedLine {
@@ -93,8 +93,8 @@ export class SynthStore {
         store.#bytes[key] = statSync(file).size;
       }
       const now = new Date().toISOString();
-      const session = { started_at: now, trajforge_version: PACKAGE_VERSION, ...resume?.session, ...(repairs.length ? { tail_repairs: repairs } : {}) };
-      store.#manifest = { ...store.#manifest, status: 'running', updated_at: now, sessions: [...store.#manifest.sessions, session] };
+      const invocation = { started_at: now, trajforge_version: PACKAGE_VERSION, ...resume?.invocation, ...(repairs.length ? { tail_repairs: repairs } : {}) };
+      store.#manifest = { ...store.#manifest, status: 'running', updated_at: now, sessions: [...store.#manifest.sessions, invocation] };
       store.writeManifest();
       return store;
     } catch (err) {
@@ -181,7 +181,7 @@ export class SynthStore {
     writeManifestFile(join(this.dir, MANIFEST), this.#manifest, this.#scrubber);
   }
 
-  /** Flushes and closes both files; the manifest records how the session ended. */
+  /** Flushes and closes both files; the manifest records how the invocation ended. */
   async close(status: RunManifest['status'], exit: string): Promise<void> {
     await this.#chain;
     for (const fh of [this.#files.kept, this.#files.rejected]) {
@@ -189,7 +189,7 @@ export class SynthStore {
       await fh?.close().catch(() => undefined);
     }
     try {
-      this.writeManifest({ status, sessions: endedSessions(this.#manifest.sessions, exit) });
+      this.writeManifest({ status, sessions: endLastInvocation(this.#manifest.sessions, exit) });
     } finally {
       releaseLock(this.#lock);
     }

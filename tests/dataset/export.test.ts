@@ -158,7 +158,7 @@ describe('export of a real run', () => {
     }
     const bad = await runCli(['export', run(), '--format', 'messages', '--tool-role', 'function', '--out', '-']);
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toContain('--tool-role: expected tool, user');
+    expect(bad.stderr).toContain('--tool-role: expected tool or user, got');
   });
 
   it('sharegpt: calls as function_call JSON after the think that led to them, alternating (LLaMA-Factory\'s rules: export-sharegpt.test.ts)', async () => {

@@ -69,7 +69,7 @@ describe('rerun', () => {
     await generate({ config });
     const before = rows(config.output.dir).length;
     const none = await rerun({ dir: config.output.dir, config, reasons: ['context_overflow'] });
-    expect(none.session.accepted + none.session.failed).toBe(0);
+    expect(none.invocation.accepted + none.invocation.failed).toBe(0);
     expect(rows(config.output.dir).length).toBe(before);
     const other = { ...config, endpoint: { ...config.endpoint, temperature: 0.1 } };
     await expect(rerun({ dir: config.output.dir, config: other })).rejects.toThrow(/endpoint\.temperature/);

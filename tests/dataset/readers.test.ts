@@ -322,7 +322,7 @@ describe('shapes, formats and bad rows', () => {
   });
 
   it('an unknown --format is a usage error', () => {
-    expect(() => readDataset(DRTULU, { format: 'xml' as never })).toThrow(/--format: expected auto, trajforge, drtulu, chat; got "xml"/);
+    expect(() => readDataset(DRTULU, { format: 'xml' as never })).toThrow(/--input-format: expected auto, trajforge, drtulu, chat; got "xml"/);
   });
 
   it('a wrong-shape row and broken JSON: errors with file and line, or counted in skip mode', async () => {

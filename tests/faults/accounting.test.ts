@@ -106,12 +106,12 @@ describe('a refusal of one sample is a failure record', () => {
       const config = writeConfig(dir, server.url, { concurrency: 2 });
       const res = await runCli(['generate', '--config', config, '--limit', '3']);
       expect(res.code, res.stdout).toBe(1);
-      expect(res.stderr).toContain(`error: every sample of this session failed (3); the main reason: endpoint_rejected (3): ${server.url} answered 400: Unrecognized request argument supplied`);
+      expect(res.stderr).toContain(`error: every sample of this run failed (3); the main reason: endpoint_rejected (3): ${server.url} answered 400: Unrecognized request argument supplied`);
       expect(res.stderr).not.toMatch(/\n\s+at /);
       const files = checkRunDir(join(dir, 'run'));
       expect(files.failed.map((t) => t.reason)).toEqual(['endpoint_rejected', 'endpoint_rejected', 'endpoint_rejected']);
       expect(files.manifest?.status).toBe('failed');
-      expect(files.manifest?.sessions.at(-1)?.exit).toContain('every sample of this session failed');
+      expect(files.manifest?.sessions.at(-1)?.exit).toContain('every sample of this run failed');
       // Nothing left to do: the same command plans nothing and exits 0.
       const same = await runCli(['generate', '--config', config, '--limit', '3']);
       expect(same.code, same.stderr).toBe(0);

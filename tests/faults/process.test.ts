@@ -54,7 +54,7 @@ describe('SIGKILL at random moments, each followed by a resume', () => {
     const moments: string[] = [];
     for (let k = 0; k < kills; k++) {
       const run = spawnCli(args);
-      // A random moment of this session's progress: after 0 to 4 new records (0: possibly still
+      // A random moment of this invocation's progress: after 0 to 4 new records (0: possibly still
       // starting up, before the run directory is even opened), then 0-300 ms more. Progress
       // rather than wall time, so that a slow machine still gets kills in the middle of writing.
       const records = Math.floor(rng() * 5);

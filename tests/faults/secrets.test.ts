@@ -215,7 +215,7 @@ async function generateRun(dir: string, target: { server: string; tool: string }
     gen = await runCli(['generate', '--config', config(dir, target, dialect), ...flags], { env });
   });
   // A run whose every sample failed (a fake NCBI refuses every key) exits 1 and says why; the rest must exit 0.
-  if (gen!.code === 1) expect(gen!.stderr).toMatch(/every sample of this session failed/);
+  if (gen!.code === 1) expect(gen!.stderr).toMatch(/every sample of this run failed/);
   else expect(gen!.code, gen!.stderr).toBe(0);
   return { gen: gen!, places: [...cliPlaces(`generate ${target.server}`, gen!), ...seen.map((text, i) => ({ where: `request ${i} of the ${target.server} run`, text }))] };
 }

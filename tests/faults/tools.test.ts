@@ -145,7 +145,7 @@ describe('a tool server that stays dead', () => {
     const res = await runCli(['generate', '--config', config, '--limit', '3']);
     // Every sample failed (its only tool was down throughout): the run completes, and its exit says so.
     expect(res.code, res.stderr).toBe(1);
-    expect(res.stderr).toMatch(/every sample of this session failed \(3\); the main reason: tool_error/);
+    expect(res.stderr).toMatch(/every sample of this run failed \(3\); the main reason: tool_error/);
     expect(res.stdout).toMatch(/^tools down corpus \d+\.\d s \(down (once|\d+ times), still down at the end\); their calls failed at once while down/m);
     const failed = readJsonl(join(dir, 'run', 'failures.jsonl'));
     expect(failed).toHaveLength(3);

@@ -89,7 +89,7 @@ describe.each(['tulu', 'mcp-xml', 'native'] as const)('%s: a main agent with a s
     const children = ok.filter((t) => t.parent_id !== undefined);
     expect(roots).toHaveLength(3);
     expect(children).toHaveLength(3);
-    expect(summary.session.subAgents).toMatchObject({ accepted: 3, failed: 0 });
+    expect(summary.invocation.subAgents).toMatchObject({ accepted: 3, failed: 0 });
     expect(summary.counts).toMatchObject({ accepted: 3, failed: 0, sub_agents: { accepted: 3, failed: 0 } });
     const families = expectWholeFamilies(all);
     expect(families.size).toBe(3);
@@ -162,7 +162,7 @@ describe('failures in a family', () => {
         expect(root.tool_calls[0]!.error).toBe(`sub-agent researcher failed: ${child.reason}${child.error ? `: ${child.error}` : ''}`);
         expect(root.tool_calls[0]!.output_text).toContain('sub-agent researcher failed');
       }
-      expect(summary.session.subAgents).toMatchObject({ accepted: 0, failed: 2 });
+      expect(summary.invocation.subAgents).toMatchObject({ accepted: 0, failed: 2 });
     } finally {
       model.failRole = new Set();
     }
@@ -209,9 +209,9 @@ describe('retries and rerun work on families', () => {
     const reason = first.failed.find((t) => t.parent_id === undefined)!.reason!;
     // Sub-agent sessions are never rerun on their own: their reason does not select them.
     const none = await rerun({ dir: config.output.dir, config, reasons: ['parent_failed'] });
-    expect(none.session.planned).toBe(0);
+    expect(none.invocation.planned).toBe(0);
     const again = await rerun({ dir: config.output.dir, config, reasons: [reason] });
-    expect(again.session).toMatchObject({ planned: 3, accepted: 3, failed: 0 });
+    expect(again.invocation).toMatchObject({ planned: 3, accepted: 3, failed: 0 });
     const after = records(config.output.dir);
     expect(after.ok).toHaveLength(9);
     for (const t of after.ok) expect(t.attempt).toBe(1);

@@ -49,7 +49,7 @@ describe('cost and budgets.max_cost_usd', () => {
     expect(m1.cost.usd).toBeGreaterThanOrEqual(0.001);
     expect(m1.sessions.at(-1).exit).toBe('interrupted');
     expect(first.stdout).toMatch(/budget {5}budgets\.max_cost_usd reached: \$\S+ spent of \$0\.0010/);
-    expect(first.stdout).toMatch(/^cost {7}\$\S+, over the run's sessions$/m);
+    expect(first.stdout).toMatch(/^cost {7}\$\S+, over all runs of this directory$/m);
 
     // The same budget: reached already, nothing runs.
     const again = await runCli(['generate', '--config', config, '--limit', '6']);

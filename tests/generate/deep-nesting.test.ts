@@ -45,9 +45,9 @@ describe('a tool result nested past MAX_JSON_DEPTH', () => {
         }),
       );
       const summary = await generate({ config });
-      expect(summary.session.planned).toBe(4);
-      expect(summary.session.accepted + summary.session.failed).toBe(4);
-      expect(summary.session.unaccounted.count).toBe(0);
+      expect(summary.invocation.planned).toBe(4);
+      expect(summary.invocation.accepted + summary.invocation.failed).toBe(4);
+      expect(summary.invocation.unaccounted.count).toBe(0);
       const records = [...readJsonl(join(dir, 'run', 'trajectories.jsonl')), ...readJsonl(join(dir, 'run', 'failures.jsonl'))];
       const calls = records.flatMap((t) => t.tool_calls);
       const deep = calls.filter((c) => c.error !== undefined);

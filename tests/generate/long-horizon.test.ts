@@ -100,7 +100,7 @@ describe.each(['tulu', 'mcp-xml', 'native'] as const)('%s: long horizons', (dial
     });
     expect(ok).toHaveLength(0);
     expect(failed).toHaveLength(6);
-    expect(summary.session.failed).toBe(6);
+    expect(summary.invocation.failed).toBe(6);
     for (const id of ['r0', 'r1']) {
       const attempts = failed.filter((t) => t.id === id).sort((a, b) => a.attempt - b.attempt);
       expect(attempts.map((t) => t.attempt)).toEqual([0, 1, 2]);

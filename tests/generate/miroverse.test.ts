@@ -43,7 +43,7 @@ describe('data/configs/miroverse.yaml against the sim', () => {
     expect(ok.filter((t) => t.agent === 'main').length).toBeGreaterThanOrEqual(LIMIT - 3);
     expect(subs.length).toBeGreaterThanOrEqual(LIMIT - 3);
     for (const s of subs) expect(s).toMatchObject({ depth: 1, dialect: 'mcp-xml' });
-    expect(stdout).toMatch(/^sub-agents \d+ sessions this session: /m);
+    expect(stdout).toMatch(/^sub-agents \d+ sessions in this run: /m);
   });
 
   it('links every sub-agent session to the call of its parent whose tool output is its report', () => {

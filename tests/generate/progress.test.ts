@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { Progress } from '../../pipeline/generate/progress.js';
 
 describe('progress', () => {
-  it('counts this session on top of earlier ones, with an ETA', () => {
+  it('counts this invocation on top of earlier ones, with an ETA', () => {
     const p = new Progress(undefined, 10, 4);
     p.start();
     p.done(true, 1500);
@@ -27,9 +27,9 @@ describe('progress', () => {
     expect(plain.at(-1)).not.toContain('\r');
   });
 
-  it('shows the run\'s dollars spent and projects the total from this session\'s dollars per sample', () => {
-    // 4 of 10 done before; this session did 2 for $3 on top of $5 earlier: 4 left at $1.50 each.
-    let dollars: { run: number | null; session: number | null } = { run: 8, session: 3 };
+  it('shows the run\'s dollars spent and projects the total from this invocation\'s dollars per sample', () => {
+    // 4 of 10 done before; this invocation did 2 for $3 on top of $5 earlier: 4 left at $1.50 each.
+    let dollars: { run: number | null; invocation: number | null } = { run: 8, invocation: 3 };
     const p = new Progress(undefined, 10, 4);
     p.showCost(() => dollars);
     p.start();
@@ -37,7 +37,7 @@ describe('progress', () => {
     p.done(true, 10);
     expect(p.line()).toContain(' · $8.00 spent, ~$14.00 projected');
     // A model without a price: no dollars at all rather than a wrong figure.
-    dollars = { run: null, session: null };
+    dollars = { run: null, invocation: null };
     expect(p.line()).not.toContain('$');
   });
 });

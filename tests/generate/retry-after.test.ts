@@ -77,7 +77,7 @@ describe('Retry-After longer than retry_max_ms', () => {
     const judgeCfg = { base_url: judge.url, model: 'trajforge-sim', api_key_env: 'none', retry_max_ms: 200, max_retries: 1 };
     const config = loadConfig(writeConfig(dir, sim.url, { validation: { judge: judgeCfg }, concurrency: 2 }), { limit: 3 });
     const summary = await generate({ config });
-    expect(summary.session.planned).toBe(3);
-    expect(summary.session.byReason.unjudged).toBe(3);
+    expect(summary.invocation.planned).toBe(3);
+    expect(summary.invocation.byReason.unjudged).toBe(3);
   }, 60_000);
 });

@@ -70,8 +70,8 @@ describe('rollout: budgets force the answer', () => {
       expect(msgs.at(-2)).toEqual({ role: 'user', content: loadPrompt('force-answer') });
       expect(msgs.at(-1)!.role).toBe('assistant');
     }
-    expect(summary.session.repairs.forced_answer).toBe(4);
-    expect(summary.session.toolCalls).toBe(4 * budgets.max_turns);
+    expect(summary.invocation.repairs.forced_answer).toBe(4);
+    expect(summary.invocation.toolCalls).toBe(4 * budgets.max_turns);
   });
 
   it('max_tool_calls: the call budget forces the answer the same way, with turns to spare', async () => {
@@ -164,7 +164,7 @@ describe('rollout: rollback', () => {
   it('with rollback.conditions: [] nothing is rolled back; the refusals are kept as no-action turns', async () => {
     const budgets = { max_turns: 8, max_tool_calls: 5, max_nudges: 2 };
     const { all, summary } = await runWith({ seed: 14, misbehave: { refusal: 1 } }, 3, { budgets, rollback: { conditions: [] } });
-    expect(summary.session.rollbacks).toEqual({});
+    expect(summary.invocation.rollbacks).toEqual({});
     for (const t of all) {
       expect(t.rollbacks).toEqual([]);
       expect(kindsOf(t, 'no_action')).toHaveLength(budgets.max_nudges + 1);

@@ -21,8 +21,8 @@ describe('run tally', () => {
   it('counts cache hits by the agent that made the calls, not against the main agent', () => {
     const tally = new RunTally();
     tally.written([session('browsing', [true, true, false], 'q1'), session('browsing', [true], 'q1'), session('main', [false, false])], true);
-    expect(tally.session.cachedByAgent).toEqual({ browsing: 3 });
+    expect(tally.invocation.cachedByAgent).toEqual({ browsing: 3 });
     // The main agent's calls are its own: 2, none of them from the cache.
-    expect(tally.session.toolCalls).toBe(2);
+    expect(tally.invocation.toolCalls).toBe(2);
   });
 });

@@ -64,7 +64,7 @@ describe('generate', () => {
     for (const kind of ['stop_ignored', 'unclosed_call', 'hallucinated_output', 'extra_calls', 'no_action', 'unclosed_answer']) {
       expect(kinds, `repair kind ${kind}`).toContain(kind);
     }
-    expect(Object.keys(summary.session.repairs)).toEqual(expect.arrayContaining([...kinds]));
+    expect(Object.keys(summary.invocation.repairs)).toEqual(expect.arrayContaining([...kinds]));
     expect(summary.llm.retries).toBeGreaterThan(0);
     for (const t of ok) {
       const outputs = tulu.parseTrajectory(t.interleaved_text).segments.filter((s) => s.kind === 'output');

@@ -373,7 +373,7 @@ describe('generate with sharedLimits', () => {
     const limits = await openSharedLimits({ url: h.url, run: 'gen', limits: { endpoint_concurrency: 1 } });
     cleanups.push(() => limits.close());
     const summary = await generate({ config, sharedLimits: limits });
-    expect(summary.session.accepted + summary.session.failed).toBe(6);
+    expect(summary.invocation.accepted + summary.invocation.failed).toBe(6);
     expect(e.arrivals.length).toBeGreaterThanOrEqual(6);
     expect(e.maxInFlight).toBe(1);
     expect(summary.llm.concurrencyLimit).toBe(1);

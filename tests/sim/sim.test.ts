@@ -615,7 +615,15 @@ describe('the CLI', () => {
     const help = spawnSync(process.execPath, [entry, '--help'], { encoding: 'utf8' });
     expect(help.status).toBe(0);
     for (const kind of MISBEHAVIOUR_KINDS) expect(help.stdout).toMatch(new RegExp(`^  ${kind} +\\S`, 'm'));
-    expect(help.stdout).toMatch(/all=RATE sets every kind except the transport faults\s+stall, drop, malformed and the wire shapes object_arguments, numeric_name, content_parts, string_usage, endless;\s+and wrong_answer, judge_unreadable, judge_quotes, judge_echo_key \(wrong answers, the judge's faults\);\s+and deep_arguments \(hostile shapes\);\s+and refused_report, empty_report \(a sub-agent's unusable report\)/);
+    expect(help.stdout).toContain('all=RATE sets every kind except:');
+    for (const line of [
+      'the transport faults: stall, drop, malformed',
+      'the wire shapes: object_arguments, numeric_name, content_parts, string_usage, endless',
+      "wrong answers and the judge's faults: wrong_answer, judge_unreadable, judge_quotes, judge_echo_key",
+      'hostile shapes: deep_arguments',
+      "a sub-agent's unusable report: refused_report, empty_report",
+    ])
+      expect(help.stdout).toMatch(new RegExp(`^ {27}${line.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`, 'm'));
     const bad = spawnSync(process.execPath, [entry, '--misbehave', 'sulk=1'], { encoding: 'utf8' });
     expect(bad.status).not.toBe(0);
     expect(bad.stderr).toContain('unknown misbehaviour');

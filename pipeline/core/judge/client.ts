@@ -6,7 +6,9 @@
  * - its own LlmClient (its retries, 429 backoff and limit of requests in flight never mix with
  *   the policy model's), with the judge's own timeouts and byte limit;
  * - a cache of replies on disk (`<cache_dir>/judge`, the tool cache's segment store), keyed by
- *   the model, its temperature, the template's version, the kind and the material;
+ *   the endpoint (its URL without credentials or query: the same model name served elsewhere
+ *   may be another model), the model, its temperature, the template's version, the kind and
+ *   the material;
  * - replies with nothing readable at the fixed place asked again (`unreadable_retries`);
  * - refusals (401, 403, 404, 400: a wrong key or model) counted: `fail_fast_after` in a row make
  *   `fatal` say so, for the caller to stop;
@@ -91,7 +93,7 @@ export class JudgeClient {
 
   /** One question: from the cache, else asked (again while the reply is unreadable, up to `unreadable_retries` times). */
   async ask<T>(kind: QuestionKind<T>, material: Readonly<Record<string, string>>, signal?: AbortSignal, meter?: Meter): Promise<Asked<T>> {
-    const key = cacheKey({ judge: this.#s.model, template: this.tag(kind), temperature: this.#s.temperature }, kind.name, material);
+    const key = cacheKey({ endpoint: endpointPlace(this.#s.base_url), judge: this.#s.model, template: this.tag(kind), temperature: this.#s.temperature }, kind.name, material);
     const hit = await this.#cache?.get(key).catch(() => undefined);
     if (typeof hit === 'string') {
       const value = kind.read(hit);
@@ -135,6 +137,16 @@ export class JudgeClient {
       }
       return { error: `the judge request failed (${err.kind}): ${clip(message, 300)}` };
     }
+  }
+}
+
+/** Where an endpoint is, for the cache key: its origin and path, never a user, password or query. */
+function endpointPlace(baseUrl: string): string {
+  try {
+    const u = new URL(baseUrl);
+    return `${u.protocol}//${u.host}${u.pathname.replace(/\/+$/, '')}`;
+  } catch {
+    return baseUrl;
   }
 }
 

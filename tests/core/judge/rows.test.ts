@@ -136,4 +136,24 @@ describe('validate --judge', () => {
     ]);
     expect(sim.stats().judgeRequests).toBe(2);
   });
+
+  it('a verdict is cached for its endpoint: the same model name served at another URL is asked again, and no password in the URL reaches the cache', async () => {
+    const first = await judgeSim();
+    const second = await judgeSim();
+    const rows = writeRows('two-judges.jsonl', [row(1, 'llm', 'It is Lyon.', { gold_answer: 'Paris' })]);
+    const env = { TRAJFORGE_CACHE_DIR: tempDir('tf-rows-cache-') };
+    const judged = async (url: string) => {
+      const cfg = writeConfig(tempDir('tf-rows-cfg-'), 'http://127.0.0.1:9/v1', { validation: { judge: { base_url: url, model: 'trajforge-sim', api_key_env: 'none' } } });
+      const r = await runCli(['validate', rows, '--json', '--judge', '--config', cfg], { env });
+      return jsonLines(r.stdout)[0].judge;
+    };
+    expect(await judged(first.url)).toMatchObject({ verdict: 'INCORRECT', step: 'llm' });
+    const withPassword = second.url.replace('http://', 'http://judge:hunter2pass@');
+    expect((await judged(withPassword)).cached).toBeUndefined();
+    expect(second.stats().judgeRequests).toBe(1);
+    // The same endpoint again, without the password: the same place, so the cached verdict.
+    expect(await judged(second.url)).toMatchObject({ verdict: 'INCORRECT', cached: true });
+    expect(second.stats().judgeRequests).toBe(1);
+    for (const f of filesUnder(join(env.TRAJFORGE_CACHE_DIR, 'judge'))) expect(readFileSync(f, 'latin1'), f).not.toContain('hunter2pass');
+  });
 });
