@@ -201,15 +201,16 @@ export function overview(stats: Stats, listed: number, cut: { outputChars: numbe
   const ok = stats.status.ok ?? 0;
   const failed = stats.status.failed ?? 0;
   const d = stats.per_trajectory;
-  const kpi = (v: string, label: string): string => `<div class="kpi"><b>${esc(v)}</b><span>${esc(label)}</span></div>`;
+  // `data-kpi`: the cards the page's script makes again from the list when a served page's list grows (browser/report.ts refreshCards).
+  const kpi = (v: string, label: string, name?: string): string => `<div class="kpi"${name ? ` data-kpi="${name}"` : ''}><b>${esc(v)}</b><span>${esc(label)}</span></div>`;
   const kpis = [
-    kpi(fmt(r.counted), stats.latest_per_id ? 'trajectories (latest per id)' : 'trajectories'),
-    kpi(stats.acceptance_rate === null ? '-' : `${(100 * stats.acceptance_rate).toFixed(1)}%`, `accepted (${fmt(ok)})`),
-    kpi(fmt(failed), 'failed'),
+    kpi(fmt(r.counted), stats.latest_per_id ? 'trajectories (latest per id)' : 'trajectories', 'rows'),
+    kpi(stats.acceptance_rate === null ? '-' : `${(100 * stats.acceptance_rate).toFixed(1)}%`, `accepted (${fmt(ok)})`, 'accepted'),
+    kpi(fmt(failed), 'failed', 'failed'),
     kpi(`${fmt(stats.validation.passed)} / ${fmt(stats.validation.failed)}`, 'validation passed / failed'),
-    kpi(d.tool_calls.mean === null ? '-' : d.tool_calls.mean.toFixed(2), 'tool calls per trajectory'),
-    kpi(d.turns.mean === null ? '-' : d.turns.mean.toFixed(2), 'turns per trajectory'),
-    kpi(d.tokens.p50 === null ? '-' : fmt(d.tokens.p50), 'tokens used, median'),
+    kpi(d.tool_calls.mean === null ? '-' : d.tool_calls.mean.toFixed(2), 'tool calls per trajectory', 'calls'),
+    kpi(d.turns.mean === null ? '-' : d.turns.mean.toFixed(2), 'turns per trajectory', 'turns'),
+    kpi(d.tokens.p50 === null ? '-' : fmt(d.tokens.p50), 'tokens used, median', 'tokens'),
   ];
   // What every row read cost, at the run's recorded prices (stats.ts `cost`).
   if (stats.cost) kpis.push(kpi(stats.cost.usd === null ? 'no price' : `${dollars(stats.cost.usd)}${stats.cost.estimated ? ' (est.)' : ''}`, 'spent (model, sub-agents, judge)'));

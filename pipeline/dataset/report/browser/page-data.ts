@@ -68,6 +68,8 @@ interface LiveFigures {
   readonly spend_usd: number | null;
   readonly price: { readonly prompt: number; readonly completion: number } | null;
   readonly newest: [string, string, string, string][];
+  /** Attempts by the minute they finished: [minute start ms, attempts, accepted]. */
+  readonly series: [number, number, number][];
 }
 
 /** What the report's script offers a script that runs after it (the live panel). */
@@ -78,6 +80,8 @@ interface TrajforgeReport {
   openId(id: string): boolean;
   /** Rows the page holds. */
   size(): number;
+  /** The overview's cards, made again from the rows the list holds. */
+  refreshCards(): void;
 }
 
 interface Window {

@@ -340,8 +340,9 @@ namespace ReportPage {
   function inPlace(d: RowDetail): { at: number; box: HTMLElement }[] {
     const out: { at: number; box: HTMLElement }[] = [];
     const at = (t: number | null, after: number): number => (t === null ? Infinity : 2 * t + after);
-    for (let r = 0; r < d.rb.length; r++) out.push({ at: at(d.rb[r]![0], 0) - 1, box: fixBox('rollback', d.rb[r]!) });
-    for (let r = 0; r < d.rep.length; r++) out.push({ at: at(d.rep[r]![0], 1), box: fixBox('repair', d.rep[r]!) });
+    const kept = (t: number | null): boolean => t !== null && !!d.tu && d.tu.indexOf(t) >= 0;
+    for (let r = 0; r < d.rb.length; r++) out.push({ at: at(d.rb[r]![0], 0) - 1, box: fixBox('rollback', d.rb[r]!, kept(d.rb[r]![0])) });
+    for (let r = 0; r < d.rep.length; r++) out.push({ at: at(d.rep[r]![0], 1), box: fixBox('repair', d.rep[r]!, kept(d.rep[r]![0])) });
     return out.sort((a, b) => a.at - b.at);
   }
   /** The k rollouts of this row's question: each with its verdict, linked, and the question's pass@1 and pass@k. */
@@ -533,7 +534,45 @@ namespace ReportPage {
     }
     return true;
   }
-  window.trajforgeReport = { addRows, openId, size: () => S.length };
+  /**
+   * The overview's cards of the list's rows (those marked `data-kpi`): a served page calls this as
+   * rows arrive, so the cards never lag the list. The same figures `stats` makes of the same rows
+   * (means, and the median by nearest rank); the charts stay as drawn.
+   */
+  function refreshCards(): void {
+    let ok = 0;
+    let failed = 0;
+    let calls = 0;
+    let turns = 0;
+    let turned = 0;
+    const tokens: number[] = [];
+    for (let i = 0; i < S.length; i++) {
+      const s = S[i]!;
+      if (s[1] === 'ok') ok++;
+      else if (s[1] === 'failed') failed++;
+      calls += s[5];
+      if (s[6] !== null) {
+        turns += s[6];
+        turned++;
+      }
+      if (s[7] !== null) tokens.push(s[7]);
+    }
+    tokens.sort((a, b) => a - b);
+    const n = S.length;
+    const card = (name: string, value: string, label?: string): void => {
+      const k = document.querySelector('#overview [data-kpi="' + name + '"]');
+      if (!k) return;
+      k.querySelector('b')!.textContent = value;
+      if (label !== undefined) k.querySelector('span')!.textContent = label;
+    };
+    card('rows', num(n));
+    card('accepted', n ? ((100 * ok) / n).toFixed(1) + '%' : '-', 'accepted (' + num(ok) + ')');
+    card('failed', num(failed));
+    card('calls', n ? (calls / n).toFixed(2) : '-');
+    card('turns', turned ? (turns / turned).toFixed(2) : '-');
+    card('tokens', tokens.length ? num(tokens[Math.max(1, Math.ceil(tokens.length / 2)) - 1]!) : '-');
+  }
+  window.trajforgeReport = { addRows, openId, size: () => S.length, refreshCards };
 
   apply();
   const m = /^#id=(.*)$/.exec(location.hash);

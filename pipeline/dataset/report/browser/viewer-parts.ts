@@ -60,7 +60,7 @@ function callFacts(c: [string, string, number | null, boolean, string, boolean, 
  * text before) and the kept turn follows it (the text after); a repair sits after its turn's
  * blocks, which are the text as repaired (the record keeps no text before a repair).
  */
-function fixBox(kind: 'repair' | 'rollback', x: [number | null, string, string, string?]): HTMLElement {
+function fixBox(kind: 'repair' | 'rollback', x: [number | null, string, string, string?], kept: boolean): HTMLElement {
   const box = el('div', 'fix ' + kind);
   box.setAttribute('data-turn', x[0] === null ? '' : String(x[0]));
   box.appendChild(el('div', 'lab', (kind === 'repair' ? 'repair' : 'rollback') + ' · turn ' + (x[0] === null ? '-' : x[0]) + ' · ' + x[1]));
@@ -68,8 +68,9 @@ function fixBox(kind: 'repair' | 'rollback', x: [number | null, string, string, 
   if (kind === 'rollback') {
     box.appendChild(el('div', 'bef', 'before (discarded):'));
     box.appendChild(el('pre', 'before', x[3] || '(empty)'));
-    box.appendChild(el('div', 'aft', 'after: turn ' + (x[0] === null ? '-' : x[0]) + ' as kept, below'));
-  } else box.appendChild(el('div', 'aft', 'after: turn ' + (x[0] === null ? '-' : x[0]) + ' as repaired, above'));
+  }
+  const turn = 'turn ' + (x[0] === null ? '-' : x[0]);
+  box.appendChild(el('div', 'aft', !kept ? 'after: ' + turn + ' left no text in the trajectory' : kind === 'rollback' ? 'after: ' + turn + ' as kept, below' : 'after: ' + turn + ' as repaired, above'));
   return box;
 }
 
