@@ -25,6 +25,7 @@ import { CLI, runCli, tempDir, writeConfig } from '../helpers.js';
 const CHROMIUM = '/usr/bin/chromium';
 const HAVE_CHROMIUM = existsSync(CHROMIUM);
 const ARTIFACTS = join(PACKAGE_ROOT, 'tests', 'artifacts');
+const SHOTS = process.env.TRAJFORGE_SHOTS ?? ARTIFACTS;
 const CONCURRENCY = 2;
 const SAMPLES = 16;
 /** Chat requests let through before the gate holds: enough for a few samples, far from all of them. */
@@ -101,7 +102,7 @@ function start(args: string[]): Child {
 }
 
 /** What the run's files hold now, whole lines only, counted here from the records themselves. */
-function onDisk(run: string): { ids: number; accepted: number; tokens: { prompt: number; completion: number; total: number } } {
+function onDisk(run: string): { ids: number; accepted: number; attempts: number; tokens: { prompt: number; completion: number; total: number } } {
   const lines = (f: string): Record<string, any>[] => {
     if (!existsSync(join(run, f))) return [];
     const text = readFileSync(join(run, f), 'utf8');
@@ -115,7 +116,7 @@ function onDisk(run: string): { ids: number; accepted: number; tokens: { prompt:
     tokens.completion += r.usage.completion_tokens;
     tokens.total += r.usage.total_tokens;
   }
-  return { ids: new Set([...ok, ...failed].map((r) => r.id)).size, accepted: new Set(ok.map((r) => r.id)).size, tokens };
+  return { ids: new Set([...ok, ...failed].map((r) => r.id)).size, accepted: new Set(ok.map((r) => r.id)).size, attempts: ok.length + failed.length, tokens };
 }
 
 describe.runIf(HAVE_CHROMIUM)('report --serve in a browser, during a run', () => {
@@ -128,7 +129,7 @@ describe.runIf(HAVE_CHROMIUM)('report --serve in a browser, during a run', () =>
 
   beforeAll(async () => {
     dir = tempDir('tf-live-');
-    mkdirSync(ARTIFACTS, { recursive: true });
+    mkdirSync(SHOTS, { recursive: true });
     // Misbehaving, so some samples fail, and one retry each, so some failures are later superseded.
     sim = await startSim({ port: 0, seed: 5, latencyMs: 40, misbehave: { no_action: 0.25, unclosed_call: 0.2, multiple_calls: 0.2, length: 0.15, hallucinated_output: 0.1 } });
     gate = new Gate(new URL(sim.url), LET_THROUGH);
@@ -184,12 +185,32 @@ describe.runIf(HAVE_CHROMIUM)('report --serve in a browser, during a run', () =>
     expect(Number(await page.getAttribute('#live-rate', 'data-value'))).toBeGreaterThan(0);
     expect(Number(await page.getAttribute('#live-tokens', 'data-value'))).toBe(middle.tokens.total);
     expect(generate.proc.exitCode).toBeNull();
+    // The time left, at the rate so far, for the samples still planned; the time series of every attempt read.
+    expect(Number(await page.getAttribute('#live-eta', 'data-value'))).toBeGreaterThan(0);
+    expect(await page.textContent('#live-eta span')).toContain(`time left for ${SAMPLES - middle.ids} samples`);
+    await expect.poll(() => page.getAttribute('#live-throughput', 'data-total')).toBe(String(middle.attempts));
+    expect(await page.locator('#live-throughput svg rect').count()).toBeGreaterThan(0);
+    expect(await page.locator('#live-acceptance svg polyline').count()).toBe(1);
+
+    // The cards follow the list, with no redraw: each is what the list's own filters count.
+    const failedNow = middle.ids - middle.accepted;
+    await expect.poll(() => page.textContent('#overview [data-kpi="rows"] b')).toBe(String(middle.ids));
+    expect(await page.textContent('#overview [data-kpi="accepted"] span')).toBe(`accepted (${middle.accepted})`);
+    expect(await page.textContent('#overview [data-kpi="failed"] b')).toBe(String(failedNow));
+    await page.selectOption('#f-status', 'ok');
+    await expect.poll(() => page.textContent('#count')).toBe(`${middle.accepted} of ${middle.ids} trajectories`);
+    if (failedNow > 0) {
+      await page.selectOption('#f-status', 'failed');
+      await expect.poll(() => page.textContent('#count')).toBe(`${failedNow} of ${middle.ids} trajectories`);
+    }
+    await page.selectOption('#f-status', '');
+    expect(await page.getAttribute('#live-failed', 'data-value')).toBe(String(failedNow));
     // The charts were drawn at load (no rows); redrawn on request, they are of the rows the page holds.
-    expect(await page.locator('#overview .kpi b').first().textContent()).toBe('0');
+    expect(await page.locator('#overview #chart-status svg rect').count()).toBe(0);
     await page.click('#live-redraw');
-    await expect.poll(() => page.locator('#overview .kpi b').first().textContent()).toBe(String(middle.ids));
-    expect(await page.locator('#overview #chart-status svg rect').count()).toBeGreaterThan(0);
-    await page.screenshot({ path: join(ARTIFACTS, 'report-live-middle.png'), fullPage: true });
+    await expect.poll(() => page.locator('#overview #chart-status svg rect').count()).toBeGreaterThan(0);
+    expect(await page.locator('#overview .kpi b').first().textContent()).toBe(String(middle.ids));
+    await page.screenshot({ path: join(SHOTS, 'report-live-middle.png'), fullPage: true });
 
     // Open a trajectory and scroll the list (made short, so a few rows scroll) to its end.
     await page.addStyleTag({ content: '#list{height:60px;min-height:0}' });
@@ -242,7 +263,8 @@ describe.runIf(HAVE_CHROMIUM)('report --serve in a browser, during a run', () =>
 
     expect(errors).toEqual([]);
     await page.addStyleTag({ content: '#list{height:70vh;min-height:360px}' });
-    await page.screenshot({ path: join(ARTIFACTS, 'report-live-end.png'), fullPage: true });
+    expect(await page.textContent('#live-eta b')).toBe('done');
+    await page.screenshot({ path: join(SHOTS, 'report-live-end.png'), fullPage: true });
     await page.close();
 
     // Ctrl-C stops the server cleanly.

@@ -19,8 +19,10 @@ import { readDataset, type DatasetRow, type ReadOptions, type ReadReport } from 
 import { ForeignCheck, validatedRows } from '../foreign.js';
 import type { TokenCounter } from '../../core/tokens/count.js';
 import { recordedPrices } from '../run-prices.js';
-import { computeStats, type Stats } from '../stats.js';
+import type { Stats } from '../stats.js';
+import { reportFigures } from './figures.js';
 import { overview, pageHead, pageTail, ROWS_END } from './page.js';
+import { readRunHeader, runHeaderHtml } from './run-header.js';
 import { DEFAULT_ROW_OPTIONS, rowLine, type RowOptions } from './rows.js';
 
 export interface ReportOptions extends Partial<RowOptions> {
@@ -67,7 +69,8 @@ export async function reportData(input: string, read: ReadOptions): Promise<Repo
   }
   const latest = await latestIndexFor(input, read);
   const { rows, report } = readDataset(input, read);
-  return { rows, report, latest, source: input === '-' ? 'stdin' : input };
+  const header = latest === undefined ? undefined : readRunHeader(input);
+  return { rows, report, latest, source: input === '-' ? 'stdin' : input, header: header && runHeaderHtml(header) };
 }
 
 /** What a page is made of: the rows as read, what the reader counted, and a run directory's latest-state index. */
@@ -79,6 +82,8 @@ export interface ReportData {
   readonly source: string;
   /** Markup above the overview (a synthesis run's funnel). */
   readonly before?: string | undefined;
+  /** A run directory's header: model, endpoint, dialect, wall time, cost (run-header.ts). */
+  readonly header?: string | undefined;
 }
 
 function checkRowOptions(opts: Partial<RowOptions>): RowOptions {
@@ -120,10 +125,13 @@ export async function pageInto(data: ReportData, writer: JsonlWriter, opts: Repo
     return writer.writeLine(s);
   };
   let listed = 0;
-  await put(pageHead({ title: opts.title ?? `trajforge report: ${source}`, source, generatedAt: opts.generatedAt ?? new Date().toISOString().replace(/\.\d+Z$/, 'Z'), version: PACKAGE_VERSION }));
+  await put(pageHead({ title: opts.title ?? `trajforge report: ${source}`, source, generatedAt: opts.generatedAt ?? new Date().toISOString().replace(/\.\d+Z$/, 'Z'), version: PACKAGE_VERSION, header: data.header }));
+  // Whether the row just handed on is listed: the figures count the same rows (latestFilter keeps state, so it is asked once).
+  let isListed = true;
   async function* tee(): AsyncGenerator<DatasetRow> {
     for await (const row of rows) {
-      if (listedRow === undefined || listedRow(row)) {
+      isListed = listedRow === undefined || listedRow(row);
+      if (isListed) {
         listed++;
         const p = put(rowLine(row.trajectory, rowOpts));
         if (p) await p;
@@ -131,11 +139,11 @@ export async function pageInto(data: ReportData, writer: JsonlWriter, opts: Repo
       yield row;
     }
   }
-  const stats = await computeStats(tee(), { latest, report, prices: latest === undefined ? undefined : recordedPrices(source) });
+  const { stats, rubric } = await reportFigures(tee(), { latest, report, prices: latest === undefined ? undefined : recordedPrices(source) }, () => isListed);
   stats.validation.validated_here = foreign.validated;
   await put(ROWS_END);
   if (data.before) await put(data.before);
-  await put(overview(stats, listed, rowOpts));
+  await put(overview(stats, listed, rowOpts, rubric));
   if (opts.live) await put(opts.live.html);
   await put(pageTail(opts.live?.script));
   return { stats, listed, bytes, outputClosed: false };

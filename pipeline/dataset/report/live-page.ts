@@ -21,6 +21,10 @@ const CSS = `
 #live-newest li:hover{background:#f3f6fc}
 #live-newest .id{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px;overflow:hidden;text-overflow:ellipsis}
 #live-newest .at{margin-left:auto;color:var(--muted);font-size:12px}
+#live-series{display:grid;grid-template-columns:repeat(auto-fit,minmax(320px,1fr));gap:16px}
+#live-series svg{width:100%;height:90px;display:block}
+#live-series .bar{fill:#3867d6}#live-series .acc{fill:none;stroke:#2e8b57;stroke-width:2}#live-series .dot{fill:#2e8b57}
+#live-series svg{border-bottom:1px solid var(--line)}#live-series .now{font-size:12px;color:var(--muted)}
 #live-redraw{font:inherit;font-size:12px;padding:1px 8px;border:1px solid var(--line);border-radius:6px;background:#fff;cursor:pointer}
 `;
 
@@ -30,7 +34,11 @@ export function liveHtml(figures: LiveFigures): string {
   return `<section id="live" class="card" data-connected="0">
 <style>${CSS}</style>
 <div class="head"><h2>Live</h2><span id="live-state">connecting…</span><span id="live-run" class="when"></span><span id="live-when" class="when"></span></div>
-<div class="kpis">${['live-done', 'live-accepted', 'live-failed', 'live-rate', 'live-tokens', 'live-spend'].map(kpi).join('')}</div>
+<div class="kpis">${['live-done', 'live-accepted', 'live-failed', 'live-rate', 'live-eta', 'live-tokens', 'live-spend'].map(kpi).join('')}</div>
+<div class="cols" id="live-series">
+<div><h3>Throughput: attempts per minute</h3><div id="live-throughput" class="none">no attempt yet</div></div>
+<div><h3>Acceptance: accepted share of each minute's attempts</h3><div id="live-acceptance" class="none">no attempt yet</div></div>
+</div>
 <div class="cols">
 <div><h3>Failed, by reason (latest attempt of each id)</h3><table class="t" id="live-reasons"></table></div>
 <div><h3>Newest records, every attempt (click to open)</h3><ol id="live-newest"></ol></div>

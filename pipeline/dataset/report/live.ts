@@ -87,7 +87,16 @@ export interface LiveFigures {
   readonly price: { prompt: number; completion: number } | null;
   /** The newest rows, newest first: [id, status, reason, finished_at]. */
   readonly newest: [string, string, string, string][];
+  /**
+   * Every attempt by the minute it finished (its `timing.finished_at`), the last SERIES_MINUTES
+   * minutes that had one, oldest first: [minute start in ms since the epoch, attempts, accepted].
+   */
+  readonly series: [number, number, number][];
 }
+
+/** Minutes of the time series the figures carry. */
+export const SERIES_MINUTES = 60;
+const MINUTE = 60_000;
 
 type Counts = Map<string, number>;
 const inc = (m: Counts, k: string, by = 1): void => {
@@ -137,6 +146,8 @@ class Tally {
   readonly finished = new Float64Array(RING);
   finishedCount = 0;
   newest: { id: string; status: string; reason: string; finished: number; at: string }[] = [];
+  /** Attempts and accepted ones by the minute they finished: a few numbers per minute of the run. */
+  readonly perMinute = new Map<number, [number, number]>();
 
   #count(c: Counted, by: number): void {
     inc(this.status, c.status, by);
@@ -154,6 +165,10 @@ class Tally {
     const parsed = Date.parse(at);
     const finished = Number.isFinite(parsed) ? parsed : Date.now();
     this.finished[this.finishedCount++ % RING] = finished;
+    const minute = Math.floor(finished / MINUTE) * MINUTE;
+    const bucket = this.perMinute.get(minute) ?? this.perMinute.set(minute, [0, 0]).get(minute)!;
+    bucket[0]++;
+    if (t.status === 'ok') bucket[1]++;
     const list = this.newest;
     if (list.length < newest || finished >= list[list.length - 1]!.finished) {
       const c = countedAs(t);
@@ -411,6 +426,7 @@ export class LiveRun {
       spend_usd: price ? (t.prompt * price.prompt + t.completion * price.completion) / 1e6 : null,
       price,
       newest: t.newest.map((x) => [x.id, x.status, x.reason, x.at]),
+      series: [...t.perMinute].sort((a, b) => a[0] - b[0]).slice(-SERIES_MINUTES).map(([m, [n, ok]]) => [m, n, ok]),
     };
   }
 

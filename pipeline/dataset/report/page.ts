@@ -88,6 +88,29 @@ ul.issues li.warn{color:#8a5a00}
 a.to-child,a.to-parent{color:#1a56c4;cursor:pointer;text-decoration:underline}
 .seg a.to-child{display:inline-block;margin-top:3px;font-size:12px}
 i.k{background:var(--think-b)}i.c{background:var(--call-b)}i.o{background:var(--output-b)}i.a{background:var(--answer-b)}i.t{background:var(--text-b)}
+.runhead{display:flex;flex-wrap:wrap;gap:6px 18px;padding:8px 22px;background:#273046;color:#fff;font-size:13px}
+.runhead i{font-style:normal;color:#aab3c5;margin-right:2px}
+.pick{cursor:pointer}.pick:hover rect{opacity:.75}
+.row .nest{color:var(--muted)}
+.badge.v-correct{background:#2e8b57}.badge.v-incorrect{background:#c0392b}.badge.v-not_attempted{background:#b7950b}.badge.v-unjudged{background:#7f8c8d}
+#f-range{display:inline-flex;gap:4px;align-items:center;font-size:12px;background:#e3ebfb;border-radius:9px;padding:1px 4px 1px 8px}
+#f-range[hidden]{display:none}
+#f-range button{border:0;background:none;cursor:pointer;font:inherit}
+.toolbar label{font-size:13px;color:var(--muted)}
+.errbox{border:1px solid #e3a59d;background:#fdecea;border-radius:6px;padding:6px 10px;margin:8px 0}
+.errbox b{color:#a82315}.errbox .why{font-size:12px;color:#7a2a20;margin:2px 0}
+.errbox pre{margin:4px 0 0;white-space:pre-wrap;word-break:break-word;font:12px/1.45 ui-monospace,SFMono-Regular,Menlo,monospace}
+.callx{margin-top:4px;font-size:12px}.callx .facts{margin:2px 0}.callx .cerr{color:#a82315}
+.callx summary{cursor:pointer;color:var(--muted)}.callx pre.args{margin:2px 0;white-space:pre-wrap;word-break:break-all}
+.cerr{color:#a82315;font-size:12px}
+.fix{border:1px dashed #d35400;background:#fff4ec;border-radius:4px;margin:6px 0 6px 18px;padding:4px 8px;font-size:12px}
+.fix.rollback{border-color:#7f8c8d;background:#f3f4f5}
+.fix .lab{font-weight:700;text-transform:uppercase;font-size:11px;color:#a04000}
+.fix.rollback .lab{color:#566}
+.fix pre{margin:2px 0;white-space:pre-wrap;word-break:break-word;font:12px/1.45 ui-monospace,SFMono-Regular,Menlo,monospace;background:#fff;border:1px solid var(--line);padding:3px 6px}
+.fix .bef,.fix .aft{color:var(--muted);margin-top:2px}
+.judge{font-size:13px}.judge table{margin-top:6px}
+.rollouts li.here{font-weight:600}
 @media (max-width:900px){.split{grid-template-columns:1fr}}
 `;
 
@@ -96,6 +119,8 @@ export interface PageInfo {
   readonly source: string;
   readonly generatedAt: string;
   readonly version: string;
+  /** A run directory's header (run-header.ts), as markup. */
+  readonly header?: string | undefined;
 }
 
 /** Everything before the rows: the head, the list's frame, and the opening of the rows block. */
@@ -111,6 +136,7 @@ export function pageHead(info: PageInfo): string {
 </head>
 <body>
 <header class="top"><h1>${esc(info.title)}</h1><span class="src">${esc(info.source)} · built ${esc(info.generatedAt)} · trajforge ${esc(info.version)}</span></header>
+${info.header ?? ''}
 <div class="page">
 <section id="browse" class="card">
 <h2>Trajectories</h2>
@@ -119,6 +145,10 @@ export function pageHead(info: PageInfo): string {
 <select id="f-status" aria-label="status"><option value="">every status</option></select>
 <select id="f-reason" aria-label="reason"><option value="">every reason</option></select>
 <select id="f-rule" aria-label="rule"><option value="">every rule</option></select>
+<select id="f-agent" aria-label="agent" hidden><option value="">every agent</option></select>
+<select id="f-verdict" aria-label="verdict" hidden><option value="">every verdict</option></select>
+<label hidden><input id="f-group" type="checkbox"> rollouts by question</label>
+<span id="f-range" hidden><span></span><button type="button" aria-label="clear the chart filter">×</button></span>
 <span id="count"></span>
 </div>
 <div class="split">
@@ -147,21 +177,40 @@ export function card(title: string, body: string, extra = ''): string {
   return `<div class="card"${extra}><h3>${esc(title)}</h3>${body}</div>`;
 }
 
-/** The overview: figures and charts, all from `stats`. */
-export function overview(stats: Stats, listed: number, cut: { outputChars: number }): string {
+/** The judge's verdicts (from `stats`) and rubric scores (figures.ts), each bar a filter of the list; '' with no judge. */
+function judgeCards(stats: Stats, rubric: readonly number[]): string {
+  const j = stats.judgement;
+  if (j === null) return '';
+  const VERDICT: Record<string, string> = { correct: '#2e8b57', incorrect: '#c0392b', not_attempted: '#b7950b', unjudged: '#7f8c8d' };
+  const verdicts: Bar[] = Object.entries(j.verdicts).map(([k, n]) => ({ label: k, value: n, note: shareOf(n, j.judged), color: VERDICT[k] ?? '#888', filter: `verdict:${k}` }));
+  const scored = rubric.reduce((a, n) => a + n, 0);
+  const bins: Bar[] = rubric.map((n, k) => {
+    const lo = (k / rubric.length).toFixed(1);
+    const hi = ((k + 1) / rubric.length).toFixed(1);
+    return { label: `${lo}–${hi}`, value: n, note: shareOf(n, scored), color: '#16a085', ...(n ? { filter: `rubric:${lo}:${hi}` } : {}) };
+  });
+  return (
+    card(`Judge verdicts (${fmt(j.judged)} judged)`, hbars(verdicts, { label: 'judge verdicts' }), ' id="chart-verdicts"') +
+    (scored ? card(`Rubric scores (${fmt(scored)} scored, mean ${j.rubric.mean === null ? '-' : j.rubric.mean.toFixed(2)})`, hbars(bins, { label: 'rubric scores' }), ' id="chart-rubric"') : '')
+  );
+}
+
+/** The overview: figures and charts, all from `stats` (and the rubric scores' bins, figures.ts). */
+export function overview(stats: Stats, listed: number, cut: { outputChars: number }, rubric: readonly number[] = []): string {
   const r = stats.rows;
   const ok = stats.status.ok ?? 0;
   const failed = stats.status.failed ?? 0;
   const d = stats.per_trajectory;
-  const kpi = (v: string, label: string): string => `<div class="kpi"><b>${esc(v)}</b><span>${esc(label)}</span></div>`;
+  // `data-kpi`: the cards the page's script makes again from the list when a served page's list grows (browser/report.ts refreshCards).
+  const kpi = (v: string, label: string, name?: string): string => `<div class="kpi"${name ? ` data-kpi="${name}"` : ''}><b>${esc(v)}</b><span>${esc(label)}</span></div>`;
   const kpis = [
-    kpi(fmt(r.counted), stats.latest_per_id ? 'trajectories (latest per id)' : 'trajectories'),
-    kpi(stats.acceptance_rate === null ? '-' : `${(100 * stats.acceptance_rate).toFixed(1)}%`, `accepted (${fmt(ok)})`),
-    kpi(fmt(failed), 'failed'),
+    kpi(fmt(r.counted), stats.latest_per_id ? 'trajectories (latest per id)' : 'trajectories', 'rows'),
+    kpi(stats.acceptance_rate === null ? '-' : `${(100 * stats.acceptance_rate).toFixed(1)}%`, `accepted (${fmt(ok)})`, 'accepted'),
+    kpi(fmt(failed), 'failed', 'failed'),
     kpi(`${fmt(stats.validation.passed)} / ${fmt(stats.validation.failed)}`, 'validation passed / failed'),
-    kpi(d.tool_calls.mean === null ? '-' : d.tool_calls.mean.toFixed(2), 'tool calls per trajectory'),
-    kpi(d.turns.mean === null ? '-' : d.turns.mean.toFixed(2), 'turns per trajectory'),
-    kpi(d.tokens.p50 === null ? '-' : fmt(d.tokens.p50), 'tokens used, median'),
+    kpi(d.tool_calls.mean === null ? '-' : d.tool_calls.mean.toFixed(2), 'tool calls per trajectory', 'calls'),
+    kpi(d.turns.mean === null ? '-' : d.turns.mean.toFixed(2), 'turns per trajectory', 'turns'),
+    kpi(d.tokens.p50 === null ? '-' : fmt(d.tokens.p50), 'tokens used, median', 'tokens'),
   ];
   // What every row read cost, at the run's recorded prices (stats.ts `cost`).
   if (stats.cost) kpis.push(kpi(stats.cost.usd === null ? 'no price' : `${dollars(stats.cost.usd)}${stats.cost.estimated ? ' (est.)' : ''}`, 'spent (model, sub-agents, judge)'));
@@ -173,12 +222,13 @@ export function overview(stats: Stats, listed: number, cut: { outputChars: numbe
   if (r.bad) notes.push(`${fmt(r.bad)} unreadable rows skipped`);
   notes.push(`tool outputs longer than ${fmt(cut.outputChars)} characters are cut in the viewer`);
 
-  const statusBars: Bar[] = Object.entries(stats.status).map(([k, n]) => ({ label: k, value: n, note: shareOf(n, r.counted), color: STATUS_COLORS[k] ?? '#888' }));
-  const reasonBars: Bar[] = Object.entries(stats.reasons).map(([k, n]) => ({ label: k, value: n, note: shareOf(n, r.counted), color: '#c0392b' }));
+  const statusBars: Bar[] = Object.entries(stats.status).map(([k, n]) => ({ label: k, value: n, note: shareOf(n, r.counted), color: STATUS_COLORS[k] ?? '#888', filter: `status:${k}` }));
+  // stats names a failed row without a reason `(none)`; the list's filter calls it `none`.
+  const reasonBars: Bar[] = Object.entries(stats.reasons).map(([k, n]) => ({ label: k, value: n, note: shareOf(n, r.counted), color: '#c0392b', filter: `reason:${k === '(none)' ? 'none' : k}` }));
   const toolBars: Bar[] = Object.entries(stats.tools).map(([k, x]) => ({ label: k, value: x.calls, note: `in ${fmt(x.trajectories)}${x.skipped ? `, ${fmt(x.skipped)} skipped` : ''}` }));
   const kindBars = (m: Record<string, { count: number; trajectories: number }>, color: string): Bar[] =>
     Object.entries(m).map(([k, x]) => ({ label: k, value: x.count, note: `in ${fmt(x.trajectories)}`, color }));
-  const ruleBars = (m: Record<string, number>, color: string): Bar[] => Object.entries(m).map(([k, n]) => ({ label: k, value: n, color }));
+  const ruleBars = (m: Record<string, number>, color: string): Bar[] => Object.entries(m).map(([k, n]) => ({ label: k, value: n, color, filter: `rule:${k}` }));
   const c = stats.citations;
 
   return `<section id="overview">
@@ -187,9 +237,9 @@ export function overview(stats: Stats, listed: number, cut: { outputChars: numbe
 <div class="grid">
 ${card('Status', `${stacked(statusBars)}${hbars(statusBars, { label: 'status' })}`, ' id="chart-status"')}
 ${card('Failure reasons', hbars(reasonBars, { label: 'failure reasons' }), ' id="chart-reasons"')}
-${card('Tool calls per trajectory', histogram(stats.histograms.tool_calls, { label: 'tool calls per trajectory', color: '#3867d6' }), ' id="chart-tool-calls"')}
-${card('Turns per trajectory', histogram(stats.histograms.turns, { label: 'turns per trajectory', color: '#8e6bd6' }), ' id="chart-turns"')}
-${card('Tokens used per trajectory (prompt + completion, all calls)', histogram(stats.histograms.tokens, { label: 'tokens per trajectory', color: '#d99a1e' }), ' id="chart-tokens"')}
+${card('Tool calls per trajectory', histogram(stats.histograms.tool_calls, { label: 'tool calls per trajectory', color: '#3867d6', filter: 'calls' }), ' id="chart-tool-calls"')}
+${card('Turns per trajectory', histogram(stats.histograms.turns, { label: 'turns per trajectory', color: '#8e6bd6', filter: 'turns' }), ' id="chart-turns"')}
+${card('Tokens used per trajectory (prompt + completion, all calls)', histogram(stats.histograms.tokens, { label: 'tokens per trajectory', color: '#d99a1e', filter: 'tokens' }), ' id="chart-tokens"')}
 ${card('Per trajectory', `<table class="t"><tr><th></th><th>n</th><th>mean</th><th>p50</th><th>p90</th><th>max</th></tr>${distRow('tool calls', d.tool_calls)}${distRow('turns', d.turns)}${distRow('tokens used', d.tokens)}</table>${
     !d.tool_calls.quantiles_exact || !d.turns.quantiles_exact || !d.tokens.quantiles_exact ? '<p class="none">~ approximate, within 0.2%</p>' : ''
   }<h3 style="margin-top:12px">Citations</h3><table class="t"><tr><td>cited ids</td><td>${fmt(c.cited)}</td></tr><tr><td>resolved</td><td>${fmt(c.resolved)}</td></tr><tr><td>unresolved</td><td>${fmt(c.unresolved)} (in ${fmt(c.trajectories_with_unresolved)} trajectories)</td></tr></table>`)}
@@ -197,6 +247,7 @@ ${card('Repairs by kind (count · in N trajectories)', hbars(kindBars(stats.repa
 ${card('Rollbacks by condition (count · in N trajectories)', hbars(kindBars(stats.rollbacks, '#7f8c8d'), { label: 'rollbacks' }), ' id="chart-rollbacks"')}
 ${card('Tools used (calls · in N trajectories)', hbars(toolBars, { label: 'tools' }), ' id="chart-tools"')}
 ${card('Failed validation rules (trajectories)', hbars(ruleBars(stats.failures_by_rule, '#a82315'), { label: 'failed rules' }), ' id="chart-rules"')}
+${judgeCards(stats, rubric)}
 ${Object.keys(stats.warnings_by_rule).length ? card('Warnings by rule (trajectories)', hbars(ruleBars(stats.warnings_by_rule, '#b7950b'), { label: 'warned rules' })) : ''}
 ${p === null ? '' : card(`pass@1 and pass@${p.k} (${p.method === 'unbiased' ? 'unbiased estimator' : p.method === 'first_correct' ? 'first correct sample, --until-correct' : 'mixed'})`, `<table class="t"><tr><th></th><th>questions</th><th>pass@1</th><th>questions</th><th>pass@${p.k}</th></tr>${[['all', p.overall] as const, ...Object.entries(p.by_split).map(([k, f]) => [`split ${k}`, f] as const)]
     .map(([name, f]) => `<tr><td>${esc(name)}</td><td>${fmt(f.questions)}</td><td>${share(f.pass_at_1)}</td><td>${fmt(f.questions_at_k)}</td><td>${share(f.pass_at_k)}</td></tr>`)

@@ -2,10 +2,11 @@
  * What the report embeds per trajectory: one line of the `rows` block,
  * `SUMMARY <tab> DETAIL`, both JSON.
  *
- * - SUMMARY is what the list, the search and the filters need, parsed for every row when
- *   the page opens: `[id, status, reason, rules, question, tool_calls, turns, tokens,
- *   repairs, rollbacks, agent]` (an array: 10,000 rows of key names would be noise; `agent`
- *   is '' for a record that names none).
+ * - SUMMARY is what the list, the search, the filters, the family tree and the grouping by
+ *   question need, parsed for every row when the page opens: `[id, status, reason, rules,
+ *   question, tool_calls, turns, tokens, repairs, rollbacks, agent, parent, parent_call,
+ *   question_id, verdict, rubric_score, sample_index]` (an array: 50,000 rows of key names
+ *   would be noise; a string the record lacks is '', a number null).
  * - DETAIL is what the viewer needs, parsed only when a trajectory is opened: the segments
  *   of the interleaved text with their kinds, and the answer, issues, repairs and rollbacks.
  *   Tool outputs longer than `outputChars` (and any other segment longer than `textChars`)
@@ -13,7 +14,9 @@
  *   and the least of what a person reads, and the dataset keeps them whole. A session of a
  *   family (runs with agents) adds `fam` (its agent, parent, the parent's call, depth, family)
  *   and `ch` (per call, in order, the id of the sub-agent session it started, or null), so the
- *   viewer links a call to its session and the session back to the call.
+ *   viewer links a call to its session and the session back to the call. Per call, `cl`
+ *   holds what the viewer shows beside it (tool, arguments, latency, cached, error), and per
+ *   segment `tu` the turn it belongs to, so repairs and rollbacks sit at their turn.
  *
  * JSON never holds a raw tab or newline, so the tab and the line are unambiguous; every `<`
  * is written `\u003c` (still JSON) so no text can end the script element early, whether it
@@ -56,7 +59,11 @@ function rulesOf(t: Partial<Trajectory>): string[] {
 
 export function summaryOf(t: Partial<Trajectory>): unknown[] {
   const calls = num(t.total_tool_calls) ?? arr(t.tool_calls).length;
-  return [str(t.id), str(t.status) || 'unknown', str(t.reason), rulesOf(t), str(t.question), calls, num(t.turns), num(t.usage?.total_tokens), arr(t.repairs).length, arr(t.rollbacks).length, str(t.agent)];
+  const j = (t.judgement ?? {}) as Obj;
+  return [
+    str(t.id), str(t.status) || 'unknown', str(t.reason), rulesOf(t), str(t.question), calls, num(t.turns), num(t.usage?.total_tokens), arr(t.repairs).length, arr(t.rollbacks).length, str(t.agent),
+    str(t.parent_id), num(t.parent_call), str(t.question_id), str(j.verdict), num(j.rubric_score), num((t.sampling as Obj | undefined)?.index),
+  ];
 }
 
 /** The segments to show: the dialect's parse, or the whole text as one when there is no parser. */
@@ -69,14 +76,69 @@ function segmentsOf(t: Partial<Trajectory>): readonly { kind: Segment['kind']; t
   }
 }
 
+/** `text` cut to `limit` characters: `[text]`, or `[kept, characters cut]`. */
+function cut(text: string, limit: number): [string, number?] {
+  return text.length > limit ? [text.slice(0, limit), text.length - limit] : [text];
+}
+
+/**
+ * The turn of each segment: a call's own (`tool_calls[i].turn`), its output's the same, the
+ * text before a call the call's, and what follows the last call (the answer) the turn after it,
+ * or the record's last turn. A record whose calls do not match its text gets none.
+ */
+function turnsOf(kinds: readonly string[], calls: readonly unknown[], turns: number | null): (number | null)[] {
+  const out: (number | null)[] = [];
+  let pending = 0;
+  let last: number | null = null;
+  let callNo = 0;
+  for (const k of kinds) {
+    if (k === 'c') {
+      const turn = num((calls[callNo++] as Obj | null)?.turn);
+      for (; pending > 0; pending--) out.push(turn);
+      out.push(turn);
+      last = turn;
+    } else if (k === 'o' && last !== null) {
+      for (; pending > 0; pending--) out.push(last);
+      out.push(last);
+    } else pending++;
+  }
+  if (callNo !== calls.length) return kinds.map(() => null);
+  const tail = last === null ? (turns === null ? 0 : Math.max(0, turns - 1)) : Math.max(last + 1, turns === null ? 0 : turns - 1);
+  for (; pending > 0; pending--) out.push(tail);
+  return out;
+}
+
+/** Per call: `[tool, arguments as JSON, latency ms, cached, error, skipped, truncated]`. */
+function callsOf(calls: readonly unknown[], opts: RowOptions): unknown[] {
+  return calls.map((c) => {
+    const x = (c ?? {}) as Obj;
+    let args: string;
+    try {
+      args = JSON.stringify(x.arguments ?? x.parameters ?? {}) ?? '';
+    } catch {
+      args = '';
+    }
+    return [str(x.tool_name), ...cut(args, opts.textChars).slice(0, 1), num(x.duration_ms), x.cached === true, str(x.error), x.skipped === true, x.truncated === true];
+  });
+}
+
+/** The judge's verdict, step, score, rationale and rubric criteria `[title, weight, score]`. */
+function judgementOf(j: unknown, opts: RowOptions): Obj | undefined {
+  if (j === null || typeof j !== 'object') return undefined;
+  const x = j as Obj;
+  const criteria = arr(x.criteria).map((c) => {
+    const y = (c ?? {}) as Obj;
+    return [str(y.title) || str(y.criterion), num(y.weight), num(y.score)];
+  });
+  return { v: str(x.verdict), st: str(x.step), sc: num(x.rubric_score), f1: num(x.f1), r: cut(str(x.reasoning), opts.textChars)[0], e: str(x.error), cr: criteria };
+}
+
 export function detailOf(t: Partial<Trajectory>, opts: RowOptions): Obj {
   const seg: [string, string, number?][] = [];
   for (const s of segmentsOf(t)) {
     // The newlines that join turns and outputs carry nothing to read.
     if (s.kind === 'text' && s.text.trim() === '') continue;
-    const limit = s.kind === 'output' ? opts.outputChars : opts.textChars;
-    if (s.text.length > limit) seg.push([KIND[s.kind], s.text.slice(0, limit), s.text.length - limit]);
-    else seg.push([KIND[s.kind], s.text]);
+    seg.push([KIND[s.kind], ...cut(s.text, s.kind === 'output' ? opts.outputChars : opts.textChars)]);
   }
   const issues = arr(t.validation?.issues).map((i) => {
     const x = (i ?? {}) as Obj;
@@ -88,9 +150,15 @@ export function detailOf(t: Partial<Trajectory>, opts: RowOptions): Obj {
   });
   const rollbacks = arr(t.rollbacks).map((r) => {
     const x = (r ?? {}) as Obj;
-    return [num(x.turn), str(x.condition), str(x.detail)];
+    return [num(x.turn), str(x.condition), str(x.detail), cut(str(x.discarded), opts.textChars)[0]];
   });
-  const d: Obj = { m: str(t.model), dl: str(t.dialect), at: num(t.attempt), fa: str(t.final_answer), seg, iss: issues, rep: repairs, rb: rollbacks };
+  const calls = arr(t.tool_calls);
+  const d: Obj = {
+    m: str(t.model), dl: str(t.dialect), at: num(t.attempt), fa: str(t.final_answer), seg, iss: issues, rep: repairs, rb: rollbacks,
+    tu: turnsOf(seg.map((s) => s[0]), calls, num(t.turns)), cl: callsOf(calls, opts), ms: num(t.timing?.duration_ms),
+  };
+  const j = judgementOf(t.judgement, opts);
+  if (j) d.j = j;
   if (typeof t.gold_answer === 'string') d.g = t.gold_answer;
   if (typeof t.error === 'string' && t.error !== '') d.e = t.error;
   const cited = arr(t.cited_ids).length;
@@ -98,7 +166,6 @@ export function detailOf(t: Partial<Trajectory>, opts: RowOptions): Obj {
   if (typeof t.agent === 'string' || typeof t.parent_id === 'string' || typeof t.family_id === 'string') {
     d.fam = { ag: str(t.agent), p: typeof t.parent_id === 'string' ? t.parent_id : null, pc: num(t.parent_call), dp: num(t.depth), f: str(t.family_id) };
   }
-  const calls = arr(t.tool_calls);
   if (calls.some((c) => typeof (c as Obj | null)?.child_id === 'string')) d.ch = calls.map((c) => (typeof (c as Obj | null)?.child_id === 'string' ? (c as Obj).child_id : null));
   return d;
 }

@@ -2,8 +2,8 @@
  * The report page's scripts, as the page inlines them (the page is one self-contained file, so
  * nothing is fetched): browser/*.ts, type-checked against the DOM and built by its own tsconfig
  * into dist/ (`npm run build`), read once and wrapped here. Each script is the shared helpers
- * (browser/dom.ts) and the script itself in one function, so nothing becomes a global of the
- * page but what a script sets on `window` itself.
+ * (browser/dom.ts), its own helpers (the report's viewer-parts.ts) and the script itself in one
+ * function, so nothing becomes a global of the page but what a script sets on `window` itself.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -23,11 +23,14 @@ function built(name: string): string {
   }
 }
 
-/** `dom.js` and `name.js` in one function, ready to sit in a `<script>` element. */
-function inlined(name: 'report' | 'live'): string {
+/** The files each script is made of, in order: the shared helpers first, the script last. */
+const PARTS = { report: ['dom', 'viewer-parts', 'report'], live: ['dom', 'live'] } as const;
+
+/** The script's parts in one function, ready to sit in a `<script>` element. */
+function inlined(name: keyof typeof PARTS): string {
   let script = cache.get(name);
   if (script === undefined) {
-    script = `(function () {\n${built('dom')}\n${built(name)}\n})();`;
+    script = `(function () {\n${PARTS[name].map(built).join('\n')}\n})();`;
     // Either would end the script element early, or change how HTML reads it.
     if (/<\/script|<!--/i.test(script)) throw new Error(`the report's ${name} script holds </script or <!--, which cannot sit inline`);
     cache.set(name, script);

@@ -18,15 +18,16 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Writable } from 'node:stream';
 import { statPath } from '../../files.js';
 import type { TokenCounter } from '../../core/tokens/count.js';
-import { latestIndexFor } from '../latest.js';
+import { latestFilter, latestIndexFor } from '../latest.js';
 import { readDataset, type DatasetRow, type ReadOptions } from '../readers.js';
 import { recordedPrices } from '../run-prices.js';
-import { computeStats } from '../stats.js';
+import { reportFigures } from './figures.js';
 import { writeReport, type ReportData } from './build.js';
 import { liveHtml } from './live-page.js';
 import type { Cursor, LiveRun } from './live.js';
 import { overview } from './page.js';
 import type { RowOptions } from './rows.js';
+import { readRunHeader, runHeaderHtml } from './run-header.js';
 import { liveScript } from './scripts.js';
 import { hostOf, isLoopback } from './loopback.js';
 
@@ -176,7 +177,8 @@ export class ReportRoutes {
     if (req.method === 'HEAD') return void res.end();
     // The page holds the rows up to where the figures are: the same bytes, however far the run has gone since.
     const figures = this.#o.live.figures();
-    const data = await this.#rowsAt(figures.cursor);
+    const header = readRunHeader(this.#o.dir);
+    const data = { ...(await this.#rowsAt(figures.cursor)), header: header && runHeaderHtml(header) };
     await writeReport(data, '-', {
       stdout: responseStream(res),
       title: this.#o.title ?? `trajforge live report: ${this.#o.dir}`,
@@ -200,8 +202,8 @@ export class ReportRoutes {
     const key = `${cursor.generation}:${cursor.trajectories}:${cursor.failures}`;
     if (this.#drawn?.key !== key) {
       const data = await this.#rowsAt(cursor);
-      const stats = await computeStats(data.rows, { latest: data.latest, report: data.report, prices: recordedPrices(this.#o.dir) });
-      this.#drawn = { key, html: overview(stats, stats.rows.counted, this.#o.rowOpts) };
+      const { stats, rubric } = await reportFigures(data.rows, { latest: data.latest, report: data.report, prices: recordedPrices(this.#o.dir) }, data.latest && latestFilter(data.latest));
+      this.#drawn = { key, html: overview(stats, stats.rows.counted, this.#o.rowOpts, rubric) };
     }
     res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
     res.end(this.#drawn.html);

@@ -27,6 +27,8 @@ export interface Bar {
   /** Shown after the value, e.g. a share. */
   readonly note?: string;
   readonly color?: string;
+  /** What a click on the bar filters the list by (`status:ok`, `reason:truncated`): the page's script reads it. */
+  readonly filter?: string;
 }
 
 /** Horizontal bars, one per item, labels on the left; empty when there are no items. */
@@ -44,7 +46,7 @@ export function hbars(items: readonly Bar[], opts: { color?: string; label?: str
     const w = it.value === 0 ? 0 : Math.max(2, (barW * it.value) / top);
     const label = it.label.length > 25 ? `${it.label.slice(0, 24)}…` : it.label;
     return (
-      `<g><title>${esc(it.label)}: ${fmt(it.value)}${it.note ? ` (${esc(it.note)})` : ''}</title>` +
+      `<g${it.filter === undefined ? '' : ` class="pick" data-filter="${esc(it.filter)}"`}><title>${esc(it.label)}: ${fmt(it.value)}${it.note ? ` (${esc(it.note)})` : ''}</title>` +
       `<text x="${labelW - 8}" y="${y + 15}" text-anchor="end" class="lbl">${esc(label)}</text>` +
       `<rect x="${labelW}" y="${y + 3}" width="${w.toFixed(1)}" height="${rowH - 6}" rx="2" fill="${it.color ?? opts.color ?? '#4c78a8'}"/>` +
       `<text x="${labelW + w + 6}" y="${y + 15}" class="val">${fmt(it.value)}${it.note ? ` · ${esc(it.note)}` : ''}</text></g>`
@@ -55,7 +57,7 @@ export function hbars(items: readonly Bar[], opts: { color?: string; label?: str
 }
 
 /** A histogram of `stats`' bins: vertical bars, count above each, range below. */
-export function histogram(bins: readonly HistogramBin[], opts: { color?: string; label?: string } = {}): string {
+export function histogram(bins: readonly HistogramBin[], opts: { color?: string; label?: string; filter?: string } = {}): string {
   if (bins.length === 0) return '<p class="none">no values</p>';
   const W = 420;
   const H = 190;
@@ -74,7 +76,7 @@ export function histogram(bins: readonly HistogramBin[], opts: { color?: string;
     const range = b.from === b.to ? fmt(b.from) : `${fmt(b.from)}–${fmt(b.to)}`;
     const tick = b.from === b.to ? short(b.from) : `${short(b.from)}+`;
     parts.push(
-      `<g><title>${esc(range)}: ${fmt(b.count)}</title>` +
+      `<g${opts.filter === undefined || b.count === 0 ? '' : ` class="pick" data-filter="${esc(`${opts.filter}:${b.from}:${b.to}`)}"`}><title>${esc(range)}: ${fmt(b.count)}</title>` +
         `<rect x="${(x + slot * 0.1).toFixed(1)}" y="${(H - padB - h).toFixed(1)}" width="${(slot * 0.8).toFixed(1)}" height="${h.toFixed(1)}" rx="2" fill="${opts.color ?? '#4c78a8'}"/>` +
         (b.count > 0 ? `<text x="${(x + slot / 2).toFixed(1)}" y="${(H - padB - h - 4).toFixed(1)}" text-anchor="middle" class="val">${fmt(b.count)}</text>` : '') +
         `<text x="${(x + slot / 2).toFixed(1)}" y="${H - padB + 14}" text-anchor="middle" class="tick">${esc(tick)}</text></g>`,

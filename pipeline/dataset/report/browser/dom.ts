@@ -21,3 +21,10 @@ function el<K extends keyof HTMLElementTagNameMap>(tag: K, cls?: string | null, 
 function num(n: number | string | null | undefined): string {
   return n === null || n === undefined ? '-' : Number(n).toLocaleString('en-US');
 }
+
+/** A new SVG element with its attributes (numbers and strings only: never markup). */
+function svgEl<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Record<string, string | number> = {}): SVGElementTagNameMap[K] {
+  const e = document.createElementNS('http://www.w3.org/2000/svg', tag);
+  for (const k in attrs) e.setAttribute(k, String(attrs[k]));
+  return e;
+}

@@ -30,6 +30,7 @@ namespace LivePanel {
   }
   function show(f: LiveFigures): void {
     showKpis(f);
+    showSeries(f);
     const m = f.manifest;
     const state = byId('live-run');
     state.textContent = m ? 'run ' + (m.status || 'in an unknown state') + (m.model ? ' · ' + m.model : '') : 'waiting for the run to start (no manifest yet)';
@@ -82,10 +83,71 @@ namespace LivePanel {
       f.rate.per_min,
       f.rate.over === 'window' ? 'samples / min, last ' + f.rate.window_s + ' s' : 'samples / min, end of the last session',
     );
+    showEta(f);
     kpi('live-tokens', num(f.tokens.total), f.tokens.total, 'tokens, every attempt: ' + num(f.tokens.prompt) + ' prompt, ' + num(f.tokens.completion) + ' completion');
     // A spend is made from a price: the one is set when the other is.
     if (f.spend_usd === null) kpi('live-spend', 'tokens only', null, 'no price set: --price-prompt and --price-completion (USD per million tokens)');
     else kpi('live-spend', '$' + f.spend_usd.toFixed(2), f.spend_usd, 'spend at $' + f.price!.prompt + ' / $' + f.price!.completion + ' per million prompt / completion tokens');
+  }
+  /** Time left at the current rate: the samples still planned over samples per minute. */
+  function showEta(f: LiveFigures): void {
+    const m = f.manifest;
+    const planned = m ? m.planned : null;
+    const running = !m || !m.status || m.status === 'running';
+    if (!running) return kpi('live-eta', 'done', 0, 'the run is ' + (m && m.status ? m.status : 'stopped'));
+    if (planned === null || f.rate.per_min === null || f.rate.per_min <= 0) return kpi('live-eta', '-', null, 'time left: needs a plan and a rate');
+    const left = Math.max(0, planned - f.done);
+    const min = left / f.rate.per_min;
+    const end = new Date(Date.parse(f.at) + min * 60_000);
+    kpi('live-eta', min < 1 ? '< 1 min' : min < 90 ? Math.round(min) + ' min' : (min / 60).toFixed(1) + ' h', Math.round(min * 60), 'time left for ' + num(left) + ' samples, ends about ' + end.toLocaleTimeString());
+  }
+
+  /** Attempts per minute (bars) and the accepted share of each minute (a line), from the figures' series. */
+  function showSeries(f: LiveFigures): void {
+    const s = f.series || [];
+    const W = 600;
+    const H = 90;
+    const MIN = 60_000;
+    const boxes = [byId('live-throughput'), byId('live-acceptance')];
+    for (let b = 0; b < boxes.length; b++) {
+      boxes[b]!.textContent = s.length ? '' : 'no attempt yet';
+      boxes[b]!.setAttribute('data-points', String(s.length));
+    }
+    if (!s.length) return;
+    const first = s[0]![0];
+    const slots = Math.round((s[s.length - 1]![0] - first) / MIN) + 1;
+    const bw = W / slots;
+    const top = Math.max(...s.map((p) => p[1]), 1);
+    const bars = svgEl('svg', { viewBox: '0 0 ' + W + ' ' + H, preserveAspectRatio: 'none', role: 'img', 'aria-label': 'attempts per minute' });
+    const line = svgEl('svg', { viewBox: '0 0 ' + W + ' ' + H, preserveAspectRatio: 'none', role: 'img', 'aria-label': 'accepted share per minute' });
+    const points: string[] = [];
+    let total = 0;
+    for (let i = 0; i < s.length; i++) {
+      const [at, n, ok] = s[i]!;
+      total += n;
+      const x = ((at - first) / MIN) * bw;
+      const h = Math.max(1, ((H - 4) * n) / top);
+      const rect = svgEl('rect', { x: (x + bw * 0.1).toFixed(1), y: (H - h).toFixed(1), width: Math.max(1, bw * 0.8).toFixed(1), height: h.toFixed(1), class: 'bar' });
+      const title = svgEl('title');
+      title.textContent = new Date(at).toLocaleTimeString() + ': ' + n + ' attempts, ' + ok + ' accepted';
+      rect.appendChild(title);
+      bars.appendChild(rect);
+      const y = (H - 2 - ((H - 4) * ok) / n).toFixed(1);
+      points.push((x + bw / 2).toFixed(1) + ',' + y);
+      const dot = svgEl('circle', { cx: (x + bw / 2).toFixed(1), cy: y, r: 3, class: 'dot' });
+      const share = svgEl('title');
+      share.textContent = new Date(at).toLocaleTimeString() + ': ' + pct(ok, n) + ' of ' + n + ' accepted';
+      dot.appendChild(share);
+      line.appendChild(dot);
+    }
+    line.insertBefore(svgEl('polyline', { points: points.join(' '), class: 'acc' }), line.firstChild);
+    // The latest minute's figures, as words: a chart of one minute is a single bar and a single dot.
+    const last = s[s.length - 1]!;
+    boxes[0]!.appendChild(bars);
+    boxes[0]!.setAttribute('data-total', String(total));
+    boxes[1]!.appendChild(line);
+    boxes[0]!.appendChild(el('div', 'now', 'latest minute: ' + num(last[1]) + ' attempts (peak ' + num(top) + ')'));
+    boxes[1]!.appendChild(el('div', 'now', 'latest minute: ' + pct(last[2], last[1]) + ' accepted'));
   }
   byId('live-newest').addEventListener('click', (e) => {
     let t = e.target as HTMLElement | null;
@@ -124,7 +186,10 @@ namespace LivePanel {
             location.reload();
             return;
           }
-          if (d.rows.length && R) R.addRows(d.rows);
+          if (d.rows.length && R) {
+            R.addRows(d.rows);
+            R.refreshCards();
+          }
           cursor = d.cursor;
           live.setAttribute('data-rows', String(R ? R.size() : 0));
           pull();
@@ -143,7 +208,7 @@ namespace LivePanel {
   let redrawing = false;
   function note(n: number, when: string): void {
     byId('live-note').textContent =
-      'The figures above follow the run as it writes, and new trajectories join the list below. ' + 'The charts below are of the ' + num(n) + ' trajectories the page held at ' + when + '.';
+      'The figures above follow the run as it writes; new trajectories join the list below and its cards. ' + 'The charts are of the ' + num(n) + ' trajectories the page held at ' + when + '.';
   }
   function redraw(): void {
     if (redrawing) return;

@@ -4,8 +4,11 @@
  * agree, and rows.ts and live.ts say the same shapes.
  */
 
-/** One row's summary: `[id, status, reason, rules, question, tool_calls, turns, tokens, repairs, rollbacks, agent]`. */
-type RowSummary = [string, string, string, string[], string, number, number | null, number | null, number, number, string];
+/**
+ * One row's summary: `[id, status, reason, rules, question, tool_calls, turns, tokens, repairs,
+ * rollbacks, agent, parent, parent_call, question_id, verdict, rubric_score, sample_index]`.
+ */
+type RowSummary = [string, string, string, string[], string, number, number | null, number | null, number, number, string, string, number | null, string, string, number | null, number | null];
 
 /** A segment to show: `[kind, text, characters cut]`; kind t(ext), k (think), c(all), o(utput), a(nswer). */
 type RowSegment = [SegmentKind, string, number?];
@@ -20,9 +23,17 @@ interface RowDetail {
   readonly seg: RowSegment[];
   /** Issues: [rule, severity, message]. */
   readonly iss: [string, string, string][];
-  /** Repairs and rollbacks: [turn, kind, detail]. */
+  /** Repairs: [turn, kind, detail]; rollbacks: [turn, condition, detail, the discarded completion]. */
   readonly rep: [number | null, string, string][];
-  readonly rb: [number | null, string, string][];
+  readonly rb: [number | null, string, string, string][];
+  /** Per segment, its turn (null: unknown). */
+  readonly tu: (number | null)[];
+  /** Per call: [tool, arguments as JSON, latency ms, cached, error, skipped, truncated]. */
+  readonly cl: [string, string, number | null, boolean, string, boolean, boolean][];
+  /** Wall time of the rollout, ms. */
+  readonly ms: number | null;
+  /** The judge's: verdict, step, rubric score, F1, rationale, error, criteria [title, weight, score]. */
+  readonly j?: { readonly v: string; readonly st: string; readonly sc: number | null; readonly f1: number | null; readonly r: string; readonly e: string; readonly cr: [string, number | null, number | null][] };
   readonly g?: string;
   readonly e?: string;
   /** Cited ids: [cited, unresolved]. */
@@ -57,6 +68,8 @@ interface LiveFigures {
   readonly spend_usd: number | null;
   readonly price: { readonly prompt: number; readonly completion: number } | null;
   readonly newest: [string, string, string, string][];
+  /** Attempts by the minute they finished: [minute start ms, attempts, accepted]. */
+  readonly series: [number, number, number][];
 }
 
 /** What the report's script offers a script that runs after it (the live panel). */
@@ -67,6 +80,8 @@ interface TrajforgeReport {
   openId(id: string): boolean;
   /** Rows the page holds. */
   size(): number;
+  /** The overview's cards, made again from the rows the list holds. */
+  refreshCards(): void;
 }
 
 interface Window {

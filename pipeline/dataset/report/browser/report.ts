@@ -38,9 +38,54 @@ namespace ReportPage {
   const stEl = byId<HTMLSelectElement>('f-status');
   const rsEl = byId<HTMLSelectElement>('f-reason');
   const ruEl = byId<HTMLSelectElement>('f-rule');
+  const agEl = byId<HTMLSelectElement>('f-agent');
+  const vdEl = byId<HTMLSelectElement>('f-verdict');
+  const grEl = byId<HTMLInputElement>('f-group');
+  const rangeEl = byId('f-range');
   const countEl = byId('count');
   let view: number[] = [];
   let sel = -1;
+  let byIdOf: Map<string, number> | null = null;
+  /** A chart bar's range (a histogram's): [summary field, from, to], or none. */
+  let range: [number, number, number] | null = null;
+
+  // The list's order: each main session followed by its sub-agent sessions (by the call that
+  // started them, at any depth), and with "by question" the k rollouts of a question together.
+  // Made again only when rows arrive or the grouping changes, not on every filter.
+  let order: number[] = [];
+  const depth: number[] = [];
+  const kids: number[] = [];
+  const byQuestion = new Map<string, number[]>();
+  function makeOrder(): void {
+    const ids = indexIds();
+    const children = new Map<number, number[]>();
+    const roots: number[] = [];
+    byQuestion.clear();
+    for (let i = 0; i < S.length; i++) {
+      const s = S[i]!;
+      const p = s[11] ? ids.get(s[11]) : undefined;
+      if (p === undefined || p === i) roots.push(i);
+      else (children.get(p) ?? children.set(p, []).get(p)!).push(i);
+      if (s[13] && !s[11]) (byQuestion.get(s[13]) ?? byQuestion.set(s[13], []).get(s[13])!).push(i);
+    }
+    if (grEl.checked) {
+      const first = new Map<string, number>();
+      for (let r = 0; r < roots.length; r++) if (!first.has(S[roots[r]!]![13])) first.set(S[roots[r]!]![13], r);
+      const at = (i: number): number => first.get(S[i]![13])!;
+      roots.sort((a, b) => at(a) - at(b) || (S[a]![16] ?? 0) - (S[b]![16] ?? 0) || a - b);
+    }
+    order = [];
+    const walk = (i: number, d: number): void => {
+      order.push(i);
+      depth[i] = d;
+      const c = children.get(i);
+      kids[i] = c ? c.length : 0;
+      if (!c) return;
+      c.sort((a, b) => (S[a]![12] ?? 0) - (S[b]![12] ?? 0) || a - b);
+      for (let k = 0; k < c.length; k++) walk(c[k]!, d + 1);
+    };
+    for (let r = 0; r < roots.length; r++) walk(roots[r]!, 0);
+  }
 
   function fillSelect(select: HTMLSelectElement, counts: Record<string, number>): void {
     while (select.options.length > 1) select.remove(1);
@@ -55,21 +100,34 @@ namespace ReportPage {
     const cStatus: Record<string, number> = {};
     const cReason: Record<string, number> = {};
     const cRule: Record<string, number> = {};
+    const cAgent: Record<string, number> = {};
+    const cVerdict: Record<string, number> = {};
     for (let j = 0; j < S.length; j++) {
       const r = S[j]!;
       cStatus[r[1]] = (cStatus[r[1]] || 0) + 1;
       const reason = r[2] || 'none';
       cReason[reason] = (cReason[reason] || 0) + 1;
       for (let u = 0; u < r[3].length; u++) cRule[r[3][u]!] = (cRule[r[3][u]!] || 0) + 1;
+      const agent = r[10] || 'none';
+      cAgent[agent] = (cAgent[agent] || 0) + 1;
+      const verdict = r[14] || 'none';
+      cVerdict[verdict] = (cVerdict[verdict] || 0) + 1;
     }
-    const kept = [stEl.value, rsEl.value, ruEl.value] as const;
-    fillSelect(stEl, cStatus);
-    fillSelect(rsEl, cReason);
-    fillSelect(ruEl, cRule);
-    stEl.value = kept[0];
-    rsEl.value = kept[1];
-    ruEl.value = kept[2];
+    const selects: [HTMLSelectElement, Record<string, number>][] = [[stEl, cStatus], [rsEl, cReason], [ruEl, cRule], [agEl, cAgent], [vdEl, cVerdict]];
+    for (let k = 0; k < selects.length; k++) {
+      const [select, counts] = selects[k]!;
+      const kept = select.value;
+      fillSelect(select, counts);
+      select.value = kept;
+    }
+    // Agents and verdicts are shown only when the rows have more than one of them to choose.
+    agEl.hidden = Object.keys(cAgent).length < 2;
+    vdEl.hidden = !Object.keys(cVerdict).some((v) => v !== 'none');
+    let sampled = false;
+    byQuestion.forEach((g) => (sampled = sampled || g.length > 1));
+    grEl.parentElement!.hidden = !sampled;
   }
+  makeOrder();
   fillFilters();
 
   function apply(): void {
@@ -80,12 +138,22 @@ namespace ReportPage {
     const st = stEl.value;
     const rs = rsEl.value;
     const ru = ruEl.value;
+    const ag = agEl.value;
+    const vd = vdEl.value;
     view = [];
-    for (let i = 0; i < S.length; i++) {
+    for (let o = 0; o < order.length; o++) {
+      const i = order[o]!;
       const s = S[i]!;
       if (st && s[1] !== st) continue;
       if (rs && (s[2] || 'none') !== rs) continue;
       if (ru && s[3].indexOf(ru) < 0) continue;
+      if (ag && (s[10] || 'none') !== ag) continue;
+      if (vd && (s[14] || 'none') !== vd) continue;
+      if (range) {
+        const v = s[range[0]] as number | null;
+        // Histogram bins hold whole numbers, both ends in; a rubric score's bin ends before the next one starts.
+        if (v === null || v < range[1] || (range[0] === 15 && range[2] < 1 ? v >= range[2] : v > range[2])) continue;
+      }
       if (q && hay[i]!.indexOf(q) < 0) continue;
       view.push(i);
     }
@@ -131,11 +199,18 @@ namespace ReportPage {
     const row = el('div', 'row');
     row.setAttribute('data-i', String(i));
     row.setAttribute('data-id', s[0]);
+    const d = depth[i] || 0;
+    row.setAttribute('data-depth', String(d));
+    if (d) row.style.paddingLeft = 10 + 18 * d + 'px';
     const l1 = el('div', 'l1');
+    if (d) l1.appendChild(el('span', 'nest', '\u21b3'));
     l1.appendChild(el('span', 'badge ' + s[1], s[1]));
     l1.appendChild(el('span', 'id', s[0]));
     if (s[2]) l1.appendChild(el('span', 'tag', s[2]));
-    if (s[10] && s[10] !== 'main') l1.appendChild(el('span', 'tag', s[10]));
+    if (s[10] && s[10] !== 'main') l1.appendChild(el('span', 'tag agent', s[10]));
+    if (kids[i]) l1.appendChild(el('span', 'tag', '+' + kids[i] + ' sub-agent session' + (kids[i] === 1 ? '' : 's')));
+    if (s[14]) l1.appendChild(el('span', 'badge v-' + s[14], s[14]));
+    if (grEl.checked && s[16] !== null && !s[11]) l1.appendChild(el('span', 'tag sample', 'sample ' + s[16]));
     l1.appendChild(el('span', 'n', num(s[5]) + ' calls · ' + num(s[6]) + ' turns'));
     row.appendChild(l1);
     row.appendChild(el('div', 'q', s[4]));
@@ -165,10 +240,14 @@ namespace ReportPage {
     }
     section(viewer, 'final answer');
     viewer.appendChild(el('pre', 'box', d.fa || '(none)'));
-    if (d.e) {
-      section(viewer, 'error');
-      viewer.appendChild(el('pre', 'box', d.e));
+    const err = errorBox(s[1], s[2], d.e);
+    if (err) viewer.appendChild(err);
+    const judged = judgeBox(d.j);
+    if (judged) {
+      section(viewer, 'judge');
+      viewer.appendChild(judged);
     }
+    showRollouts(i);
     if (d.iss.length) {
       section(viewer, 'validation issues');
       const ul = el('ul', 'issues');
@@ -199,6 +278,7 @@ namespace ReportPage {
     const facts = el('div', 'facts');
     const f: [string, unknown][] = [['model', d.m], ['dialect', d.dl], ['attempt', d.at], ['tool calls', num(s[5])], ['turns', num(s[6])], ['tokens used', num(s[7])], ['repairs', s[8]], ['rollbacks', s[9]]];
     if (d.ci) f.push(['cited', d.ci[0] + ' (' + d.ci[1] + ' unresolved)']);
+    if (d.ms !== null && d.ms !== undefined) f.push(['wall time', (d.ms / 1000).toFixed(1) + ' s']);
     for (let k = 0; k < f.length; k++) facts.appendChild(el('span', null, f[k]![0] + ': ' + (f[k]![1] === null || f[k]![1] === '' ? '-' : f[k]![1])));
     viewer.appendChild(facts);
     if (d.fam) {
@@ -224,22 +304,70 @@ namespace ReportPage {
     }
     viewer.appendChild(legend);
     if (!d.seg.length) viewer.appendChild(el('p', 'hint', '(empty: the model wrote nothing that entered the training view)'));
+    // Repairs and rollbacks in place: a rollback before its turn's blocks (the kept turn
+    // follows what it threw away), a repair after them; any left, after the last block.
+    const fixes = inPlace(d);
+    let f = 0;
+    const flush = (upto: number): void => {
+      for (; f < fixes.length && fixes[f]!.at < upto; f++) viewer.appendChild(fixes[f]!.box);
+    };
     let callNo = 0;
     for (let n = 0; n < d.seg.length; n++) {
       const sg = d.seg[n]!;
+      const turn = d.tu ? d.tu[n] : null;
+      if (turn !== null && turn !== undefined) flush(2 * turn);
       const box = el('div', 'seg ' + sg[0]);
       box.setAttribute('data-kind', KINDS[sg[0]]);
-      box.appendChild(el('div', 'lab', KINDS[sg[0]]));
+      if (turn !== null && turn !== undefined) box.setAttribute('data-turn', String(turn));
+      box.appendChild(el('div', 'lab', KINDS[sg[0]] + (turn === null || turn === undefined ? '' : ' · turn ' + turn)));
       box.appendChild(el('pre', null, sg[1]));
+      if (sg[2]) box.appendChild(el('div', 'cut', '… ' + num(sg[2]) + ' more characters not shown in this report (the dataset has them all)'));
       if (sg[0] === 'c') {
         box.setAttribute('data-call', String(callNo));
         const child = d.ch ? d.ch[callNo] : null;
         if (child) box.appendChild(sessionLink('to-child', child, null, '\u2192 sub-agent session ' + child));
+        const facts = callFacts(d.cl ? d.cl[callNo] : undefined);
+        if (facts) box.appendChild(facts);
         callNo++;
       }
-      if (sg[2]) box.appendChild(el('div', 'cut', '… ' + num(sg[2]) + ' more characters not shown in this report (the dataset has them all)'));
       viewer.appendChild(box);
+      const next = d.tu ? d.tu[n + 1] : null;
+      if (turn !== null && turn !== undefined && next !== turn) flush(2 * turn + 2);
     }
+    flush(Infinity);
+  }
+  /** Each repair and rollback with its place: 2·turn before the turn's blocks (rollbacks), 2·turn+1 after them (repairs). */
+  function inPlace(d: RowDetail): { at: number; box: HTMLElement }[] {
+    const out: { at: number; box: HTMLElement }[] = [];
+    const at = (t: number | null, after: number): number => (t === null ? Infinity : 2 * t + after);
+    const kept = (t: number | null): boolean => t !== null && !!d.tu && d.tu.indexOf(t) >= 0;
+    for (let r = 0; r < d.rb.length; r++) out.push({ at: at(d.rb[r]![0], 0) - 1, box: fixBox('rollback', d.rb[r]!, kept(d.rb[r]![0])) });
+    for (let r = 0; r < d.rep.length; r++) out.push({ at: at(d.rep[r]![0], 1), box: fixBox('repair', d.rep[r]!, kept(d.rep[r]![0])) });
+    return out.sort((a, b) => a.at - b.at);
+  }
+  /** The k rollouts of this row's question: each with its verdict, linked, and the question's pass@1 and pass@k. */
+  function showRollouts(i: number): void {
+    const s = S[i]!;
+    const group = s[13] && !s[11] ? byQuestion.get(s[13]) : undefined;
+    if (!group || group.length < 2) return;
+    let c = 0;
+    for (let g = 0; g < group.length; g++) if (correct(S[group[g]!]!)) c++;
+    const n = group.length;
+    const pk = passAt(n, c, n);
+    section(viewer, 'rollouts of this question');
+    const box = el('div', 'rollouts');
+    box.appendChild(el('div', 'facts', n + ' samples · ' + c + ' correct · pass@1 ' + (100 * (c / n)).toFixed(1) + '% · pass@' + n + ' ' + (pk === null ? '-' : (100 * pk).toFixed(0) + '%')));
+    const ul = el('ul', 'issues');
+    const sorted = group.slice().sort((a, b) => (S[a]![16] ?? 0) - (S[b]![16] ?? 0) || a - b);
+    for (let g = 0; g < sorted.length; g++) {
+      const o = S[sorted[g]!]!;
+      const li = el('li', o[0] === s[0] ? 'here' : null);
+      li.appendChild(el('span', null, 'sample ' + (o[16] === null ? '-' : o[16]) + ' · ' + o[1] + ' · ' + (o[14] || 'unjudged') + (o[15] === null ? '' : ' · score ' + o[15].toFixed(2)) + ' · '));
+      li.appendChild(o[0] === s[0] ? el('b', null, o[0]) : sessionLink('to-sample', o[0], null, o[0]));
+      ul.appendChild(li);
+    }
+    box.appendChild(ul);
+    viewer.appendChild(box);
   }
 
   // A link to another session of the family: opens it (at the parent's call, going back up). A
@@ -306,12 +434,55 @@ namespace ReportPage {
   stEl.addEventListener('change', apply);
   rsEl.addEventListener('change', apply);
   ruEl.addEventListener('change', apply);
+  agEl.addEventListener('change', apply);
+  vdEl.addEventListener('change', apply);
+  grEl.addEventListener('change', () => {
+    makeOrder();
+    spacer.textContent = '';
+    apply();
+  });
+
+  // A chart's bar filters the list: `data-filter` is `status:ok`, `reason:…`, `rule:…`,
+  // `agent:…`, `verdict:…`, or a histogram bin's `calls|turns|tokens|rubric:from:to`. The
+  // listener is on the document: a served page's charts are redrawn, not rebound.
+  const SELECTS: Record<string, HTMLSelectElement> = { status: stEl, reason: rsEl, rule: ruEl, agent: agEl, verdict: vdEl };
+  const FIELDS: Record<string, number> = { calls: 5, turns: 6, tokens: 7, rubric: 15 };
+  document.addEventListener('click', (e) => {
+    const bar = (e.target as Element | null)?.closest ? (e.target as Element).closest('#overview [data-filter]') : null;
+    if (!bar) return;
+    const f = bar.getAttribute('data-filter')!;
+    const colon = f.indexOf(':');
+    const key = f.slice(0, colon);
+    const value = f.slice(colon + 1);
+    const select = SELECTS[key];
+    if (select) {
+      select.value = value;
+      if (select.value !== value) {
+        // A value the list has none of (a figure over rows the list does not hold): an option for it.
+        const o = el('option', null, value + ' (0)');
+        o.value = value;
+        select.appendChild(o);
+        select.value = value;
+      }
+    } else if (FIELDS[key] !== undefined) {
+      const [lo, hi] = value.split(':').map(Number) as [number, number];
+      range = [FIELDS[key]!, lo, hi];
+      rangeEl.hidden = false;
+      rangeEl.querySelector('span')!.textContent = key + ' ' + (lo === hi ? num(lo) : num(lo) + '–' + num(hi));
+    } else return;
+    apply();
+    byId('browse').scrollIntoView({ block: 'start' });
+  });
+  rangeEl.querySelector('button')!.addEventListener('click', () => {
+    range = null;
+    rangeEl.hidden = true;
+    apply();
+  });
 
   // A served report (serve.ts) hands the page the rows a run writes while it is open. A row whose
   // id is listed is that id's newer state and takes its place (an accepted row never gives way:
   // an id is accepted once, and a failed attempt after it does not count); a new id goes to the
   // end. The list keeps its scroll, filters and search; the open trajectory stays open.
-  let byIdOf: Map<string, number> | null = null;
   function indexIds(): Map<string, number> {
     if (byIdOf) return byIdOf;
     byIdOf = new Map();
@@ -343,6 +514,7 @@ namespace ReportPage {
       if (stale) spacer.removeChild(stale);
       if (at === sel) reopen = true;
     }
+    makeOrder();
     fillFilters();
     filter(true);
     if (reopen) {
@@ -362,7 +534,45 @@ namespace ReportPage {
     }
     return true;
   }
-  window.trajforgeReport = { addRows, openId, size: () => S.length };
+  /**
+   * The overview's cards of the list's rows (those marked `data-kpi`): a served page calls this as
+   * rows arrive, so the cards never lag the list. The same figures `stats` makes of the same rows
+   * (means, and the median by nearest rank); the charts stay as drawn.
+   */
+  function refreshCards(): void {
+    let ok = 0;
+    let failed = 0;
+    let calls = 0;
+    let turns = 0;
+    let turned = 0;
+    const tokens: number[] = [];
+    for (let i = 0; i < S.length; i++) {
+      const s = S[i]!;
+      if (s[1] === 'ok') ok++;
+      else if (s[1] === 'failed') failed++;
+      calls += s[5];
+      if (s[6] !== null) {
+        turns += s[6];
+        turned++;
+      }
+      if (s[7] !== null) tokens.push(s[7]);
+    }
+    tokens.sort((a, b) => a - b);
+    const n = S.length;
+    const card = (name: string, value: string, label?: string): void => {
+      const k = document.querySelector('#overview [data-kpi="' + name + '"]');
+      if (!k) return;
+      k.querySelector('b')!.textContent = value;
+      if (label !== undefined) k.querySelector('span')!.textContent = label;
+    };
+    card('rows', num(n));
+    card('accepted', n ? ((100 * ok) / n).toFixed(1) + '%' : '-', 'accepted (' + num(ok) + ')');
+    card('failed', num(failed));
+    card('calls', n ? (calls / n).toFixed(2) : '-');
+    card('turns', turned ? (turns / turned).toFixed(2) : '-');
+    card('tokens', tokens.length ? num(tokens[Math.max(1, Math.ceil(tokens.length / 2)) - 1]!) : '-');
+  }
+  window.trajforgeReport = { addRows, openId, size: () => S.length, refreshCards };
 
   apply();
   const m = /^#id=(.*)$/.exec(location.hash);
