@@ -10,7 +10,7 @@
  * TRAJFORGE_QUEUE_URL (the whole URL, when no `--queue` is given) and TRAJFORGE_QUEUE_PASSWORD
  * (the password of a URL written without one). docs/scale-out.md says which to use.
  */
-import { createClient } from 'redis';
+import { createClient } from '@redis/client';
 import { TrajforgeError } from '../errors.js';
 
 /** The variables a queue command reads its Redis from when the command line does not say. */

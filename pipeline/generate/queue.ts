@@ -25,7 +25,7 @@
  * a reply Redis sends as an error (a bug in a script) is not. A run whose keys are gone (Redis
  * restarted without its data) is one line saying so and how to enqueue it again.
  */
-import { ErrorReply } from 'redis';
+import { ErrorReply } from '@redis/client';
 import type { AcceptedMark } from '../core/run-dir/accepted.js';
 import { QueueConfig, Sample } from '../../schemas/index.js';
 import { TrajforgeError } from '../errors.js';

@@ -12,7 +12,7 @@ import { createHash } from 'node:crypto';
 import { readdirSync, writeFileSync } from 'node:fs';
 import { connect, createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
-import { createClient } from 'redis';
+import { createClient } from '@redis/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { QUEUE_SAMPLES } from '../../pipeline/generate/queue-scripts.js';
 import { startSim, type Sim } from '../../sim/server.js';

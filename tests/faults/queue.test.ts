@@ -10,7 +10,7 @@ import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect, createServer, type Socket } from 'node:net';
-import { createClient } from 'redis';
+import { createClient } from '@redis/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startSim, type Sim } from '../../sim/server.js';
 import { startRedis, type RedisHandle } from '../redis-server.js';

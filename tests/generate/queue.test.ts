@@ -11,7 +11,7 @@ import { startSim, type Sim } from '../../sim/server.js';
 import { startRedis, type RedisHandle } from '../redis-server.js';
 import { freePort, readJsonl, runCli, tempDir, writeConfig } from '../helpers.js';
 import { sleep, spawnCli } from '../faults/util.js';
-import { createClient } from 'redis';
+import { createClient } from '@redis/client';
 
 let sim: Sim;
 beforeAll(async () => {

@@ -10,7 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { createClient } from 'redis';
+import { createClient } from '@redis/client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TrajforgeError } from '../../pipeline/errors.js';
 import { loadConfig } from '../../pipeline/core/config.js';
