@@ -97,6 +97,9 @@ describe('run store', () => {
     await again.close('completed', 'completed');
     const lines = readFileSync(join(dir, TRAJECTORIES), 'utf8').split('\n').filter(Boolean);
     expect(lines.map((l) => JSON.parse(l).id)).toEqual(['a', 'b']);
+    // The kernel closes a killed process's files; here the "killed" store's are closed after the
+    // checks, not left to the garbage collector (Node's "FileHandle closed on garbage collection").
+    await s.close('failed', 'killed');
   });
 
   it('repairTail keeps a whole last record, moves a cut one aside, and never truncates a file to zero', () => {

@@ -6,7 +6,7 @@
  * holds is the process lockdown alone, not the kernel's namespace.
  */
 import { createSocket } from 'node:dgram';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -63,6 +63,21 @@ async function create(s: Started): Promise<string> {
 
 const run = (s: Started, code: string, sandbox_id?: string, timeout?: number): Promise<Answer> =>
   call(s, 'run_python_code', { code_block: code, ...(sandbox_id ? { sandbox_id } : {}), ...(timeout ? { timeout } : {}) });
+
+/** The pids whose parent is `pid` (a sandbox is a child process of the server). */
+function childrenOf(pid: number): number[] {
+  const out: number[] = [];
+  for (const p of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    try {
+      const stat = readFileSync(`/proc/${p}/stat`, 'utf8');
+      // The fields after the command name, which may itself hold spaces and parentheses: state, ppid, …
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid) out.push(Number(p));
+    } catch {
+      // gone
+    }
+  }
+  return out;
+}
 
 function pidAlive(pid: number): boolean {
   try {
@@ -404,8 +419,9 @@ describe('idle sandboxes', () => {
     const s = await start(['--network-namespace', 'off', '--idle-s', '2', '--spares', '0']);
     const id = await create(s);
     expect((await run(s, 'x = 1\nx', id)).text).toContain('Result(1)');
-    // Untouched for many times its idle limit: no call may touch it meanwhile.
-    await new Promise((res) => setTimeout(res, 15_000));
+    expect(childrenOf(s.pid)).toHaveLength(1);
+    // No call may touch it meanwhile: the wait is on its process, which the server ends when the idle time runs out.
+    while (childrenOf(s.pid).length > 0) await new Promise((res) => setTimeout(res, 200));
     expect((await run(s, 'x', id)).text).toContain(`Failed to connect to sandbox ${id}`);
   }, START_MS);
 });

@@ -173,12 +173,22 @@ describe('failures', () => {
     expect(err.headers['retry-after']).toBe('3');
   });
 
+  /** Until `res` drains or closes; whichever comes first takes the other's listener with it (a `close` listener left on each drain piles up). */
+  const drainedOrClosed = (res: import('node:http').ServerResponse): Promise<void> =>
+    new Promise((resolve) => {
+      const done = (): void => {
+        res.off('drain', done).off('close', done);
+        resolve();
+      };
+      res.once('drain', done).once('close', done);
+    });
+
   it('a body, a stream or an error body that never ends is dropped at its byte limit, not read until the process runs out of memory', async () => {
     // Writes as fast as it is read until the client goes away.
     const endless = (status: number, head: string, piece: string) => async (_req: unknown, res: import('node:http').ServerResponse) => {
       res.writeHead(status, { 'content-type': status === 200 && head === '' ? 'text/event-stream' : 'application/json' });
       res.write(head);
-      while (!res.destroyed) if (!res.write(piece)) await new Promise<void>((r) => res.once('drain', r).once('close', r));
+      while (!res.destroyed) if (!res.write(piece)) await drainedOrClosed(res);
     };
     const limit = 256 * 1024;
     const whole = await serve(endless(200, '{"choices":[{"message":{"content":"', 'x'.repeat(4096)));
