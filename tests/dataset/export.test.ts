@@ -14,6 +14,7 @@ import { tulu } from '../../pipeline/dialects/tulu.js';
 import { mcpXml } from '../../pipeline/dialects/mcp-xml.js';
 import { Counter, toMessages, toShareGpt, toText } from '../../pipeline/dataset/export-formats.js';
 import { stepsOf } from '../../pipeline/dataset/training-view.js';
+import { loadPrompt } from '../../pipeline/prompts.js';
 import { generate } from '../../pipeline/generate/run.js';
 import { readDataset } from '../../pipeline/dataset/readers.js';
 import { countTokens, O200K, tokenCounter } from '../../pipeline/core/tokens/count.js';
@@ -381,6 +382,31 @@ describe('export of external rows', () => {
     // A record from before last_request_keep: the configured K.
     const older = { ...t, context: { keep_tool_results: 2, omitted_results: 1 } } as unknown as Trajectory;
     expect(toMessages(older, count, { toolRole: 'tool' }).messages.filter((m) => m.role === 'tool').map((m) => m.content)[0]).toMatch(/^\[Tool result 1 omitted/);
+  });
+
+  it('--view sent shows MiroThinker\'s own placeholder for a session of the miroverse-v0.1 layout (#25)', () => {
+    const out = (i: number): string => `result ${i}`;
+    const system = loadPrompt('mcp-xml-miroverse-system').replace('{today}', '').replace('{tools}', '');
+    const msgs = [
+      { role: 'system', content: system },
+      { role: 'user', content: 'q' },
+      ...[0, 1, 2].flatMap((i) => [
+        { role: 'assistant', content: `<use_mcp_tool>\n<server_name>s</server_name>\n<tool_name>t</tool_name>\n<arguments>{"i": ${i}}</arguments>\n</use_mcp_tool>` },
+        { role: 'user', content: out(i) },
+      ]),
+      { role: 'assistant', content: '\\boxed{a}' },
+    ];
+    const t = {
+      id: 'mv', question: 'q', dialect: 'mcp-xml', interleaved_text: '', messages: msgs, repairs: [],
+      tool_calls: [0, 1, 2].map((i) => ({ call_id: `c${i}`, tool_name: 't', output_text: `<tool_output>\n${out(i)}\n</tool_output>`, message_index: 3 + 2 * i })),
+      context: { keep_tool_results: 1, omitted_results: 2, last_request_keep: 1 },
+    } as unknown as Trajectory;
+    const results = (x: Trajectory): string[] => toMessages(x, count).messages.filter((m, i) => i > 1 && m.role === 'user').map((m) => m.content);
+    // MiroThinker's text (apps/miroflow-agent/src/llm/provider_client_base.py at 73cb96f7), not trajforge's.
+    expect(results(t)).toEqual(['Tool result is omitted to save tokens.', 'Tool result is omitted to save tokens.', out(2)]);
+    // The same row under trajforge's own system prompt keeps trajforge's placeholder.
+    const ours = { ...t, messages: [{ role: 'system', content: 'You are a research assistant.' }, ...msgs.slice(1)] } as unknown as Trajectory;
+    expect(results(ours)[0]).toMatch(/^\[Tool result 1 omitted to save context/);
   });
 
   it('a row that cannot be exported stops with its place, or is counted with --on-bad-row skip', async () => {
