@@ -22,9 +22,12 @@ export { toShareGpt, type ShareGptRow } from './formats/sharegpt.js';
 export interface MessagesRow {
   id: string;
   messages: ViewMessage[];
-  tools?: unknown[];
+  tools?: unknown[] | undefined;
   tokens: number;
   train_tokens: number;
+  /** With the trainee's chat template (`--tokenizer DIR`): 0-based, of `parts` rows the trajectory was split into (export-split.ts). */
+  part?: number;
+  parts?: number;
   /** What the row did with reasoning the endpoint was not sent back (training-view.ts). */
   metadata?: { reasoning?: ReasoningNote };
 }
@@ -77,17 +80,22 @@ function messageTokens(m: ViewMessage, count: Counter): number {
   return n;
 }
 
-export function toMessages(t: Trajectory, count: Counter, choice: ViewChoice = {}, whole: TrainingView = trainingView(t, choice)): MessagesRow {
-  // TRL trains every assistant turn of a row: a turn not to learn is left out unless asked for.
-  const view = choice.untrained === 'keep' ? whole : withoutUntrainedTurns(whole);
+/** A `messages` row of these messages, its token counts made. */
+export function messagesRow(id: string, messages: ViewMessage[], tools: unknown[] | undefined, count: Counter, metadata?: MessagesRow['metadata']): MessagesRow {
   let tokens = 0;
   let train = 0;
-  for (const m of view.messages) {
+  for (const m of messages) {
     const n = messageTokens(m, count);
     tokens += n;
     if (m.train) train += n;
   }
-  return { id: t.id, messages: view.messages, ...(view.tools ? { tools: view.tools } : {}), tokens, train_tokens: train, ...(view.reasoning ? { metadata: { reasoning: view.reasoning } } : {}) };
+  return { id, messages, ...(tools ? { tools } : {}), tokens, train_tokens: train, ...(metadata ? { metadata } : {}) };
+}
+
+export function toMessages(t: Trajectory, count: Counter, choice: ViewChoice = {}, whole: TrainingView = trainingView(t, choice)): MessagesRow {
+  // TRL trains every assistant turn of a row: a turn not to learn is left out unless asked for.
+  const view = choice.untrained === 'keep' ? whole : withoutUntrainedTurns(whole);
+  return messagesRow(t.id, view.messages, view.tools, count, view.reasoning ? { reasoning: view.reasoning } : undefined);
 }
 
 /** UTF-16 offsets → code point offsets, for the (sorted) offsets given. */
