@@ -21,8 +21,9 @@ other systems (DR Tulu, chat) are validated first: one that breaks a rule is a f
                                 tool_calls and tools with their schemas
                       sharegpt  LLaMA-Factory's rows: {system, tools, conversations: [{from:
                                 human|gpt|function_call|observation, value}]}, calls as JSON
-                      text      {question, text, mask_spans}: the interleaved text and the span of
-                                every tool output, widened to whole tokens (code points, end exclusive)
+                      text      {question, text, mask_spans}: the turns after the question as
+                                sent, and the span of every tool output, prompt and nudged turn,
+                                widened to whole tokens (code points, end exclusive)
                       tokens    {input_ids, labels, num_tokens}: rendered through the chat template
                                 of --tokenizer and tokenised by it; labels -100 where masked
                       dpo       {prompt, chosen, rejected} message lists for TRL's DPOTrainer: per

@@ -1,7 +1,8 @@
 /**
  * `trajforge export`: trajectories → rows a trainer reads, with what to train on marked.
  *
- * Every format but `text` is written from the training view (training-view.ts): the
+ * Every format is written from the training view (training-view.ts; `text` of a row without a
+ * transcript, DR Tulu's generator rows, from its `interleaved_text`): the
  * conversation as the model saw it (`--view sent`) or with every tool result in full
  * (`--view full`), tool outputs in `tool` or `user` turns (`--tool-role`). The string formats
  * (`messages`, `sharegpt`, `text`) are export-formats.ts; `tokens` renders the view through
@@ -203,7 +204,7 @@ export class Exporter {
       case 'sharegpt':
         return [toShareGpt(t, this.#count, { ...choice, calls: this.#opts.sharegptCalls })];
       case 'text':
-        return [toText(t, this.#count)];
+        return [toText(t, this.#count, choice)];
       case 'tokens':
         throw new Error('unreachable: tokens rows are built by TokenExport');
       case 'adp':

@@ -183,6 +183,49 @@ describe('exported = sent (#25 item 1)', () => {
     });
   }
 
+  for (const name of ['tulu', 'mcp-xml', 'native', 'miroverse'] as const) {
+    it(`${name}: the text export holds only what was sent, tool results read from the record and masked (#25 item 2)`, async () => {
+      const run = runs.find((r) => r.name === name)!;
+      const out = join(tempDir('tf-sent-text-'), 'rows.jsonl');
+      const r = await runCli(['export', run.dir, '--format', 'text', '--out', out]);
+      expect(r.code, r.stderr).toBe(0);
+      const rows = new Map(readJsonl(out).map((row) => [row.id as string, row]));
+      let compared = 0;
+      for (const t of run.ok) {
+        if (t.repairs.some((x) => x.kind === 'no_action') || repairedAtEnd(run, t.id)) continue;
+        const x = lastRequest(t, run.exchanges)!;
+        const row = rows.get(t.id)!;
+        const cps = [...row.text];
+        const masked = (from: number, to: number): boolean => row.mask_spans.some(([s, e]: [number, number]) => s <= from && to <= e);
+        const sent = [...x.body.messages!.slice(2).map(said), said(x.reply!)];
+        // Every user and tool turn sent after the question is in the text, in order, and masked whole.
+        let at = 0;
+        for (const m of sent) {
+          if (m.role === 'assistant') continue;
+          const found = row.text.indexOf(m.content, at);
+          expect(found, `${t.id}: a sent ${m.role} turn`).toBeGreaterThanOrEqual(0);
+          const start = [...row.text.slice(0, found)].length;
+          expect(masked(start, start + [...m.content].length), `${t.id}: ${m.role} turn at ${start} masked`).toBe(true);
+          at = found + m.content.length;
+        }
+        if (name !== 'native') {
+          // XML dialects: the text is exactly the turns sent after the question and the reply, joined by newlines.
+          expect(row.text, t.id).toBe(sent.map((m) => m.content).join('\n'));
+        } else {
+          // Native: every model turn's text is there; the calls are written as <tool_call> JSON, an <answer> only if the model wrote one.
+          for (const m of sent.filter((y) => y.role === 'assistant')) expect(row.text).toContain(m.content);
+          if (!sent.some((m) => m.content.includes('<answer>'))) expect(row.text).not.toContain('<answer>');
+        }
+        // Nothing but sent turns is trained: the unmasked text is the model's own.
+        const trained = cps.filter((_, i) => !masked(i, i + 1)).join('');
+        const own = sent.filter((m) => m.role === 'assistant').map((m) => m.content).join('');
+        if (name !== 'native') expect(trained.replaceAll('\n', ''), t.id).toBe(own.replaceAll('\n', ''));
+        compared++;
+      }
+      expect(compared, name).toBeGreaterThanOrEqual(3);
+    });
+  }
+
   it('without a chat template the messages summary says thinks may be dropped', async () => {
     const run = runs.find((r) => r.name === 'tulu')!;
     const r = await runCli(['export', run.dir, '--format', 'messages', '--out', join(tempDir('tf-sent-nosplit-'), 'rows.jsonl')]);

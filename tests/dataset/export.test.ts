@@ -11,7 +11,6 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { Trajectory } from '../../schemas/index.js';
 import { loadConfig } from '../../pipeline/core/config.js';
 import { tulu } from '../../pipeline/dialects/tulu.js';
-import { mcpXml } from '../../pipeline/dialects/mcp-xml.js';
 import { Counter, toMessages, toShareGpt, toText } from '../../pipeline/dataset/export-formats.js';
 import { stepsOf } from '../../pipeline/dataset/training-view.js';
 import { loadPrompt } from '../../pipeline/prompts.js';
@@ -65,31 +64,40 @@ describe('export of a real run', () => {
     for (const k of ['think', 'call', 'output', 'answer']) expect(kinds).toContain(k);
   });
 
-  it('text: the mask spans are exactly the tool outputs, found again by re-parsing', async () => {
+  it('text: the turns after the question as sent; the mask spans are exactly what the model did not write (outputs, prompts, nudged turns)', async () => {
     const { rows, stderr, code } = await exportCli([run(), '--format', 'text']);
     expect(code, stderr).toBe(0);
     expect(counts(stderr)).toEqual({ in: ok.length + failed.length, written: ok.length, dropped: 0, failed: failed.length });
     const src = byId(ok);
     expect(rows.map((r) => r.id).sort()).toEqual([...src.keys()].sort());
-    let masked = 0;
+    let outputs = 0;
     for (const row of rows) {
       const t = src.get(row.id)!;
-      expect(row.text).toBe(t.interleaved_text);
+      const turns = t.messages.slice(2);
+      expect(row.text).toBe(turns.map((m) => m.content).join('\n'));
       expect(row.question).toBe(t.question);
-      const outputs = tulu.parseTrajectory(row.text).segments.filter((s) => s.kind === 'output');
-      expect(row.mask_spans.length).toBe(outputs.length);
-      // Each span holds its output, tags included, widened to whole o200k tokens: at most the
-      // joining newline that shares a token with the closing tag (`>\n`) is added.
+      // The turns the model did not write for this loss: every user turn, and each turn it was nudged for.
+      const nudged = new Set(t.repairs.filter((r) => r.kind === 'no_action').map((r) => r.turn));
+      let modelTurn = 0;
+      let at = 0;
+      const hidden: [number, number][] = [];
+      for (const m of turns) {
+        const own = m.role === 'assistant' && !nudged.has(modelTurn);
+        if (m.role === 'assistant') modelTurn++;
+        if (!own) hidden.push([at, at + m.content.length]);
+        at += m.content.length + 1;
+      }
+      expect(row.mask_spans.length).toBe(hidden.length);
+      // Each span holds its turn, widened to whole o200k tokens: at most the joining newline that
+      // shares a token with a closing tag (`>\n`) is added.
       row.mask_spans.forEach(([s, e]: [number, number], i: number) => {
-        const o = outputs[i]!;
-        expect(s).toBe(o.offset);
-        const extra = row.text.slice(o.offset + o.text.length, e);
-        expect(extra).toMatch(/^\s*$/);
-        if (row.text[o.offset + o.text.length] === '\n' && row.text[o.offset + o.text.length + 1] !== undefined) expect(extra.startsWith('\n')).toBe(true);
+        const [hs, he] = hidden[i]!;
+        expect(s).toBeLessThanOrEqual(hs);
+        expect(row.text.slice(s, hs)).toMatch(/^\s*$/);
+        expect(row.text.slice(he, e)).toMatch(/^\s*$/);
         // The end is a token boundary: the text cut there tokenises to the same tokens as a whole.
         expect(countTokens(row.text.slice(0, e)) + countTokens(row.text.slice(e))).toBe(countTokens(row.text));
       });
-      expect(row.mask_spans.map(([s, e]: [number, number]) => row.text.slice(s, e).trimEnd())).toEqual(t.tool_calls.map((c) => c.output_text));
       // Outside the spans nothing is a tool output: the model's text only.
       let rest = '';
       let pos = 0;
@@ -100,12 +108,13 @@ describe('export of a real run', () => {
       }
       rest += row.text.slice(pos);
       expect(rest).not.toMatch(/<tool_output|<\/tool_output>|<snippet/);
-      masked += row.mask_spans.length;
+      for (const c of t.tool_calls) expect(row.mask_spans.some(([s, e]: [number, number]) => row.text.slice(s, e).includes(c.output_text))).toBe(true);
+      outputs += t.tool_calls.length;
       expect(row.tokens).toBe(countTokens(row.question) + countTokens(row.text));
       expect(row.train_tokens).toBeGreaterThan(0);
       expect(row.train_tokens).toBeLessThan(row.tokens);
     }
-    expect(masked).toBe(ok.reduce((n, t) => n + t.tool_calls.length, 0));
+    expect(outputs).toBeGreaterThan(0);
   });
 
   it('messages --untrained keep: the transcript turn by turn, prompts included; outputs in the role they were sent in; nudged turns untrained', async () => {
@@ -264,9 +273,13 @@ describe('export of external rows', () => {
       ['assistant', true],
     ]);
     expect(toMessages(t!, count, { toolRole: 'tool' }).messages.map((m) => m.role)).toEqual(source.map((m, i) => (i === 3 ? 'tool' : m.role)));
+    // text: the turns after the question as MiroThinker sent them: no <tool_output> around its plain results, no <answer> it never wrote.
     const text = toText(t!, count);
-    const outputs = mcpXml.parseTrajectory(t!.interleaved_text).segments.filter((s) => s.kind === 'output');
-    expect(text.mask_spans.map(([s]) => s)).toEqual(outputs.map((o) => o.offset));
+    const after = source.slice(2).map((m) => m.content);
+    expect(text.text).toBe(after.join('\n'));
+    expect(text.text.includes('<tool_output>')).toBe(after.some((c) => c.includes('<tool_output>')));
+    const starts = source.slice(2).map((_, i) => after.slice(0, i).reduce((n, c) => n + c.length + 1, 0));
+    expect(text.mask_spans.map(([s]) => s)).toEqual(starts.filter((_, i) => source[i + 2]!.role === 'user'));
   });
 
   it('DR Tulu generator rows: every turn in order, nothing merged; the one that invented outputs fails validation', async () => {
@@ -348,7 +361,11 @@ describe('export of external rows', () => {
     const s = toShareGpt(t, count);
     expect(s.conversations.map((c) => c.from)).toEqual(['human', 'function_call', 'observation', 'gpt']);
     expect(s.conversations[1]!.value).toBe('<think>\nadd\n</think>\n\n<tool_call>{"name":"calc","arguments":{"expr":"2+2"}}</tool_call>');
-    expect(toText(t, count).mask_spans[0]![0]).toBe(t.interleaved_text.indexOf('<tool_output>'));
+    // text: from the transcript, each turn as the model wrote it (reasoning as a think, calls as <tool_call> JSON), the result as sent, masked.
+    const text = toText(t, count);
+    expect(text.text).toBe('<think>add</think>\n<tool_call>\n{"name": "calc", "arguments": {"expr":"2+2"}}\n</tool_call>\n<tool_output>result: 4</tool_output>\n<think>done</think>\nIt is 4.');
+    expect(text.mask_spans[0]![0]).toBe(text.text.indexOf('<tool_output>'));
+    expect(text.text).not.toContain('<answer>');
   });
 
   it('--view sent shows the placeholders the last request showed; --view full every result', () => {
