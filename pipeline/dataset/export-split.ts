@@ -13,6 +13,7 @@
  */
 import { ChatTemplate, type TemplateMessage } from '../core/tokens/chat-template.js';
 import type { HfTokenizer } from '../core/tokens/tokenizer.js';
+import { TOKEN_LIMITS } from '../core/tokens/limits.js';
 import { messagesRow, type Counter, type MessagesRow } from './export-formats.js';
 import { UnexportableRow, type ViewMessage } from './training-view.js';
 
@@ -78,10 +79,14 @@ export class ThinkKeeper {
 
   #render(messages: readonly ViewMessage[], tools: readonly unknown[] | undefined): string {
     const shown: TemplateMessage[] = messages.map(({ train: _, ...m }) => m);
+    let text: string;
     try {
-      return this.#template.render(shown, tools, false);
+      text = this.#template.render(shown, tools, false);
     } catch (err) {
       throw new UnexportableRow(`the chat template refused the conversation: ${(err as Error).message}`);
     }
+    // A template is code from outside: a rendering past the bound `tokens` uses fails its row, not the command.
+    if (text.length > TOKEN_LIMITS.renderMaxChars) throw new UnexportableRow(`the chat template wrote ${text.length} characters for this row, more than ${TOKEN_LIMITS.renderMaxChars}`);
+    return text;
   }
 }

