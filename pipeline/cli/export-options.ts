@@ -50,8 +50,11 @@ export function exportOptions(format: ExportFormat, values: Values, counter: Tok
   if (values['sharegpt-calls'] !== undefined && format !== 'sharegpt') throw new TrajforgeError('BAD_USAGE', '--sharegpt-calls is for --format sharegpt', { field: 'sharegpt-calls' });
   if (values['max-tokens'] !== undefined && (format === 'adp' || format === 'atif')) throw new TrajforgeError('BAD_USAGE', `--max-tokens is not for --format ${format} (its rows hold no token counts)`, { field: 'max-tokens' });
   if (format !== 'tokens') {
-    for (const flag of ['mask', 'empty-think', 'chat-template', ...TOKEN_LIMIT_FLAGS] as const) {
+    for (const flag of ['mask', 'empty-think', ...TOKEN_LIMIT_FLAGS] as const) {
       if (values[flag] !== undefined) throw new TrajforgeError('BAD_USAGE', `--${flag} is for --format tokens`, { field: flag });
+    }
+    if (values['chat-template'] !== undefined && (format !== 'messages' || tokenizerPath === undefined)) {
+      throw new TrajforgeError('BAD_USAGE', '--chat-template is for --format tokens, and messages with --tokenizer DIR (the trainee\'s Hugging Face tokenizer)', { field: 'chat-template' });
     }
   } else if (tokenizerPath === undefined) {
     throw new TrajforgeError('BAD_USAGE', "export --format tokens needs --tokenizer PATH: the trainee's Hugging Face tokenizer (a folder with tokenizer.json and tokenizer_config.json, or the tokenizer.json)", { field: 'tokenizer' });

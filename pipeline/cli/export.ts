@@ -22,8 +22,9 @@ other systems (DR Tulu, chat) are validated first: one that breaks a rule is a f
                                 tool_calls and tools with their schemas
                       sharegpt  LLaMA-Factory's rows: {system, tools, conversations: [{from:
                                 human|gpt|function_call|observation, value}]}, calls as JSON
-                      text      {question, text, mask_spans}: the interleaved text and the span of
-                                every tool output, widened to whole tokens (code points, end exclusive)
+                      text      {question, text, mask_spans}: the turns after the question as
+                                sent, and the span of every tool output, prompt and nudged turn,
+                                widened to whole tokens (code points, end exclusive)
                       tokens    {input_ids, labels, num_tokens}: rendered through the chat template
                                 of --tokenizer and tokenised by it; labels -100 where masked
                       dpo       {prompt, chosen, rejected} message lists for TRL's DPOTrainer: per
@@ -51,8 +52,10 @@ other systems (DR Tulu, chat) are validated first: one that breaks a rule is a f
   --tokenizer T       ${TOKEN_ENCODINGS.join(', ')}, or the path of the trainee's Hugging Face tokenizer
                       (folder, or tokenizer.json with tokenizer_config.json): counts tokens, sets
                       the text format's token boundaries; required by tokens. Default: a run
-                      directory's config tokenizer, else ${TOKEN_ENCODINGS[0]}
-  --chat-template F   a Jinja file to render with instead of the tokenizer's own template
+                      directory's config tokenizer, else ${TOKEN_ENCODINGS[0]}. messages: a row whose
+                      rendering through its chat template drops a trained turn's think is
+                      written as parts (part, parts), each keeping its turns' thinks
+  --chat-template F   tokens, messages: a Jinja file to render with instead of the tokenizer's own template
   --mask S            tokens: train_on_assistant (default), train_on_last, train_on_all
   --empty-think       tokens: MiroTrain's handling of turns without think for Qwen3 thinking
                       templates: an empty <think></think> block before each, masked
@@ -139,7 +142,7 @@ export async function run(argv: string[]): Promise<number> {
   return writeTo(parquet, outputs, (o) =>
     o.write(
       (w) => exportRows(rows, w.out!, opts, latest ? latestFilter(latest) : undefined, exporter, selected),
-      (counts) => process.stderr.write(formatExportCounts(counts, report, opts)),
+      (counts) => process.stderr.write(formatExportCounts(counts, report, opts, exporter.thinksChecked)),
     ),
   );
 }

@@ -8,13 +8,17 @@
  *   `train`; native rows keep `reasoning_content`, `tool_calls`, `tool_call_id` and the
  *   row's `tools` with their descriptions and parameter schemas.
  * - `sharegpt`: LLaMA-Factory's rows, formats/sharegpt.ts.
- * - `text`: `{id, question, text, mask_spans}`: `text` is `interleaved_text` as is (DR Tulu
- *   trains on it: loss on everything but the tool outputs) and `mask_spans` the `[start, end)`
- *   of every tool output, tags included, widened to whole tokens of the chosen tokenizer (a
+ * - `text`: `{id, question, text, mask_spans}`, DR Tulu's training text (loss on everything but
+ *   the tool outputs): for a row with a transcript, the turns after the question as they were
+ *   sent, read from the record (tool results by their records, never by tags: MiroThinker's plain
+ *   user-turn results are results too, and no `<tool_output>` or `<answer>` is added that was not
+ *   sent); for a row without one (DR Tulu's generator rows), `interleaved_text` as is.
+ *   `mask_spans` is the `[start, end)` of every tool output (and prompt, and nudged turn),
+ *   widened to whole tokens of the chosen tokenizer (a
  *   token that holds the end of an output and the newline after it, such as `>\n`, is masked
  *   whole), counted in Unicode code points (Python's `text[start:end]`).
  */
-import type { Trajectory } from '../../schemas/index.js';
+import type { ChatMessage, NativeToolCall, Trajectory } from '../../schemas/index.js';
 import type { TokenCounter } from '../core/tokens/count.js';
 import { textSteps, trainingView, UnexportableRow, withoutUntrainedTurns, type ReasoningNote, type ToolRole, type TrainingView, type UnsentReasoning, type UntrainedTurns, type ViewMessage, type ViewMode } from './training-view.js';
 export { toShareGpt, type ShareGptRow } from './formats/sharegpt.js';
@@ -22,9 +26,12 @@ export { toShareGpt, type ShareGptRow } from './formats/sharegpt.js';
 export interface MessagesRow {
   id: string;
   messages: ViewMessage[];
-  tools?: unknown[];
+  tools?: unknown[] | undefined;
   tokens: number;
   train_tokens: number;
+  /** With the trainee's chat template (`--tokenizer DIR`): 0-based, of `parts` rows the trajectory was split into (export-split.ts). */
+  part?: number;
+  parts?: number;
   /** What the row did with reasoning the endpoint was not sent back (training-view.ts). */
   metadata?: { reasoning?: ReasoningNote };
 }
@@ -77,17 +84,22 @@ function messageTokens(m: ViewMessage, count: Counter): number {
   return n;
 }
 
-export function toMessages(t: Trajectory, count: Counter, choice: ViewChoice = {}, whole: TrainingView = trainingView(t, choice)): MessagesRow {
-  // TRL trains every assistant turn of a row: a turn not to learn is left out unless asked for.
-  const view = choice.untrained === 'keep' ? whole : withoutUntrainedTurns(whole);
+/** A `messages` row of these messages, its token counts made. */
+export function messagesRow(id: string, messages: ViewMessage[], tools: unknown[] | undefined, count: Counter, metadata?: MessagesRow['metadata']): MessagesRow {
   let tokens = 0;
   let train = 0;
-  for (const m of view.messages) {
+  for (const m of messages) {
     const n = messageTokens(m, count);
     tokens += n;
     if (m.train) train += n;
   }
-  return { id: t.id, messages: view.messages, ...(view.tools ? { tools: view.tools } : {}), tokens, train_tokens: train, ...(view.reasoning ? { metadata: { reasoning: view.reasoning } } : {}) };
+  return { id, messages, ...(tools ? { tools } : {}), tokens, train_tokens: train, ...(metadata ? { metadata } : {}) };
+}
+
+export function toMessages(t: Trajectory, count: Counter, choice: ViewChoice = {}, whole: TrainingView = trainingView(t, choice)): MessagesRow {
+  // TRL trains every assistant turn of a row: a turn not to learn is left out unless asked for.
+  const view = choice.untrained === 'keep' ? whole : withoutUntrainedTurns(whole);
+  return messagesRow(t.id, view.messages, view.tools, count, view.reasoning ? { reasoning: view.reasoning } : undefined);
 }
 
 /** UTF-16 offsets → code point offsets, for the (sorted) offsets given. */
@@ -108,7 +120,7 @@ function toCodePoints(text: string, offsets: readonly number[]): number[] {
   return out;
 }
 
-/** The `[start, end)` UTF-16 spans of the tool outputs of `t`. */
+/** The `[start, end)` UTF-16 spans of the tool outputs of a row without a transcript (DR Tulu's generator rows). */
 function outputSpans(t: Trajectory): [number, number][] {
   const text = t.interleaved_text;
   if (t.dialect !== 'native') {
@@ -141,9 +153,44 @@ function onTokens(spans: readonly [number, number][], ends: readonly number[]): 
   });
 }
 
-export function toText(t: Trajectory, count: Counter): TextRow {
-  const text = t.interleaved_text;
-  let spans = outputSpans(t);
+/** A native turn's calls as its text is written (`<tool_call>` JSON, as the served model's template writes them): the name and the arguments the model wrote. */
+function nativeCallText(c: NativeToolCall): string {
+  return `<tool_call>\n{"name": ${JSON.stringify(c.function.name)}, "arguments": ${c.function.arguments.trim() === '' ? '{}' : c.function.arguments}}\n</tool_call>`;
+}
+
+/** A model turn as the model wrote it: its reasoning (sent, or its last), its text, and (native) its calls. */
+function writtenTurn(source: ChatMessage, shown: ViewMessage): string {
+  const think = shown.reasoning_content !== undefined && source.reasoning_content !== undefined ? `<think>${shown.reasoning_content}</think>\n` : '';
+  const calls = (source.tool_calls ?? []).map(nativeCallText);
+  return think + [source.content, ...calls].filter((x) => x !== '').join('\n');
+}
+
+/**
+ * The text of a row with a transcript, read from the record, not from tags: every turn after the
+ * question, as it was sent (the view of `--view`), joined by newlines as `interleaved_text` joins
+ * them. What the model did not write for this loss (tool results, which the records place, the
+ * loop's prompts, a turn it was nudged for) is a masked span; the rest is what the model wrote.
+ */
+function transcriptPieces(t: Trajectory, choice: ViewChoice): { text: string; spans: [number, number][] } {
+  const view = trainingView(t, { view: choice.view, unsentReasoning: choice.unsentReasoning });
+  let text = '';
+  const spans: [number, number][] = [];
+  view.messages.forEach((m, i) => {
+    const kind = view.kinds[i]!;
+    if (kind === 'system' || kind === 'question') return;
+    const piece = kind === 'model' ? writtenTurn(t.messages[i]!, m) : m.content;
+    if (piece === '') return;
+    if (text !== '') text += '\n';
+    if (kind !== 'model' || !m.train) spans.push([text.length, text.length + piece.length]);
+    text += piece;
+  });
+  return { text, spans };
+}
+
+export function toText(t: Trajectory, count: Counter, choice: ViewChoice = {}): TextRow {
+  const fromRecord = Array.isArray(t.messages) && t.messages.length > 0 ? transcriptPieces(t, choice) : undefined;
+  const text = fromRecord?.text ?? t.interleaved_text;
+  let spans = fromRecord?.spans ?? outputSpans(t);
   const ends = spans.length > 0 ? count.counter.boundaries(text) : undefined;
   if (ends !== undefined) spans = onTokens(spans, ends);
   let train = 0;

@@ -1,7 +1,8 @@
 /**
  * `trajforge export`: trajectories → rows a trainer reads, with what to train on marked.
  *
- * Every format but `text` is written from the training view (training-view.ts): the
+ * Every format is written from the training view (training-view.ts; `text` of a row without a
+ * transcript, DR Tulu's generator rows, from its `interleaved_text`): the
  * conversation as the model saw it (`--view sent`) or with every tool result in full
  * (`--view full`), tool outputs in `tool` or `user` turns (`--tool-role`). The string formats
  * (`messages`, `sharegpt`, `text`) are export-formats.ts; `tokens` renders the view through
@@ -28,6 +29,8 @@ import { O200K, type TokenCounter } from '../core/tokens/count.js';
 import { Counter, toMessages, toShareGpt, toText, type MessagesRow, type ShareGptRow, type TextRow } from './export-formats.js';
 import type { MaskStrategy, TokensRow } from './token-rows.js';
 import { TokenExport } from './token-export.js';
+import { ThinkKeeper } from './export-split.js';
+import { loadHfTokenizer } from '../core/tokens/tokenizer.js';
 import type { TokenJobResult } from './token-pool.js';
 import type { TokenLimits } from '../core/tokens/limits.js';
 import { UnexportableRow, type ToolRole, type ReasoningNote, type UnsentReasoning, type UntrainedTurns, type ViewMode } from './training-view.js';
@@ -144,10 +147,17 @@ export class Exporter {
   readonly #opts: ExportOptions;
   readonly #count: Counter;
   readonly #tokens: TokenExport | undefined;
+  /** `messages` with the trainee's chat template: rows split so that each, rendered whole, keeps every trained think. */
+  readonly #keeper: ThinkKeeper | undefined;
 
   constructor(opts: ExportOptions) {
     this.#opts = opts;
     this.#count = new Counter(opts.counter ?? O200K);
+    if (opts.format === 'messages' && opts.tokenizerPath !== undefined) {
+      const tokenizer = loadHfTokenizer(opts.tokenizerPath, '--tokenizer');
+      // A tokenizer without a template (and none given) renders nothing: the rows are then not checked, and the summary says so.
+      if (tokenizer.chatTemplate !== undefined || opts.chatTemplate !== undefined) this.#keeper = new ThinkKeeper(tokenizer, opts.chatTemplate);
+    }
     if (opts.format === 'tokens') {
       if (opts.tokenizerPath === undefined) throw new TrajforgeError('BAD_USAGE', 'export --format tokens needs --tokenizer PATH: the trainee\'s Hugging Face tokenizer (a folder with tokenizer.json and tokenizer_config.json)', { field: 'tokenizer' });
       this.#tokens = new TokenExport({
@@ -158,6 +168,11 @@ export class Exporter {
         limits: opts.tokenLimits ?? {},
       });
     }
+  }
+
+  /** `messages`: whether rows are split by the trainee's chat template (else the summary says thinks may be dropped). */
+  get thinksChecked(): boolean {
+    return this.#keeper !== undefined;
   }
 
   /** Rows built ahead of the one being written: `tokens` rows are built in worker processes, several at once. */
@@ -182,12 +197,14 @@ export class Exporter {
   #build(t: Trajectory): ExportRow[] {
     const choice = { view: this.#opts.view, toolRole: this.#opts.toolRole, unsentReasoning: this.#opts.unsentReasoning, untrained: this.#opts.untrained };
     switch (this.#opts.format) {
-      case 'messages':
-        return [toMessages(t, this.#count, choice)];
+      case 'messages': {
+        const row = toMessages(t, this.#count, choice);
+        return this.#keeper === undefined ? [row] : this.#keeper.rows(row, this.#count);
+      }
       case 'sharegpt':
         return [toShareGpt(t, this.#count, { ...choice, calls: this.#opts.sharegptCalls })];
       case 'text':
-        return [toText(t, this.#count)];
+        return [toText(t, this.#count, choice)];
       case 'tokens':
         throw new Error('unreachable: tokens rows are built by TokenExport');
       case 'adp':
@@ -337,8 +354,11 @@ export function exportedCountsAddUp(c: ExportCounts): boolean {
   return c.in === c.exported + c.droppedWhole + c.empty + c.skippedFailed + c.superseded + c.unselected + c.unexportable;
 }
 
-/** The line the command prints to stderr. */
-export function formatExportCounts(c: ExportCounts, report: ReadReport, opts: ExportOptions): string {
+/** Said of `messages` rows not checked against the trainee's chat template. */
+export const THINKS_UNCHECKED = 'thinks not checked: without --tokenizer DIR (the trainee\'s, with its chat template) a trainer rendering a row whole through a template like Qwen3\'s drops the thinks of assistant turns before the last user turn: docs/export.md#messages-rows-a-trainer-renders-whole';
+
+/** The line the command prints to stderr; `thinksChecked`: `messages` rows were split by the trainee's chat template. */
+export function formatExportCounts(c: ExportCounts, report: ReadReport, opts: ExportOptions, thinksChecked = true): string {
   const parts: string[] = [];
   const tok = (opts.counter ?? O200K).name;
   parts.push(opts.maxTokens === undefined ? `0 dropped over max tokens` : `${c.droppedOverMax} dropped over ${opts.maxTokens} tokens (${tok})`);
@@ -352,6 +372,7 @@ export function formatExportCounts(c: ExportCounts, report: ReadReport, opts: Ex
   if (c.unexportable) parts.push(`${c.unexportable} not exportable as ${opts.format}`);
   if (c.cleaned) parts.push(`${c.cleaned} with control characters or lone surrogates removed`);
   if (report.bad.length) parts.push(`${report.bad.length} bad rows skipped`);
+  if (opts.format === 'messages' && !thinksChecked) parts.push(THINKS_UNCHECKED);
   const why = 'one per stretch between the user turns whose reasoning the chat template drops: docs/export.md';
   return rowAccountLine('export', { in: c.in, written: c.written, outcomes: parts, split: { rows: c.split, into: c.splitInto, why } });
 }

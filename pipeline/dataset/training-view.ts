@@ -21,7 +21,8 @@
  *   different results in full. A training row is one sequence, so it shows the conversation
  *   as the LAST request showed it: the results that request left out (all but the last
  *   `context.last_request_keep`, or `keep_tool_results` for records older than that field)
- *   are the placeholder (prompts/tool-result-omitted.txt) the model read in their place. The
+ *   are the placeholder the model read in their place (prompts/tool-result-omitted.txt, or
+   MiroThinker's "Tool result is omitted to save tokens." for a `miroverse-v0.1` session). The
  *   final answer was written from exactly this view; earlier turns saw more.
  * - `full`: every tool result in full, as MiroThinker trains.
  *
@@ -49,7 +50,8 @@
 import type { ChatMessage, NativeToolCall, Trajectory } from '../../schemas/index.js';
 import { getDialect } from '../dialects/index.js';
 import type { Segment } from '../dialects/types.js';
-import { omittedResultText } from '../prompts.js';
+import { loadPrompt, omittedResultText } from '../prompts.js';
+import { layoutNamed } from '../dialects/mcp-xml-layouts.js';
 import { classifyChat } from './from-chat.js';
 import { UserError } from '../errors.js';
 
@@ -206,6 +208,22 @@ function lastKeep(t: Trajectory): number | undefined {
   return c?.last_request_keep ?? c?.keep_tool_results;
 }
 
+/** The opening of MiroVerse's system prompt, up to its first placeholder: what marks a session of that layout. */
+let miroverseOpening: string | undefined;
+
+/**
+ * The keep-K placeholder the session's requests carried: MiroThinker's own text for a session of
+ * the `miroverse-v0.1` layout (told by its system prompt, which the record keeps; the layout is
+ * not in the record), trajforge's otherwise.
+ */
+function omittedPromptOf(t: Trajectory): string | undefined {
+  const layout = layoutNamed('miroverse-v0.1');
+  if (t.dialect !== 'mcp-xml' || layout.omitted === undefined) return undefined;
+  miroverseOpening ??= loadPrompt(layout.system).split('{')[0]!;
+  const system = t.messages[0];
+  return system?.role === 'system' && system.content.startsWith(miroverseOpening) ? layout.omitted : undefined;
+}
+
 /** The index of the transcript's last assistant turn: the final reply, the one turn no request carried. */
 function lastAssistant(messages: readonly ChatMessage[]): number {
   for (let i = messages.length - 1; i >= 0; i--) if (messages[i]!.role === 'assistant') return i;
@@ -241,6 +259,7 @@ function fromTranscript(t: Trajectory, opts: ViewOptions): TrainingView {
   const omitted = keep === undefined ? 0 : Math.max(0, outputs - keep);
   const nudged = isExternal(t, 'chat') ? new Set<number>() : nudgedTurns(t);
   const final = lastAssistant(source);
+  const placeholder = omitted > 0 ? omittedPromptOf(t) : undefined;
   const unsent = { turns: 0 };
   const messages: ViewMessage[] = [];
   const kinds: TurnKind[] = [];
@@ -250,7 +269,7 @@ function fromTranscript(t: Trajectory, opts: ViewOptions): TrainingView {
   for (let i = 0; i < source.length; i++) {
     const m = source[i]!;
     if (isOutput[i]) {
-      const content = ordinal < omitted ? omittedResultText(ordinal, keep!) : m.content;
+      const content = ordinal < omitted ? omittedResultText(ordinal, keep!, placeholder) : m.content;
       ordinal++;
       // As sent, unless a role is asked for: a tool turn keeps its call id.
       const role = opts.toolRole ?? (m.role === 'tool' ? 'tool' : 'user');

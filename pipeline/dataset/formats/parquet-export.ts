@@ -54,7 +54,9 @@ class RowCounts {
 
   add(row: Record<string, unknown>): void {
     const links = (row.metadata ?? row.details ?? row.extra) as Record<string, unknown> | undefined;
-    if (typeof links?.agent === 'string') this.#agents.set(links.agent, (this.#agents.get(links.agent) ?? 0) + 1);
+    // A session split into parts (tokens, messages with a chat template) counts once, at its first part.
+    const first = typeof row.part !== 'number' || row.part === 0;
+    if (first && typeof links?.agent === 'string') this.#agents.set(links.agent, (this.#agents.get(links.agent) ?? 0) + 1);
     const tokens = typeof row.num_tokens === 'number' ? row.num_tokens : row.tokens;
     if (typeof tokens === 'number') {
       this.#counted = true;

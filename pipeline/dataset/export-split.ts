@@ -1,0 +1,92 @@
+/**
+ * `messages` rows that keep every trained turn's think when a trainer renders them whole.
+ *
+ * TRL's SFTTrainer applies the chat template to a whole `messages` row (docs/export.md cites the
+ * source). Qwen3's template drops the `<think>` of every assistant turn before the last user turn,
+ * so a row with a user turn in its middle (a tool result sent as a user turn, a nudge, a summary
+ * prompt) is trained with the earlier turns' reasoning gone. With the trainee's chat template
+ * (`--tokenizer DIR`), each row is rendered whole as the trainer renders it; when a trained turn's
+ * think is not in the rendering, the row is written as one row per stretch between the user turns
+ * that follow a model turn (the rule `--format tokens` splits by): each holds the conversation up
+ * to the end of its stretch, as the template shows it (the earlier stretches as the model saw them
+ * at inference), with `train: true` on that stretch's turns only. Every row says `part` of `parts`.
+ */
+import { ChatTemplate, type TemplateMessage } from '../core/tokens/chat-template.js';
+import type { HfTokenizer } from '../core/tokens/tokenizer.js';
+import { TOKEN_LIMITS } from '../core/tokens/limits.js';
+import { messagesRow, type Counter, type MessagesRow } from './export-formats.js';
+import { UnexportableRow, type ViewMessage } from './training-view.js';
+
+/** The reasoning a turn wrote: its `reasoning_content`, or the inside of a leading `<think>…</think>`; undefined when none. */
+export function thinkOf(m: ViewMessage): string | undefined {
+  if (m.reasoning_content !== undefined && m.reasoning_content.trim() !== '') return m.reasoning_content.trim();
+  const open = m.content.indexOf('<think>');
+  const close = m.content.indexOf('</think>');
+  if (open === -1 || close < open) return undefined;
+  const inner = m.content.slice(open + 7, close).trim();
+  return inner === '' ? undefined : inner;
+}
+
+/** Where each stretch ends: before every user turn that follows a model turn of the stretch. */
+function stretches(messages: readonly ViewMessage[]): number[][] {
+  const out: number[][] = [[]];
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i]!;
+    if (m.role === 'assistant') out[out.length - 1]!.push(i);
+    else if (m.role === 'user' && out[out.length - 1]!.length > 0) out.push([]);
+  }
+  return out.filter((s) => s.length > 0);
+}
+
+export class ThinkKeeper {
+  readonly #template: ChatTemplate;
+
+  /** `templateFile`: a Jinja file to render with instead of the tokenizer's own template. */
+  constructor(tokenizer: HfTokenizer, templateFile?: string) {
+    this.#template = new ChatTemplate(tokenizer, templateFile);
+  }
+
+  /** The first trained turn whose think the whole row's rendering lost, or undefined. */
+  lostThink(messages: readonly ViewMessage[], tools: readonly unknown[] | undefined): number | undefined {
+    const text = this.#render(messages, tools);
+    let at = 0;
+    for (let i = 0; i < messages.length; i++) {
+      const m = messages[i]!;
+      const think = m.role === 'assistant' && m.train ? thinkOf(m) : undefined;
+      if (think === undefined) continue;
+      const found = text.indexOf(think, at);
+      if (found === -1) return i;
+      at = found + think.length;
+    }
+    return undefined;
+  }
+
+  /** `row` itself when its rendering keeps every trained think, else one row per stretch (see the file comment); each with `part` and `parts`. */
+  rows(row: MessagesRow, count: Counter): MessagesRow[] {
+    const { messages, tools } = row;
+    if (this.lostThink(messages, tools) === undefined) return [{ ...row, part: 0, parts: 1 }];
+    const parts: MessagesRow[] = [];
+    for (const stretch of stretches(messages)) {
+      const own = new Set(stretch);
+      if (!stretch.some((i) => messages[i]!.train)) continue;
+      const upTo = messages.slice(0, stretch.at(-1)! + 1).map((m, i) => (m.role === 'assistant' && m.train && !own.has(i) ? { ...m, train: false } : m));
+      const lost = this.lostThink(upTo, tools);
+      if (lost !== undefined) throw new UnexportableRow(`the chat template drops the think of message ${lost} even in a row that ends with its stretch`);
+      parts.push(messagesRow(row.id, upTo, tools, count, row.metadata));
+    }
+    return parts.map((p, i) => ({ ...p, part: i, parts: parts.length }));
+  }
+
+  #render(messages: readonly ViewMessage[], tools: readonly unknown[] | undefined): string {
+    const shown: TemplateMessage[] = messages.map(({ train: _, ...m }) => m);
+    let text: string;
+    try {
+      text = this.#template.render(shown, tools, false);
+    } catch (err) {
+      throw new UnexportableRow(`the chat template refused the conversation: ${(err as Error).message}`);
+    }
+    // A template is code from outside: a rendering past the bound `tokens` uses fails its row, not the command.
+    if (text.length > TOKEN_LIMITS.renderMaxChars) throw new UnexportableRow(`the chat template wrote ${text.length} characters for this row, more than ${TOKEN_LIMITS.renderMaxChars}`);
+    return text;
+  }
+}
