@@ -333,6 +333,9 @@ const TOP_K_MAX = 100;
 
 export class CorpusIndex {
   readonly #scorer: Scorer;
+  /** MiniSearch's own index: only serialize() and rankWithMiniSearch() use it, so a restored one is loaded on first use (a server's start-up skips it). */
+  #index: MiniSearch<IndexedDoc> | undefined;
+  readonly #plain: AsPlainObject | undefined;
   /** paperId → document, built on the first lookup (a search-only server never needs it). */
   #byId: Map<string, CorpusDoc> | undefined;
 
@@ -341,10 +344,16 @@ export class CorpusIndex {
     /** Terms left out of the index because most documents have them. */
     readonly commonTerms: ReadonlySet<string>,
     readonly options: ResolvedOptions,
-    private readonly index: MiniSearch<IndexedDoc>,
-    plain?: AsPlainObject,
+    source: { readonly index: MiniSearch<IndexedDoc> } | { readonly plain: AsPlainObject },
   ) {
-    this.#scorer = new Scorer(plain ?? index.toJSON(), { title: options.titleBoost, abstract: 1 });
+    this.#index = 'index' in source ? source.index : undefined;
+    this.#plain = 'plain' in source ? source.plain : undefined;
+    this.#scorer = new Scorer(this.#plain ?? this.#index!.toJSON(), { title: options.titleBoost, abstract: 1 });
+  }
+
+  get #miniSearch(): MiniSearch<IndexedDoc> {
+    this.#index ??= MiniSearch.loadJS(this.#plain!, miniSearchOptions(this.options, this.commonTerms));
+    return this.#index;
   }
 
   static build(docs: readonly CorpusDoc[], options: CorpusIndexOptions = {}): CorpusIndex {
@@ -373,7 +382,7 @@ export class CorpusIndex {
     const index = new MiniSearch<IndexedDoc>(miniSearchOptions(resolved, common));
     // Array positions as ids: nothing is stored twice and results map back in O(1).
     index.addAll(docs.map((_, id) => ({ id, title: keep(titles[id]!), abstract: keep(abstracts[id]!) })));
-    return new CorpusIndex(docs, common, resolved, index);
+    return new CorpusIndex(docs, common, resolved, { index });
   }
 
   /**
@@ -399,13 +408,15 @@ export class CorpusIndex {
       saved.corpusSha256 !== corpusSha256 ||
       JSON.stringify(saved.options) !== JSON.stringify(resolved) ||
       !Array.isArray(saved.commonTerms) ||
-      saved.minisearch?.documentCount !== docs.length
+      saved.minisearch?.documentCount !== docs.length ||
+      // The scorer reads this version's layout (MiniSearch.loadJS is not run at start-up to check it).
+      saved.minisearch.serializationVersion !== 2
     ) {
       return null;
     }
     const common = new Set(saved.commonTerms);
     try {
-      return new CorpusIndex(docs, common, resolved, MiniSearch.loadJS(saved.minisearch, miniSearchOptions(resolved, common)), saved.minisearch);
+      return new CorpusIndex(docs, common, resolved, { plain: saved.minisearch });
     } catch {
       return null;
     }
@@ -418,7 +429,7 @@ export class CorpusIndex {
       corpusSha256,
       options: this.options,
       commonTerms: [...this.commonTerms].sort(),
-      minisearch: this.index.toJSON(),
+      minisearch: this.#plain ?? this.#miniSearch.toJSON(),
     };
     return JSON.stringify(saved);
   }
@@ -445,7 +456,7 @@ export class CorpusIndex {
   /** MiniSearch's own ranking, for tests that hold the fast scorer to it. */
   rankWithMiniSearch(query: string): CorpusDoc[] {
     if (query.trim() === '') return [];
-    const hits = this.index.search(query);
+    const hits = this.#miniSearch.search(query);
     hits.sort((a, b) => b.score - a.score || compare(this.docs[a.id]!.paperId, this.docs[b.id]!.paperId));
     return hits.map((h) => this.docs[h.id as number]!);
   }
