@@ -35,5 +35,5 @@ export const TOKEN_LIMITS: TokenLimits = {
   workerHeapMb: 1024,
   memoPieces: 200_000,
   memoPieceChars: 128,
-  memoSectionChars: 4 * 1024 * 1024,
+  memoSectionChars: 2 * 1024 * 1024,
 };

@@ -51,10 +51,10 @@ export interface PieceIds {
 /** The memo's bounds (limits.ts); the sections' bound defaults to TOKEN_LIMITS'. */
 type MemoLimits = Pick<TokenLimits, 'memoPieces' | 'memoPieceChars'> & Partial<Pick<TokenLimits, 'memoSectionChars'>>;
 
-/** A section's ids and their tokens' byte lengths (-1 where a token is not spelt in byte-level characters). */
+/** A section's ids and their tokens' byte lengths (-1 where a token is not spelt in byte-level characters), 4 bytes each, not a JS array's 8. */
 interface Section {
-  readonly ids: readonly number[];
-  readonly lengths: readonly number[];
+  readonly ids: Int32Array;
+  readonly lengths: Int32Array;
   readonly byteLevel: boolean;
 }
 
@@ -218,7 +218,7 @@ export class PieceMemo {
         lengths.push(n);
       }
     }
-    done = { ids, lengths, byteLevel };
+    done = { ids: Int32Array.from(ids), lengths: Int32Array.from(lengths), byteLevel };
     this.#sections.set(normal, done);
     return done;
   }
