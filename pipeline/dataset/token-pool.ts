@@ -1,6 +1,6 @@
 /**
  * The worker processes of token export: rows go out to `threads` workers (token-worker.ts)
- * and come back as packed ids and labels, made into JSON lines here (token-lines.ts); the caller awaits them in its own order, so the output's order
+ * and come back as JSON lines; the caller awaits them in its own order, so the output's order
  * is the input's whatever worker finishes first.
  *
  * A chat template is code from outside, so each row is bounded (limits.ts, docs/export.md):
@@ -21,7 +21,6 @@ import { UnexportableRow, type TrainingView } from './training-view.js';
 import type { TokensOptions } from './token-rows.js';
 import type { FamilyMetadata } from './export.js';
 import type { TokenJobMessage, WorkerReply, WorkerSetup } from './token-worker.js';
-import { rowLine } from './token-lines.js';
 
 export interface TokenPoolOptions {
   readonly tokenizerPath: string;
@@ -38,8 +37,6 @@ export interface TokenJobResult {
 
 interface Job {
   readonly message: TokenJobMessage;
-  /** Written into each line here, not sent to the worker. */
-  readonly metadata: FamilyMetadata | undefined;
   readonly resolve: (r: TokenJobResult) => void;
   readonly reject: (e: Error) => void;
 }
@@ -92,7 +89,7 @@ export class TokenPool {
   run(id: string, view: TrainingView, metadata: FamilyMetadata | undefined): Promise<TokenJobResult> {
     if (this.#broken) return Promise.reject(this.#broken);
     return new Promise((resolve, reject) => {
-      this.#waiting.push({ message: { seq: this.#seq++, id, view }, metadata, resolve, reject });
+      this.#waiting.push({ message: { seq: this.#seq++, id, view, metadata }, resolve, reject });
       this.#dispatch();
     });
   }
@@ -139,7 +136,7 @@ export class TokenPool {
     slot.timer = undefined;
     if (job === undefined || job.message.seq !== reply.seq) throw new Error(`token export: worker answered job ${reply.seq} out of turn`);
     this.#answered++;
-    if (reply.type === 'rows') job.resolve({ lines: reply.rows.map((r) => rowLine(job.message.id, r, job.metadata)), tokens: reply.rows.map((r) => r.input_ids.length) });
+    if (reply.type === 'rows') job.resolve({ lines: reply.lines, tokens: reply.tokens });
     else job.reject(new UnexportableRow(reply.message));
     this.#arm(slot);
     this.#dispatch();

@@ -1,7 +1,7 @@
 /**
  * A worker process of token export (token-pool.ts starts it, with its setup as JSON in
  * argv[2]): renders rows through the chat template and tokenises them, and sends back each
- * row's ids and labels packed (token-lines.ts); the command's process writes the line. Rows are rendered here, not in the command's process, for two
+ * row as the JSON line to write. Rows are rendered here, not in the command's process, for two
  * reasons: two cores tokenise twice as fast as one, and a chat template is code from outside.
  * One that loops for ever or allocates without end takes down this process (the pool kills it
  * at the row's deadline, or V8 aborts it at its heap limit), never the command: the pool fails
@@ -13,7 +13,7 @@ import { TrajforgeError } from '../errors.js';
 import { loadHfTokenizer } from '../core/tokens/tokenizer.js';
 import { TokenRows, type TokensOptions } from './token-rows.js';
 import { UnexportableRow, type TrainingView } from './training-view.js';
-import { packRow, type PackedRow } from './token-lines.js';
+import type { FamilyMetadata } from './export.js';
 
 /** What the pool gives a worker when it starts it. */
 export interface WorkerSetup {
@@ -28,13 +28,14 @@ export interface TokenJobMessage {
   readonly seq: number;
   readonly id: string;
   readonly view: TrainingView;
+  readonly metadata: FamilyMetadata | undefined;
 }
 
 /** What a worker says: ready (or not) once loaded, then one answer per job, in the order given. */
 export type WorkerReply =
   | { readonly type: 'ready' }
   | { readonly type: 'load-failed'; readonly code: string; readonly message: string; readonly field: string | undefined; readonly file: string | undefined }
-  | { readonly type: 'rows'; readonly seq: number; readonly rows: PackedRow[] }
+  | { readonly type: 'rows'; readonly seq: number; readonly lines: string[]; readonly tokens: number[] }
   | { readonly type: 'unexportable'; readonly seq: number; readonly message: string };
 
 function serve(): void {
@@ -55,7 +56,13 @@ function serve(): void {
   process.on('message', (job: TokenJobMessage) => {
     let reply: WorkerReply;
     try {
-      reply = { type: 'rows', seq: job.seq, rows: rows.rows(job.id, job.view, setup.options).map(packRow) };
+      const lines: string[] = [];
+      const tokens: number[] = [];
+      for (const r of rows.rows(job.id, job.view, setup.options)) {
+        lines.push(JSON.stringify(job.metadata === undefined ? r : { ...r, metadata: job.metadata }));
+        tokens.push(r.num_tokens);
+      }
+      reply = { type: 'rows', seq: job.seq, lines, tokens };
     } catch (err) {
       // Anything else is a defect: it ends this worker, and the pool reports it.
       if (!(err instanceof UnexportableRow)) throw err;
