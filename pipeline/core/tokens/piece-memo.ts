@@ -83,6 +83,8 @@ class CharBoundedMemo<V> {
 
   set(key: string, value: V): void {
     if (key.length * 16 > this.#generationChars) return;
+    // A copy of its own: the key is cut from a whole rendering, and V8's cut strings keep their whole parent alive.
+    key = `${key} `.slice(0, -1);
     if (this.#youngChars + key.length > this.#generationChars) {
       this.#old = this.#young;
       this.#young = new Map();
