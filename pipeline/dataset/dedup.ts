@@ -13,12 +13,14 @@
  *    in its cluster; a pair is joined (union-find) when its similarity, the higher of the two
  *    views' Jaccard, is at least the threshold and (the slot guard) both texts have the same
  *    content words. With the guard on, band keys include a hash of the content words, so a
- *    template's siblings never share a bucket.
+ *    template's siblings never share a bucket. Words are compared by meaning where WordNet
+ *    says two common words mean the same (pipeline/dataset/synonyms.ts; `synonyms`): a pair
+ *    that matches only through synonyms must then have the same slot-like words (`sameSlots`).
  * 2. `writeDeduplicated` reads the input again and writes each row to `out` (kept) or
  *    `rejects` (dropped), and the clusters of two or more rows to `clusters`.
  *
- * Memory: about 4 bytes per stored shingle (a 20-word question stores ~22 per view) plus ~58
- * bytes per row (offsets, lengths, the content, word-multiset and slot hashes, union-find, the band being sorted), and
+ * Memory: about 4 bytes per stored shingle (a 20-word question stores ~22 per view) plus ~62
+ * bytes per row (offsets, lengths, the content (by meaning and as written), word-multiset and slot hashes, union-find, the band being sorted), and
  * during pass 2 the ids and texts of the rows that are in clusters. Sets longer than
  * `sketch_size` keep their smallest hashes (a bottom-k sketch), so a long text costs no more
  * than `sketch_size` × 4 bytes; texts within it are compared exactly.

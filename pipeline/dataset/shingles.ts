@@ -23,6 +23,10 @@
  * object X`) look far more alike than two that differ in the middle (measured on
  * data/questions.jsonl: 0.85 against 0.54 for the same one-word difference, k = 3).
  *
+ * Synonyms (dedup only, `canon`): a content word may be hashed as its WordNet meaning instead
+ * of its letters (pipeline/dataset/synonyms.ts), so `biggest` and `largest` shingle alike; the
+ * hash of the content words as written is kept beside it for the slot guard.
+ *
  * Hashes are 32-bit and seeded by nothing but the text: the same text hashes the same in every
  * run and process, which is what makes dedup's output stable across runs.
  */
