@@ -70,6 +70,8 @@ const SLOTS: ReadonlyArray<readonly [string, string]> = [
   ['How many goals did Pele score for Brazil?', 'How many goals did Pele score for Santos?'],
   ['What was the price of gold in 1980?', 'What was the price of gold in 1908?'],
   ['Who painted the ceiling of the Sistine Chapel?', 'Who painted the floor of the Sistine Chapel?'],
+  // From the curate bench's MDN questions: WordNet files `null` and `void` under one adjective synset.
+  ['In which version of Safari was the JavaScript operator null first supported?', 'In which version of Safari was the JavaScript operator void first supported?'],
 ];
 
 const dir = tempDir('tf-dedup-syn-');
