@@ -1079,6 +1079,12 @@ export const DedupOptions = z.strictObject({
    * 52/26 weeks) is never a near-duplicate, however long the rest.
    */
   slot_guard: z.boolean().default(true),
+  /**
+   * Common words that mean the same WordNet synset most often count as one word (`biggest` /
+   * `largest`, `buy` / `purchase`), inflections as their lemma; with the slot guard, only where
+   * the slot-like words (numbers, names) are the same. false: words as written.
+   */
+  synonyms: z.boolean().default(true),
 });
 export type DedupOptions = z.infer<typeof DedupOptions>;
 

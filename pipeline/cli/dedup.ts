@@ -32,6 +32,9 @@ The input is read twice; stdin is not accepted. Files are written whole or not a
                     content words (all but function words like the, is, with, what/which), so
                     "capital of France" and "capital of Peru", "Chrome" and "Chrome Android",
                     "52 weeks" and "26 weeks" never make near-duplicates, however long the rest
+  --exact-words     compare words as written: by default common words that WordNet gives the
+                    same most frequent meaning count as one ("biggest"/"largest", "buy"/
+                    "purchase"), inflections as their lemma, where numbers and names agree
   --max-hashes N    MinHash functions the LSH index may use (default ${D.max_hashes})
   --sketch-size N   shingles kept per text; texts within it are compared exactly (default ${D.sketch_size})
   --bucket-window N earlier rows of an LSH bucket each row is compared with (default ${D.bucket_window})
@@ -73,6 +76,7 @@ export async function run(argv: string[]): Promise<number> {
     shingle: { type: 'string' },
     prefer: { type: 'string' },
     'slots-may-differ': { type: 'boolean' },
+    'exact-words': { type: 'boolean' },
     'max-hashes': { type: 'string' },
     'sketch-size': { type: 'string' },
     'bucket-window': { type: 'string' },
@@ -89,6 +93,7 @@ export async function run(argv: string[]): Promise<number> {
     sketch_size: numberFlag('sketch-size', values['sketch-size']),
     bucket_window: numberFlag('bucket-window', values['bucket-window']),
     slot_guard: values['slots-may-differ'] ? false : undefined,
+    synonyms: values['exact-words'] ? false : undefined,
   }, FLAGS);
   if (!values.out) throw new TrajforgeError('BAD_USAGE', 'dedup: --out F is required (- for stdout)');
   const outputs = Outputs.check('dedup', { out: values.out, rejects: values.rejects, clusters: values.clusters }, inputs);

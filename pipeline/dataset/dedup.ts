@@ -13,12 +13,14 @@
  *    in its cluster; a pair is joined (union-find) when its similarity, the higher of the two
  *    views' Jaccard, is at least the threshold and (the slot guard) both texts have the same
  *    content words. With the guard on, band keys include a hash of the content words, so a
- *    template's siblings never share a bucket.
+ *    template's siblings never share a bucket. Words are compared by meaning where WordNet
+ *    says two common words mean the same (pipeline/dataset/synonyms.ts; `synonyms`): a pair
+ *    that matches only through synonyms must then have the same slot-like words (`sameSlots`).
  * 2. `writeDeduplicated` reads the input again and writes each row to `out` (kept) or
  *    `rejects` (dropped), and the clusters of two or more rows to `clusters`.
  *
- * Memory: about 4 bytes per stored shingle (a 20-word question stores ~22 per view) plus ~58
- * bytes per row (offsets, lengths, the content, word-multiset and slot hashes, union-find, the band being sorted), and
+ * Memory: about 4 bytes per stored shingle (a 20-word question stores ~22 per view) plus ~62
+ * bytes per row (offsets, lengths, the content (by meaning and as written), word-multiset and slot hashes, union-find, the band being sorted), and
  * during pass 2 the ids and texts of the rows that are in clusters. Sets longer than
  * `sketch_size` keep their smallest hashes (a bottom-k sketch), so a long text costs no more
  * than `sketch_size` × 4 bytes; texts within it are compared exactly.
@@ -44,6 +46,7 @@ import { inputFiles, type ReadOptions } from './readers.js';
 import { curateRows, type CurateRow } from './curate-rows.js';
 import { fmix32, textShingles, type ShingleSet } from './shingles.js';
 import { familyOf, isChild } from './families.js';
+import { canonicalHash } from './synonyms.js';
 
 /** Int32 slots per arena chunk (16 MB); a row's sets never straddle two. */
 const CHUNK_BITS = 22;
@@ -77,13 +80,15 @@ class RowSets {
   len2 = new Uint16Array(1024);
   whole = new Uint8Array(1024);
   content = new Int32Array(1024);
+  /** The hash of the content words as written (shingles.ts `rawContent`): differs from `content`'s match only through synonyms. */
+  raw = new Int32Array(1024);
   /** The compared text's word multiset and slot-like words in order (shingles.ts): equal for a reordering that moves no slot. */
   bag = new Int32Array(1024);
   slots = new Int32Array(1024);
   /** Rows with a clause view of their own. */
   clauseRows = 0;
 
-  add(s0: ShingleSet, s1: ShingleSet | undefined, s2: ShingleSet | undefined, content: number, bag = 0, slots = 0): number {
+  add(s0: ShingleSet, s1: ShingleSet | undefined, s2: ShingleSet | undefined, content: number, raw = content, bag = 0, slots = 0): number {
     const i = this.n++;
     if (i >= this.start.length) {
       const need = i + 1;
@@ -93,6 +98,7 @@ class RowSets {
       this.len2 = grown(this.len2, need);
       this.whole = grown(this.whole, need);
       this.content = grown(this.content, need);
+      this.raw = grown(this.raw, need);
       this.bag = grown(this.bag, need);
       this.slots = grown(this.slots, need);
     }
@@ -116,6 +122,7 @@ class RowSets {
     this.len2[i] = l2;
     this.whole[i] = (s0.whole ? WHOLE_0 : 0) | (s1 === undefined || s1.whole ? WHOLE_1 : 0) | (s2 === undefined || s2.whole ? WHOLE_2 : 0);
     this.content[i] = content;
+    this.raw[i] = raw;
     this.bag[i] = bag;
     this.slots[i] = slots;
     if (l1 > 0) this.clauseRows++;
@@ -132,7 +139,7 @@ class RowSets {
 
   /** Bytes held in typed arrays. */
   get bytes(): number {
-    return this.#chunks.length * CHUNK * 4 + this.start.length * (4 + 2 * 3 + 1 + 4 * 3);
+    return this.#chunks.length * CHUNK * 4 + this.start.length * (4 + 2 * 3 + 1 + 4 * 4);
   }
 }
 
@@ -351,6 +358,7 @@ async function readRows(inputs: readonly string[], read: ReadOptions, options: D
   let subAgentSessions = 0;
   const nothing = textShingles('', k, cap, false);
   let follows = new Int32Array(1024);
+  const canon = options.synonyms ? canonicalHash : undefined;
   for await (const row of rowsOf(inputs, read, bank, bad)) {
     const t = row.trajectory as Partial<Trajectory>;
     const family = familyOf(t);
@@ -366,10 +374,10 @@ async function readRows(inputs: readonly string[], read: ReadOptions, options: D
       else list.push(i);
       continue;
     }
-    const main = textShingles(comparedText(t, by), k, cap, by !== 'answer');
-    const answer = by === 'both' ? textShingles(str(t.final_answer), k, cap, false) : undefined;
+    const main = textShingles(comparedText(t, by), k, cap, by !== 'answer', canon);
+    const answer = by === 'both' ? textShingles(str(t.final_answer), k, cap, false, canon) : undefined;
     if (main.words === 0) empty++;
-    const i = sets.add(main.plain, main.clauses, answer?.plain, main.content, main.bag, main.slots);
+    const i = sets.add(main.plain, main.clauses, answer?.plain, main.content, main.rawContent, main.bag, main.slots);
     follows = grown(follows, sets.n);
     follows[i] = -1;
     if (family !== undefined) {
@@ -423,7 +431,7 @@ function sessionsToRoots(rows: ReadRows): { follows: Int32Array; withoutRoot: nu
  * them apart (their content words differ).
  */
 function similarity(sets: RowSets, x: number, y: number, options: DedupOptions): number {
-  if (options.slot_guard && sets.content[x] !== sets.content[y]) return -1;
+  if (options.slot_guard && (sets.content[x] !== sets.content[y] || !sameSlots(sets, x, y))) return -1;
   const k = options.sketch_size;
   const ax = sets.arena(x);
   const ay = sets.arena(y);
@@ -451,6 +459,17 @@ function similarity(sets: RowSets, x: number, y: number, options: DedupOptions):
     if (a < s) s = a;
   }
   return s;
+}
+
+/**
+ * The slot guard's second half, for texts whose content words match only through synonyms
+ * (their canonical content is equal, their words as written are not): their slot-like words
+ * (a digit, a capital after the first word, a mark inside: shingles.ts) must be the same, in
+ * order. So `biggest` / `largest` may differ, but `Holland` / `Netherlands` (one WordNet
+ * synset, two names) or `2` / `two` may not.
+ */
+function sameSlots(sets: RowSets, x: number, y: number): boolean {
+  return sets.raw[x] === sets.raw[y] || sets.slots[x] === sets.slots[y];
 }
 
 /**

@@ -23,6 +23,10 @@
  * object X`) look far more alike than two that differ in the middle (measured on
  * data/questions.jsonl: 0.85 against 0.54 for the same one-word difference, k = 3).
  *
+ * Synonyms (dedup only, `canon`): a content word may be hashed as its WordNet meaning instead
+ * of its letters (pipeline/dataset/synonyms.ts), so `biggest` and `largest` shingle alike; the
+ * hash of the content words as written is kept beside it for the slot guard.
+ *
  * Hashes are 32-bit and seeded by nothing but the text: the same text hashes the same in every
  * run and process, which is what makes dedup's output stable across runs.
  */
@@ -144,8 +148,13 @@ export interface TextShingles {
   readonly plain: ShingleSet;
   /** Shingles of each clause on its own; undefined when the text is one clause (then it equals `plain`). */
   readonly clauses: ShingleSet | undefined;
-  /** A hash of the distinct content words (not in STOPWORDS, numbers included): equal for texts with the same content words. */
+  /**
+   * A hash of the distinct content words (not in STOPWORDS, numbers included): equal for texts
+   * with the same content words. With a `canon`, of their canonical hashes (synonyms equal).
+   */
   readonly content: number;
+  /** The same over the words as written (equal to `content` without a `canon`): where it differs and `content` does not, synonyms made the match. */
+  readonly rawContent: number;
   /** Words in the text. */
   readonly words: number;
   /** A hash of the text's words as a multiset: equal for two texts that only order them differently. */
@@ -154,11 +163,43 @@ export interface TextShingles {
   readonly slots: number;
 }
 
-/** Both views of `text` as k-shingle sets of at most `cap` hashes each, and its numbers. */
-export function textShingles(text: string, k: number, cap: number, withClauses = true): TextShingles {
+/** Punctuation and markup symbols at either end of a raw token: `"largest"`, `(A`, `<position>`. */
+const EDGE_MARKS = /^[\p{P}<>=|`]+|[\p{P}<>=|`]+$/gu;
+
+/**
+ * Whether a synonym may stand for word `w`: a content word of two letters or more, without a
+ * digit, and not part of a raw token that holds a digit or a mark inside it once the marks at
+ * its ends are set aside (`HTMLMediaElement.load`, `-webkit-perspective`, `e-mail`: names of
+ * things, whose words are kept as written). Case plays no part, so an upper-case copy of a
+ * text gets the same hashes as the text.
+ */
+function replaceable(w: string, fixed: ReadonlySet<string>): boolean {
+  return w.length >= 2 && !STOPWORDS.has(w) && !/\d/u.test(w) && !fixed.has(w);
+}
+
+/** The words of `text`'s raw tokens with a digit or an inner mark (`replaceable`); usually none. */
+function fixedWords(text: string): Set<string> {
+  const out = new Set<string>();
+  for (const token of text.normalize('NFKC').split(/\s+/u)) {
+    if (/[^\p{L}]/u.test(token.replace(EDGE_MARKS, ''))) for (const w of words(token)) out.add(w);
+  }
+  return out;
+}
+
+/**
+ * Both views of `text` as k-shingle sets of at most `cap` hashes each, and its numbers. With
+ * `canon` (dedup's synonyms: pipeline/dataset/synonyms.ts), each content word of two letters
+ * or more without a digit is hashed by `canon` instead of `hashWord`, so synonyms shingle alike.
+ */
+export function textShingles(text: string, k: number, cap: number, withClauses = true, canon?: (word: string) => number): TextShingles {
   const parts = clauseWords(text);
   const all: string[] = parts.length === 1 ? parts[0]! : parts.flat();
-  const hashes = all.map(hashWord);
+  const raw = all.map(hashWord);
+  let hashes = raw;
+  if (canon !== undefined) {
+    const fixed = fixedWords(text);
+    hashes = all.map((w, i) => (replaceable(w, fixed) ? canon(w) : raw[i]!));
+  }
   const plain: number[] = [];
   pushShingles(hashes, k, plain);
   let clauses: ShingleSet | undefined;
@@ -171,10 +212,12 @@ export function textShingles(text: string, k: number, cap: number, withClauses =
     }
     clauses = toSet(per, cap);
   }
+  const content = contentKey(all, hashes);
   return {
     plain: all.length === 0 ? { hashes: new Int32Array(0), whole: true } : toSet(plain, cap),
     clauses,
-    content: contentKey(all, hashes),
+    content,
+    rawContent: canon === undefined ? content : contentKey(all, raw),
     words: all.length,
     bag: sequenceKey(Int32Array.from(hashes).sort(), 0x1b873593 ^ hashes.length),
     slots: slotKey(text),
