@@ -50,8 +50,14 @@ export function exportOptions(format: ExportFormat, values: Values, counter: Tok
   if (values['sharegpt-calls'] !== undefined && format !== 'sharegpt') throw new TrajforgeError('BAD_USAGE', '--sharegpt-calls is for --format sharegpt', { field: 'sharegpt-calls' });
   if (values['max-tokens'] !== undefined && (format === 'adp' || format === 'atif')) throw new TrajforgeError('BAD_USAGE', `--max-tokens is not for --format ${format} (its rows hold no token counts)`, { field: 'max-tokens' });
   if (format !== 'tokens') {
-    for (const flag of ['mask', 'empty-think', ...TOKEN_LIMIT_FLAGS] as const) {
+    for (const flag of ['mask', 'empty-think'] as const) {
       if (values[flag] !== undefined) throw new TrajforgeError('BAD_USAGE', `--${flag} is for --format tokens`, { field: flag });
+    }
+    // `messages` with the trainee's template renders each row in the same bounded workers.
+    for (const flag of TOKEN_LIMIT_FLAGS) {
+      if (values[flag] !== undefined && (format !== 'messages' || tokenizerPath === undefined)) {
+        throw new TrajforgeError('BAD_USAGE', `--${flag} is for --format tokens, and messages with --tokenizer DIR (the trainee's Hugging Face tokenizer)`, { field: flag });
+      }
     }
     if (values['chat-template'] !== undefined && (format !== 'messages' || tokenizerPath === undefined)) {
       throw new TrajforgeError('BAD_USAGE', '--chat-template is for --format tokens, and messages with --tokenizer DIR (the trainee\'s Hugging Face tokenizer)', { field: 'chat-template' });

@@ -11,9 +11,8 @@
  * to the end of its stretch, as the template shows it (the earlier stretches as the model saw them
  * at inference), with `train: true` on that stretch's turns only. Every row says `part` of `parts`.
  */
-import { ChatTemplate, type TemplateMessage } from '../core/tokens/chat-template.js';
-import type { HfTokenizer } from '../core/tokens/tokenizer.js';
-import { TOKEN_LIMITS } from '../core/tokens/limits.js';
+import type { TokenLimits } from '../core/tokens/limits.js';
+import { TokenPool } from './token-pool.js';
 import { messagesRow, type Counter, type MessagesRow } from './export-formats.js';
 import { UnexportableRow, type ViewMessage } from './training-view.js';
 
@@ -39,16 +38,16 @@ function stretches(messages: readonly ViewMessage[]): number[][] {
 }
 
 export class ThinkKeeper {
-  readonly #template: ChatTemplate;
+  /** The chat template runs in token export's worker processes, under their bounds: a template is code from outside. */
+  readonly #pool: TokenPool;
 
-  /** `templateFile`: a Jinja file to render with instead of the tokenizer's own template. */
-  constructor(tokenizer: HfTokenizer, templateFile?: string) {
-    this.#template = new ChatTemplate(tokenizer, templateFile);
+  constructor(opts: { readonly tokenizerPath: string; readonly chatTemplate: string | undefined; readonly limits: Partial<TokenLimits> }) {
+    this.#pool = new TokenPool({ tokenizerPath: opts.tokenizerPath, chatTemplate: opts.chatTemplate, options: {}, limits: opts.limits });
   }
 
   /** The first trained turn whose think the whole row's rendering lost, or undefined. */
-  lostThink(messages: readonly ViewMessage[], tools: readonly unknown[] | undefined): number | undefined {
-    const text = this.#render(messages, tools);
+  async lostThink(messages: readonly ViewMessage[], tools: readonly unknown[] | undefined): Promise<number | undefined> {
+    const text = await this.#pool.render(messages.map(({ train: _, ...m }) => m), tools);
     let at = 0;
     for (let i = 0; i < messages.length; i++) {
       const m = messages[i]!;
@@ -62,31 +61,22 @@ export class ThinkKeeper {
   }
 
   /** `row` itself when its rendering keeps every trained think, else one row per stretch (see the file comment); each with `part` and `parts`. */
-  rows(row: MessagesRow, count: Counter): MessagesRow[] {
+  async rows(row: MessagesRow, count: Counter): Promise<MessagesRow[]> {
     const { messages, tools } = row;
-    if (this.lostThink(messages, tools) === undefined) return [{ ...row, part: 0, parts: 1 }];
+    if ((await this.lostThink(messages, tools)) === undefined) return [{ ...row, part: 0, parts: 1 }];
     const parts: MessagesRow[] = [];
     for (const stretch of stretches(messages)) {
       const own = new Set(stretch);
       if (!stretch.some((i) => messages[i]!.train)) continue;
       const upTo = messages.slice(0, stretch.at(-1)! + 1).map((m, i) => (m.role === 'assistant' && m.train && !own.has(i) ? { ...m, train: false } : m));
-      const lost = this.lostThink(upTo, tools);
+      const lost = await this.lostThink(upTo, tools);
       if (lost !== undefined) throw new UnexportableRow(`the chat template drops the think of message ${lost} even in a row that ends with its stretch`);
       parts.push(messagesRow(row.id, upTo, tools, count, row.metadata));
     }
     return parts.map((p, i) => ({ ...p, part: i, parts: parts.length }));
   }
 
-  #render(messages: readonly ViewMessage[], tools: readonly unknown[] | undefined): string {
-    const shown: TemplateMessage[] = messages.map(({ train: _, ...m }) => m);
-    let text: string;
-    try {
-      text = this.#template.render(shown, tools, false);
-    } catch (err) {
-      throw new UnexportableRow(`the chat template refused the conversation: ${(err as Error).message}`);
-    }
-    // A template is code from outside: a rendering past the bound `tokens` uses fails its row, not the command.
-    if (text.length > TOKEN_LIMITS.renderMaxChars) throw new UnexportableRow(`the chat template wrote ${text.length} characters for this row, more than ${TOKEN_LIMITS.renderMaxChars}`);
-    return text;
+  async close(): Promise<void> {
+    await this.#pool.close();
   }
 }

@@ -28,9 +28,10 @@ import { FAILURES } from '../core/run-dir/names.js';
 import { O200K, type TokenCounter } from '../core/tokens/count.js';
 import { Counter, toMessages, toShareGpt, toText, type MessagesRow, type ShareGptRow, type TextRow } from './export-formats.js';
 import type { MaskStrategy, TokensRow } from './token-rows.js';
-import { TokenExport } from './token-export.js';
+import { rowsAhead, TokenExport } from './token-export.js';
 import { ThinkKeeper } from './export-split.js';
 import { loadHfTokenizer } from '../core/tokens/tokenizer.js';
+import { ChatTemplate } from '../core/tokens/chat-template.js';
 import type { TokenJobResult } from './token-pool.js';
 import type { TokenLimits } from '../core/tokens/limits.js';
 import { UnexportableRow, type ToolRole, type ReasoningNote, type UnsentReasoning, type UntrainedTurns, type ViewMode } from './training-view.js';
@@ -156,7 +157,11 @@ export class Exporter {
     if (opts.format === 'messages' && opts.tokenizerPath !== undefined) {
       const tokenizer = loadHfTokenizer(opts.tokenizerPath, '--tokenizer');
       // A tokenizer without a template (and none given) renders nothing: the rows are then not checked, and the summary says so.
-      if (tokenizer.chatTemplate !== undefined || opts.chatTemplate !== undefined) this.#keeper = new ThinkKeeper(tokenizer, opts.chatTemplate);
+      if (tokenizer.chatTemplate !== undefined || opts.chatTemplate !== undefined) {
+        // Compiled here too, so that a template that does not parse fails before anything is read.
+        new ChatTemplate(tokenizer, opts.chatTemplate);
+        this.#keeper = new ThinkKeeper({ tokenizerPath: opts.tokenizerPath, chatTemplate: opts.chatTemplate, limits: opts.tokenLimits ?? {} });
+      }
     }
     if (opts.format === 'tokens') {
       if (opts.tokenizerPath === undefined) throw new TrajforgeError('BAD_USAGE', 'export --format tokens needs --tokenizer PATH: the trainee\'s Hugging Face tokenizer (a folder with tokenizer.json and tokenizer_config.json)', { field: 'tokenizer' });
@@ -177,24 +182,29 @@ export class Exporter {
 
   /** Rows built ahead of the one being written: `tokens` rows are built in worker processes, several at once. */
   get window(): number {
-    return this.#tokens?.window ?? 1;
+    if (this.#tokens !== undefined) return this.#tokens.window;
+    return this.#keeper === undefined ? 1 : rowsAhead(this.#opts.tokenLimits ?? {});
   }
 
   /** The rows of `t`; `tokens` rows arrive later, from a worker (a failed row rejects with `UnexportableRow`). */
   rows(t: Trajectory): BuiltRows | Promise<BuiltRows> {
     const metadata = LINKED_INSIDE.has(this.#opts.format) ? undefined : familyMetadata(t);
     if (this.#tokens !== undefined) return this.#tokens.build(t, metadata);
+    const withMetadata = (rows: ExportRow[]): ExportRow[] => {
+      if (metadata !== undefined) for (const r of rows) r.metadata = { ...r.metadata, ...metadata };
+      return rows;
+    };
     const rows = this.#build(t);
-    if (metadata !== undefined) for (const r of rows) r.metadata = { ...r.metadata, ...metadata };
-    return rows;
+    return Array.isArray(rows) ? withMetadata(rows) : rows.then(withMetadata);
   }
 
   /** Ends the worker processes of `tokens`, if any were started. */
   async close(): Promise<void> {
     await this.#tokens?.close();
+    await this.#keeper?.close();
   }
 
-  #build(t: Trajectory): ExportRow[] {
+  #build(t: Trajectory): ExportRow[] | Promise<ExportRow[]> {
     const choice = { view: this.#opts.view, toolRole: this.#opts.toolRole, unsentReasoning: this.#opts.unsentReasoning, untrained: this.#opts.untrained };
     switch (this.#opts.format) {
       case 'messages': {

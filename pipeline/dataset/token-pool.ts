@@ -20,7 +20,8 @@ import { TOKEN_LIMITS, type TokenLimits } from '../core/tokens/limits.js';
 import { UnexportableRow, type TrainingView } from './training-view.js';
 import type { TokensOptions } from './token-rows.js';
 import type { FamilyMetadata } from './export.js';
-import type { TokenJobMessage, WorkerReply, WorkerSetup } from './token-worker.js';
+import type { TemplateMessage } from '../core/tokens/chat-template.js';
+import type { JobMessage, WorkerReply, WorkerSetup } from './token-worker.js';
 
 export interface TokenPoolOptions {
   readonly tokenizerPath: string;
@@ -36,8 +37,9 @@ export interface TokenJobResult {
 }
 
 interface Job {
-  readonly message: TokenJobMessage;
-  readonly resolve: (r: TokenJobResult) => void;
+  readonly message: JobMessage;
+  /** A row job's TokenJobResult, or a render job's text. */
+  readonly resolve: (r: TokenJobResult | string) => void;
   readonly reject: (e: Error) => void;
 }
 
@@ -87,9 +89,18 @@ export class TokenPool {
 
   /** Renders and tokenises one row; rejects with `UnexportableRow` when the row fails (its template raised, or a bound was passed). */
   run(id: string, view: TrainingView, metadata: FamilyMetadata | undefined): Promise<TokenJobResult> {
+    return this.#queue({ seq: this.#seq++, id, view, metadata }) as Promise<TokenJobResult>;
+  }
+
+  /** Renders a whole conversation through the chat template, under the same bounds as a row (`messages` rows: export-split.ts). */
+  render(messages: readonly TemplateMessage[], tools: readonly unknown[] | undefined): Promise<string> {
+    return this.#queue({ seq: this.#seq++, render: { messages, tools } }) as Promise<string>;
+  }
+
+  #queue(message: JobMessage): Promise<TokenJobResult | string> {
     if (this.#broken) return Promise.reject(this.#broken);
     return new Promise((resolve, reject) => {
-      this.#waiting.push({ message: { seq: this.#seq++, id, view, metadata }, resolve, reject });
+      this.#waiting.push({ message, resolve, reject });
       this.#dispatch();
     });
   }
@@ -137,6 +148,7 @@ export class TokenPool {
     if (job === undefined || job.message.seq !== reply.seq) throw new Error(`token export: worker answered job ${reply.seq} out of turn`);
     this.#answered++;
     if (reply.type === 'rows') job.resolve({ lines: reply.lines, tokens: reply.tokens });
+    else if (reply.type === 'rendered') job.resolve(reply.text);
     else job.reject(new UnexportableRow(reply.message));
     this.#arm(slot);
     this.#dispatch();

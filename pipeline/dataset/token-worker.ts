@@ -10,6 +10,7 @@
  * what `{% for i in range(1000000000) %}` does.
  */
 import { TrajforgeError } from '../errors.js';
+import { ChatTemplate, type TemplateMessage } from '../core/tokens/chat-template.js';
 import { loadHfTokenizer } from '../core/tokens/tokenizer.js';
 import { TokenRows, type TokensOptions } from './token-rows.js';
 import { UnexportableRow, type TrainingView } from './training-view.js';
@@ -31,11 +32,20 @@ export interface TokenJobMessage {
   readonly metadata: FamilyMetadata | undefined;
 }
 
+/** One conversation to render whole through the chat template, nothing tokenised (`messages` rows checked for lost thinks: export-split.ts). */
+export interface RenderJobMessage {
+  readonly seq: number;
+  readonly render: { readonly messages: readonly TemplateMessage[]; readonly tools: readonly unknown[] | undefined };
+}
+
+export type JobMessage = TokenJobMessage | RenderJobMessage;
+
 /** What a worker says: ready (or not) once loaded, then one answer per job, in the order given. */
 export type WorkerReply =
   | { readonly type: 'ready' }
   | { readonly type: 'load-failed'; readonly code: string; readonly message: string; readonly field: string | undefined; readonly file: string | undefined }
   | { readonly type: 'rows'; readonly seq: number; readonly lines: string[]; readonly tokens: number[] }
+  | { readonly type: 'rendered'; readonly seq: number; readonly text: string }
   | { readonly type: 'unexportable'; readonly seq: number; readonly message: string };
 
 function serve(): void {
@@ -46,16 +56,23 @@ function serve(): void {
   process.on('disconnect', () => process.exit(0));
   const setup = JSON.parse(process.argv[2]!) as WorkerSetup;
   let rows: TokenRows;
+  let template: ChatTemplate;
   try {
-    rows = new TokenRows(loadHfTokenizer(setup.tokenizerPath, '--tokenizer'), setup.chatTemplate, setup.renderMaxChars);
+    const tokenizer = loadHfTokenizer(setup.tokenizerPath, '--tokenizer');
+    rows = new TokenRows(tokenizer, setup.chatTemplate, setup.renderMaxChars);
+    template = new ChatTemplate(tokenizer, setup.chatTemplate);
   } catch (err) {
     const e = err instanceof TrajforgeError ? err : new TrajforgeError('BAD_USAGE', (err as Error).message);
     send({ type: 'load-failed', code: e.code, message: e.message, field: e.field, file: e.file });
     return;
   }
-  process.on('message', (job: TokenJobMessage) => {
+  process.on('message', (job: JobMessage) => {
     let reply: WorkerReply;
     try {
+      if ('render' in job) {
+        send({ type: 'rendered', seq: job.seq, text: rendered(template, job.render.messages, job.render.tools, setup.renderMaxChars) });
+        return;
+      }
       const lines: string[] = [];
       const tokens: number[] = [];
       for (const r of rows.rows(job.id, job.view, setup.options)) {
@@ -71,6 +88,18 @@ function serve(): void {
     send(reply);
   });
   send({ type: 'ready' });
+}
+
+/** The whole conversation as the template writes it; a template that raises, or writes past `maxChars`, fails the row. */
+function rendered(template: ChatTemplate, messages: readonly TemplateMessage[], tools: readonly unknown[] | undefined, maxChars: number): string {
+  let text: string;
+  try {
+    text = template.render(messages, tools, false);
+  } catch (err) {
+    throw new UnexportableRow(`the chat template refused the conversation: ${(err as Error).message}`);
+  }
+  if (text.length > maxChars) throw new UnexportableRow(`the chat template wrote ${text.length} characters for this row, more than ${maxChars}`);
+  return text;
 }
 
 serve();

@@ -13,6 +13,8 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { DedupOptions } from '../../schemas/index.js';
 import { indexNearDuplicates } from '../../pipeline/dataset/dedup.js';
 import { FIXTURES, QUESTIONS, readJsonl, runCli, tempDir } from '../helpers.js';
+import { loadSynonyms, SYNONYMS_FILE } from '../../pipeline/dataset/synonyms.js';
+import { buildSynonyms } from '../../data/build/build-synonyms.js';
 
 /** One word (or its inflection) replaced by a synonym: the same question. */
 const SYNONYMS: ReadonlyArray<readonly [string, string]> = [
@@ -153,5 +155,21 @@ describe('dedup with synonyms on real banks', () => {
     const exact = await runCli(['dedup', bank, '--out', join(dir, 'drtulu-exact.jsonl'), '--exact-words', '--json']);
     expect(exact.code, exact.stderr).toBe(0);
     expect(JSON.parse(exact.stdout)).toMatchObject({ rows: 45, kept: 45, clusters: 0 });
+  });
+});
+
+describe('the bundled synonym table', () => {
+  it('is what the build script derives from the installed WordNet, with its licence notice, and holds the common words of the hostile set', () => {
+    const shipped = readFileSync(SYNONYMS_FILE, 'utf8');
+    expect(shipped).toBe(buildSynonyms());
+    expect(shipped).toContain('Copyright 2006 by Princeton University');
+    expect(readFileSync(join(SYNONYMS_FILE, '..', 'WORDNET-LICENSE'), 'utf8')).toContain('THIS SOFTWARE AND DATABASE IS PROVIDED "AS IS"');
+    const table = loadSynonyms();
+    // Pairs WordNet gives one dominant synset (car / automobile: {car, auto, automobile, machine, motorcar}).
+    for (const [a, b] of [['car', 'automobile'], ['doctor', 'physician'], ['buy', 'purchase'], ['movie', 'film']]) {
+      expect(table.get(a), a).toBeDefined();
+      expect(table.get(a), `${a} / ${b}`).toBe(table.get(b));
+    }
+    expect(table.get('machine')).not.toBe(table.get('car'));
   });
 });

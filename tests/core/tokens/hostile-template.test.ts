@@ -103,3 +103,21 @@ describe('a hostile chat template in export --format tokens', () => {
     expect(other.stderr).toContain('--threads is for --format tokens');
   }, 120_000);
 });
+
+describe('a hostile chat template in export --format messages --tokenizer (rows split so that every trained think survives)', () => {
+  it('nested loops fail the row at --row-timeout-ms, and range(1000000000) at --worker-heap-mb: exit 2 with the place, the command alive, no worker left', async () => {
+    const hangs = hostileTokenizer(NESTED_LOOPS);
+    const slow = await runCli(['export', ROW, '--format', 'messages', '--tokenizer', hangs, '--row-timeout-ms', '5000', '--out', '-'], { timeoutMs: 120_000 });
+    expect(slow.code, slow.stderr).toBe(2);
+    expect(slow.stderr).toContain(`${ROW}:1: cannot export as messages: the chat template and tokenizer took longer than 5000 ms on this row (--row-timeout-ms 5000)`);
+    expect(slow.stdout).toBe('');
+    expect(processesNaming(hangs)).toBe(0);
+
+    const grows = hostileTokenizer('{%- for i in range(1000000000) %}{%- endfor %}');
+    const big = await runCli(['export', ROW, '--format', 'messages', '--tokenizer', grows, '--worker-heap-mb', '256', '--out', '-'], { timeoutMs: 120_000 });
+    expect(big.signal).toBeNull();
+    expect(big.code, big.stderr).toBe(2);
+    expect(big.stderr).toContain(`${ROW}:1: cannot export as messages: the chat template and tokenizer needed more than 256 MB on this row (--worker-heap-mb 256)`);
+    expect(processesNaming(grows)).toBe(0);
+  }, 300_000);
+});
