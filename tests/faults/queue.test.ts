@@ -1,6 +1,6 @@
 /**
  * Queue mode under faults (#19 item 4), with real processes: 3 workers and 200 samples (the
- * SIGKILL test, and every test with TRAJFORGE_FULL_FAULTS=1: 500) on a real Redis
+ * SIGKILL and SIGSTOP tests, and every test with TRAJFORGE_FULL_FAULTS=1: 500) on a real Redis
  * (append-only file on) against the sim. Workers SIGKILLed at seeded random moments and
  * replaced; Redis killed and restarted; Redis stopped (SIGSTOP) for longer than the lease;
  * workers whose clocks are an hour off. After each run: every planned sample has exactly one
@@ -21,7 +21,8 @@ import { FAULT_SEED, FULL, seededRng, sleep, spawnCli, type Spawned } from './ut
 /**
  * Questions of a run, each with 2 samples. The faults land at moments the test waits for (a
  * count accepted), so a smaller run proves the same; the SIGKILL test kills at random moments,
- * so its run is the long one, to outlast its kills on a fast machine.
+ * so its run is the long one, to outlast its kills on a fast machine, and so is the SIGSTOP test's,
+ * whose stopped worker must still have rollouts in flight.
  */
 const QUESTIONS = FULL ? 250 : 100;
 const LONG_QUESTIONS = 250;
@@ -272,7 +273,9 @@ describe('queue mode under faults: 3 workers', () => {
   }, RUN_TIMEOUT_MS);
 
   it('Redis stopped (SIGSTOP) for twice the lease, and a worker longer: leases run out, samples are rolled out again, the first accept wins; no worker crashes', async () => {
-    const run = await enqueued('pause');
+    // The long run: the stopped worker must still hold rollouts in flight when Redis stops, and a
+    // short one can be all but done by then (200 samples: seen with none left to roll out twice).
+    const run = await enqueued('pause', QUEUE, {}, LONG_QUESTIONS);
     const live = [run.worker(), run.worker(), run.worker()];
     await acceptedAtLeast(run, 'pause', run.samples * 0.3);
     redis!.pause();
