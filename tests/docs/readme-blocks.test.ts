@@ -15,6 +15,13 @@ describe(FILE, () => {
   const blocks = shellBlocks(FILE, readFileSync(join(PACKAGE_ROOT, FILE), 'utf8'));
   let cwd: string | undefined;
 
+  it('npx resolves trajforge in a fresh directory (the real npx: the blocks run the launcher it finds, blocks.ts)', async () => {
+    cwd ??= workspace();
+    const r = await runBlock('command npx trajforge --version', cwd);
+    expect(r.code, r.output).toBe(0);
+    expect(r.output.trim()).toMatch(/^\d+\.\d+\.\d+/);
+  }, 120_000);
+
   it('has shell blocks, and every one it does not run says why', () => {
     expect(blocks.length).toBeGreaterThan(0);
     for (const b of blocks) if (b.notRun !== undefined) expect(b.notRun.trim().length, `${FILE}:${b.line}`).toBeGreaterThan(5);
