@@ -37,16 +37,25 @@ function stretches(messages: readonly ViewMessage[]): number[][] {
   return out.filter((s) => s.length > 0);
 }
 
-export class ThinkKeeper {
-  /** The chat template runs in token export's worker processes, under their bounds: a template is code from outside. */
-  readonly #pool: TokenPool;
+/** The trainee's tokenizer (a Hugging Face folder), a template to use instead of its own, and token export's bounds on a rendering. */
+export interface KeeperOptions {
+  readonly tokenizerPath: string;
+  readonly chatTemplate: string | undefined;
+  readonly limits: Partial<TokenLimits>;
+}
 
-  constructor(opts: { readonly tokenizerPath: string; readonly chatTemplate: string | undefined; readonly limits: Partial<TokenLimits> }) {
-    this.#pool = new TokenPool({ tokenizerPath: opts.tokenizerPath, chatTemplate: opts.chatTemplate, options: {}, limits: opts.limits });
+export class ThinkKeeper {
+  readonly #opts: KeeperOptions;
+  /** The chat template runs in token export's worker processes, under their bounds (a template is code from outside); started with the first row. */
+  #pool: TokenPool | undefined;
+
+  constructor(opts: KeeperOptions) {
+    this.#opts = opts;
   }
 
   /** The first trained turn whose think the whole row's rendering lost, or undefined. */
   async lostThink(messages: readonly ViewMessage[], tools: readonly unknown[] | undefined): Promise<number | undefined> {
+    this.#pool ??= new TokenPool({ tokenizerPath: this.#opts.tokenizerPath, chatTemplate: this.#opts.chatTemplate, options: {}, limits: this.#opts.limits });
     const text = await this.#pool.render(messages.map(({ train: _, ...m }) => m), tools);
     let at = 0;
     for (let i = 0; i < messages.length; i++) {
@@ -77,6 +86,6 @@ export class ThinkKeeper {
   }
 
   async close(): Promise<void> {
-    await this.#pool.close();
+    await this.#pool?.close();
   }
 }
