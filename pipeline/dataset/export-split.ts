@@ -11,7 +11,7 @@
  * to the end of its stretch, as the template shows it (the earlier stretches as the model saw them
  * at inference), with `train: true` on that stretch's turns only. Every row says `part` of `parts`.
  */
-import type { TokenLimits } from '../core/tokens/limits.js';
+import type { TokenExportOptions } from './token-export.js';
 import { TokenPool } from './token-pool.js';
 import { messagesRow, type Counter, type MessagesRow } from './export-formats.js';
 import { UnexportableRow, type ViewMessage } from './training-view.js';
@@ -38,11 +38,7 @@ function stretches(messages: readonly ViewMessage[]): number[][] {
 }
 
 /** The trainee's tokenizer (a Hugging Face folder), a template to use instead of its own, and token export's bounds on a rendering. */
-export interface KeeperOptions {
-  readonly tokenizerPath: string;
-  readonly chatTemplate: string | undefined;
-  readonly limits: Partial<TokenLimits>;
-}
+export type KeeperOptions = Pick<TokenExportOptions, 'tokenizerPath' | 'chatTemplate' | 'limits'>;
 
 export class ThinkKeeper {
   readonly #opts: KeeperOptions;
