@@ -180,3 +180,13 @@ export class Scrubber {
     return s.replace(this.#pattern, (m) => `[secret:${createHash('sha256').update(`trajforge-secret\u0000${this.#owner.get(m)!.value}`).digest('hex').slice(0, 16)}]`);
   }
 }
+
+/** A URL with no user, password, query or fragment; '' for text that is not a URL (it may be anything, a key included). */
+export function publicEndpoint(raw: string): string {
+  try {
+    const u = new URL(raw);
+    return `${u.protocol}//${u.host}${u.pathname}`;
+  } catch {
+    return '';
+  }
+}

@@ -21,7 +21,7 @@
 import { cleanText } from '../../text.js';
 import { cacheKey, DirStore, MemoryStore, type ResultStore } from '../cache.js';
 import { LlmClient, LlmError } from '../llm/llm.js';
-import { Scrubber } from '../secrets.js';
+import { publicEndpoint, Scrubber } from '../secrets.js';
 import type { QuestionKind } from './kinds.js';
 import { renderGrading, templateTag } from './prompt.js';
 import { clip } from './reply.js';
@@ -93,7 +93,7 @@ export class JudgeClient {
 
   /** One question: from the cache, else asked (again while the reply is unreadable, up to `unreadable_retries` times). */
   async ask<T>(kind: QuestionKind<T>, material: Readonly<Record<string, string>>, signal?: AbortSignal, meter?: Meter): Promise<Asked<T>> {
-    const key = cacheKey({ endpoint: endpointPlace(this.#s.base_url), judge: this.#s.model, template: this.tag(kind), temperature: this.#s.temperature }, kind.name, material);
+    const key = cacheKey({ endpoint: publicEndpoint(this.#s.base_url).replace(/\/+$/, ''), judge: this.#s.model, template: this.tag(kind), temperature: this.#s.temperature }, kind.name, material);
     const hit = await this.#cache?.get(key).catch(() => undefined);
     if (typeof hit === 'string') {
       const value = kind.read(hit);
@@ -137,16 +137,6 @@ export class JudgeClient {
       }
       return { error: `the judge request failed (${err.kind}): ${clip(message, 300)}` };
     }
-  }
-}
-
-/** Where an endpoint is, for the cache key: its origin and path, never a user, password or query. */
-function endpointPlace(baseUrl: string): string {
-  try {
-    const u = new URL(baseUrl);
-    return `${u.protocol}//${u.host}${u.pathname.replace(/\/+$/, '')}`;
-  } catch {
-    return baseUrl;
   }
 }
 

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { dollars } from '../../core/cost.js';
 import { MANIFEST } from '../../core/run-dir/names.js';
 import { esc } from './svg.js';
+import { publicEndpoint } from '../../core/secrets.js';
 
 export interface RunHeader {
   readonly runId: string;
@@ -28,16 +29,6 @@ export interface RunHeader {
 type Obj = Record<string, unknown>;
 const obj = (v: unknown): Obj => (v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Obj) : {});
 const str = (v: unknown): string => (typeof v === 'string' ? v : '');
-
-/** A URL with no user, password, query or fragment; '' for text that is not a URL (it may be anything, a key included). */
-export function publicEndpoint(raw: string): string {
-  try {
-    const u = new URL(raw);
-    return `${u.protocol}//${u.host}${u.pathname}`;
-  } catch {
-    return '';
-  }
-}
 
 /** The sessions' wall time: each from its start to its end (the manifest's last update for one still running). */
 function wallOf(sessions: unknown[], updatedAt: string): number | null {

@@ -7,7 +7,8 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { buildReport } from '../../../pipeline/dataset/report/build.js';
-import { duration, publicEndpoint, readRunHeader, runHeaderHtml } from '../../../pipeline/dataset/report/run-header.js';
+import { duration, readRunHeader, runHeaderHtml } from '../../../pipeline/dataset/report/run-header.js';
+import { publicEndpoint } from '../../../pipeline/core/secrets.js';
 import { tempDir } from '../../helpers.js';
 import { EVIL, writeGlanceRun } from '../../browser/glance-run.js';
 
