@@ -1,0 +1,112 @@
+/**
+ * A repair keeps the text before it (`Repair.before`): held to what went over the wire. The sim
+ * misbehaves (unclosed and invented output, several calls, stop strings ignored) behind the
+ * logging proxy (tests/proxy.ts), and every repair's `before` must be the reply the proxy saw
+ * for that turn, while the turn's kept text must be what the next request carried.
+ */
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { Trajectory, type ChatMessage } from '../../schemas/index.js';
+import { loadConfig } from '../../pipeline/core/config.js';
+import { generate } from '../../pipeline/generate/run.js';
+import { beforeOf, REPAIR_BEFORE_CHARS } from '../../pipeline/generate/repair-before.js';
+import { startSim } from '../../sim/server.js';
+import { readJsonl, tempDir, writeConfig } from '../helpers.js';
+import { startProxy, type Exchange, type SentMessage } from '../proxy.js';
+
+/** A reply as the client reads it: reasoning sent apart goes before the text in a think block, native calls after it as JSON. */
+function sentText(m: SentMessage): string {
+  const reasoning = m.reasoning_content ?? m.reasoning;
+  const text = `${reasoning ? `<think>${reasoning}</think>\n` : ''}${m.content ?? ''}`;
+  if (!m.tool_calls?.length) return text;
+  return `${text}${text === '' ? '' : '\n'}[tool_calls] ${JSON.stringify(m.tool_calls.map((c) => ({ name: c.function.name, arguments: c.function.arguments })))}`;
+}
+
+/** The requests of one session (its system prompt and first user turn), in the order sent. */
+function sessionOf(t: Trajectory, exchanges: readonly Exchange[]): Exchange[] {
+  const head = JSON.stringify(t.messages.slice(0, 2).map((m) => m.content));
+  return exchanges.filter((x) => JSON.stringify((x.body.messages ?? []).slice(0, 2).map((m) => m.content)) === head);
+}
+
+/** Where turn `turn` is in the messages: every kept turn left exactly one assistant message, in order. */
+function assistantIndex(messages: readonly ChatMessage[], turn: number): number {
+  let n = -1;
+  for (let i = 0; i < messages.length; i++) if (messages[i]!.role === 'assistant' && ++n === turn) return i;
+  return -1;
+}
+
+describe('repairs keep the completion before them', () => {
+  it('tulu against a misbehaving sim: each before is the reply the endpoint sent for its turn, and the kept text is what the next request carried', async () => {
+    const sim = await startSim({ port: 0, seed: 41, misbehave: { unclosed_call: 0.25, hallucinated_output: 0.25, multiple_calls: 0.25, ignore_stop: 0.3, unclosed_answer: 0.3 } });
+    const proxy = await startProxy(sim.url);
+    const dir = tempDir('tf-before-');
+    let rows: Trajectory[];
+    try {
+      const config = loadConfig(writeConfig(dir, proxy.url, { endpoint: { base_url: proxy.url, model: 'trajforge-sim', api_key_env: 'none', max_tokens: 1024, stream: false }, budgets: { max_turns: 6, max_tool_calls: 4, max_nudges: 1 }, rollback: { conditions: [] } }), { limit: 12 });
+      await generate({ config });
+      rows = [...readJsonl(join(config.output.dir, 'trajectories.jsonl')), ...readJsonl(join(config.output.dir, 'failures.jsonl'))].map((r) => Trajectory.parse(r));
+    } finally {
+      await proxy.close();
+      await sim.close();
+    }
+    const kinds = new Set<string>();
+    let changed = 0;
+    let carried = 0;
+    for (const t of rows) {
+      const session = sessionOf(t, proxy.exchanges);
+      for (const r of t.repairs) {
+        if (r.kind === 'forced_answer' || r.kind === 'context_guard') {
+          expect(r.before, `${t.id} ${r.kind}`).toBeUndefined();
+          continue;
+        }
+        expect(r.before, `${t.id} turn ${r.turn} ${r.kind}`).toBeDefined();
+        kinds.add(r.kind);
+        const at = assistantIndex(t.messages, r.turn);
+        expect(at, `${t.id} turn ${r.turn}`).toBeGreaterThan(0);
+        // The request that turn answered: the last one with the messages before it (no rollbacks, so the only one).
+        const asked = session.filter((x) => (x.body.messages ?? []).length === at);
+        expect(asked, `${t.id} turn ${r.turn}: one request`).toHaveLength(1);
+        expect(r.before).toBe(sentText(asked[0]!.reply!));
+        expect(r.before_truncated).toBeUndefined();
+        const kept = t.messages[at]!.content;
+        if (kept !== r.before) changed++;
+        const next = session.find((x) => (x.body.messages ?? []).length > at);
+        if (next !== undefined) {
+          expect(next.body.messages![at]!.content, `${t.id} turn ${r.turn}: the next request`).toBe(kept);
+          carried++;
+        }
+      }
+    }
+    for (const kind of ['unclosed_call', 'hallucinated_output', 'extra_calls', 'stop_ignored', 'unclosed_answer']) expect([...kinds], kind).toContain(kind);
+    // The dropped part is there to see: most repaired turns were kept shorter or other than sent.
+    expect(changed).toBeGreaterThan(5);
+    expect(carried).toBeGreaterThan(5);
+  }, 120_000);
+});
+
+describe('beforeOf: a long completion is kept around its repair point', () => {
+  it('a 100 KB runaway keeps its head, the stretch where the kept text stops, and its tail, within the limit and marked', () => {
+    const head = 'h'.repeat(30_000);
+    const sent = `${head}<call_tool name="s">q</call_tool><tool_output>${'x'.repeat(70_000)}END`;
+    const kept = `${head}<call_tool name="s">q</call_tool>`;
+    const b = beforeOf(sent, kept);
+    expect(b.before_truncated).toBe(true);
+    expect(b.before.length).toBeLessThan(REPAIR_BEFORE_CHARS + 200);
+    expect(b.before.startsWith('h'.repeat(1000))).toBe(true);
+    expect(b.before.endsWith('xEND')).toBe(true);
+    // The repair point, with what came either side of it.
+    expect(b.before).toContain('q</call_tool><tool_output>xxx');
+    expect(b.before).toMatch(/\[… [\d,]+ characters cut …\]/);
+    // Each marker counts what it stands for: kept plus cut is the whole.
+    const cut = [...b.before.matchAll(/\n\[… ([\d,]+) characters cut …\]\n/g)].reduce((n, m) => n + Number(m[1]!.replace(/,/g, '')), 0);
+    expect(b.before.replace(/\n\[… [\d,]+ characters cut …\]\n/g, '').length + cut).toBe(sent.length);
+  });
+
+  it('short text is kept whole, and a cut never splits a surrogate pair', () => {
+    expect(beforeOf('abc', 'ab')).toEqual({ before: 'abc' });
+    const sent = '😀'.repeat(5000);
+    const b = beforeOf(sent, '');
+    expect(b.before_truncated).toBe(true);
+    expect(b.before).not.toMatch(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/);
+  });
+});
