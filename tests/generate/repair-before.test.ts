@@ -4,6 +4,7 @@
  * logging proxy (tests/proxy.ts), and every repair's `before` must be the reply the proxy saw
  * for that turn, while the turn's kept text must be what the next request carried.
  */
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Trajectory, type ChatMessage } from '../../schemas/index.js';
@@ -20,6 +21,14 @@ function sentText(m: SentMessage): string {
   const text = `${reasoning ? `<think>${reasoning}</think>\n` : ''}${m.content ?? ''}`;
   if (!m.tool_calls?.length) return text;
   return `${text}${text === '' ? '' : '\n'}[tool_calls] ${JSON.stringify(m.tool_calls.map((c) => ({ name: c.function.name, arguments: c.function.arguments })))}`;
+}
+
+function readIfThere(file: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return '';
+  }
 }
 
 /** The requests of one session (its system prompt and first user turn), in the order sent. */
@@ -82,6 +91,28 @@ describe('repairs keep the completion before them', () => {
     expect(changed).toBeGreaterThan(5);
     expect(carried).toBeGreaterThan(5);
   }, 120_000);
+});
+
+describe('before is scrubbed like the rest of the record', () => {
+  it('a key the model echoes (it was in the question) is redacted in before too, and nowhere in the run in the clear', async () => {
+    const key = 'sk-before-echo-9f3c2a7d1e';
+    const sim = await startSim({ port: 0, seed: 7, misbehave: { unclosed_call: 1 } });
+    const dir = tempDir('tf-before-secret-');
+    const questions = join(dir, 'questions.jsonl');
+    writeFileSync(questions, `${JSON.stringify({ id: 'q1', question: `Which Chrome version first supported the key ${key} in column-break-before?`, answer: '1' })}\n`);
+    try {
+      const config = loadConfig(writeConfig(dir, sim.url, { endpoint: { base_url: sim.url, model: 'trajforge-sim', api_key_env: 'TF_BEFORE_KEY', max_tokens: 1024 }, questions: { path: questions }, budgets: { max_turns: 3, max_tool_calls: 2 } }), { limit: 1 });
+      await generate({ config, env: { ...process.env, TF_BEFORE_KEY: key } });
+      const text = ['trajectories.jsonl', 'failures.jsonl'].map((f) => readIfThere(join(config.output.dir, f))).join('');
+      const rows = text.split('\n').filter((l) => l !== '').map((l) => Trajectory.parse(JSON.parse(l)));
+      const befores = rows.flatMap((t) => t.repairs.map((r) => r.before ?? ''));
+      // The model wrote the key in its call (the sim searches with the question's words): before shows the marker where it was.
+      expect(befores.some((b) => b.includes('[redacted:TF_BEFORE_KEY]')), befores.join('\n---\n')).toBe(true);
+      expect(text).not.toContain(key);
+    } finally {
+      await sim.close();
+    }
+  }, 60_000);
 });
 
 describe('beforeOf: a long completion is kept around its repair point', () => {
