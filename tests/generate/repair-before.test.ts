@@ -45,13 +45,17 @@ function assistantIndex(messages: readonly ChatMessage[], turn: number): number 
 }
 
 describe('repairs keep the completion before them', () => {
-  it('tulu against a misbehaving sim: each before is the reply the endpoint sent for its turn, and the kept text is what the next request carried', async () => {
-    const sim = await startSim({ port: 0, seed: 41, misbehave: { unclosed_call: 0.25, hallucinated_output: 0.25, multiple_calls: 0.25, ignore_stop: 0.3, unclosed_answer: 0.3 } });
+  const cases = [
+    { dialect: 'tulu', misbehave: { unclosed_call: 0.25, hallucinated_output: 0.25, multiple_calls: 0.25, ignore_stop: 0.3, unclosed_answer: 0.3 }, kinds: ['unclosed_call', 'hallucinated_output', 'extra_calls', 'stop_ignored', 'unclosed_answer'] },
+    { dialect: 'native', misbehave: { hallucinated_output: 0.3, bad_arguments: 0.4, multiple_calls: 0.3 }, kinds: ['hallucinated_output', 'repaired_arguments'] },
+  ] as const;
+  it.each(cases)('$dialect against a misbehaving sim: each before is the reply the endpoint sent for its turn, and the kept text is what the next request carried', async ({ dialect, misbehave, kinds: expected }) => {
+    const sim = await startSim({ port: 0, seed: 41, misbehave });
     const proxy = await startProxy(sim.url);
     const dir = tempDir('tf-before-');
     let rows: Trajectory[];
     try {
-      const config = loadConfig(writeConfig(dir, proxy.url, { endpoint: { base_url: proxy.url, model: 'trajforge-sim', api_key_env: 'none', max_tokens: 1024, stream: false }, budgets: { max_turns: 6, max_tool_calls: 4, max_nudges: 1 }, rollback: { conditions: [] } }), { limit: 12 });
+      const config = loadConfig(writeConfig(dir, proxy.url, { dialect, endpoint: { base_url: proxy.url, model: 'trajforge-sim', api_key_env: 'none', max_tokens: 1024, stream: false }, budgets: { max_turns: 6, max_tool_calls: 4, max_nudges: 1 }, rollback: { conditions: [] } }), { limit: 12 });
       await generate({ config });
       rows = [...readJsonl(join(config.output.dir, 'trajectories.jsonl')), ...readJsonl(join(config.output.dir, 'failures.jsonl'))].map((r) => Trajectory.parse(r));
     } finally {
@@ -81,12 +85,12 @@ describe('repairs keep the completion before them', () => {
         if (kept !== r.before) changed++;
         const next = session.find((x) => (x.body.messages ?? []).length > at);
         if (next !== undefined) {
-          expect(next.body.messages![at]!.content, `${t.id} turn ${r.turn}: the next request`).toBe(kept);
+          expect(next.body.messages![at]!.content ?? '', `${t.id} turn ${r.turn}: the next request`).toBe(kept);
           carried++;
         }
       }
     }
-    for (const kind of ['unclosed_call', 'hallucinated_output', 'extra_calls', 'stop_ignored', 'unclosed_answer']) expect([...kinds], kind).toContain(kind);
+    for (const kind of expected) expect([...kinds], kind).toContain(kind);
     // The dropped part is there to see: most repaired turns were kept shorter or other than sent.
     expect(changed).toBeGreaterThan(5);
     expect(carried).toBeGreaterThan(5);
