@@ -97,6 +97,35 @@ describe('repairs keep the completion before them', () => {
   }, 120_000);
 });
 
+describe('a completion the client cut for looping', () => {
+  it('keeps in before what the endpoint sent, the loop too, bounded around where the kept text ends', async () => {
+    const sim = await startSim({ port: 0, seed: 3, misbehave: { repetition: 1 } });
+    const proxy = await startProxy(sim.url);
+    const dir = tempDir('tf-before-loop-');
+    let rows: Trajectory[];
+    try {
+      const endpoint = { base_url: proxy.url, model: 'trajforge-sim', api_key_env: 'none', max_tokens: 4096, stream: false, repetition_retries: 0, length_retries: 0 };
+      const config = loadConfig(writeConfig(dir, proxy.url, { endpoint, budgets: { max_turns: 2, max_tool_calls: 1, max_nudges: 0 }, rollback: { conditions: [] } }), { limit: 2 });
+      await generate({ config });
+      rows = [...readJsonl(join(config.output.dir, 'trajectories.jsonl')), ...readJsonl(join(config.output.dir, 'failures.jsonl'))].map((r) => Trajectory.parse(r));
+    } finally {
+      await proxy.close();
+      await sim.close();
+    }
+    const looped = rows.flatMap((t) => t.repairs.filter((r) => r.before_truncated).map((r) => ({ t, r })));
+    expect(looped.length).toBeGreaterThan(0);
+    for (const { t, r } of looped) {
+      const at = assistantIndex(t.messages, r.turn);
+      const asked = sessionOf(t, proxy.exchanges).filter((x) => (x.body.messages ?? []).length === at);
+      const sent = sentText(asked[0]!.reply!);
+      // The client kept one copy of the loop; before holds the loop as sent, cut to the limit around where the two part.
+      expect(sent.length).toBeGreaterThan(REPAIR_BEFORE_CHARS);
+      expect(r.before).toBe(beforeOf(sent, t.messages[at]!.content).before);
+      expect(r.before!.length).toBeLessThan(REPAIR_BEFORE_CHARS + 200);
+    }
+  }, 120_000);
+});
+
 describe('before is scrubbed like the rest of the record', () => {
   it('a key the model echoes (it was in the question) is redacted in before too, and nowhere in the run in the clear', async () => {
     const key = 'sk-before-echo-9f3c2a7d1e';
