@@ -47,6 +47,7 @@ function assistantIndex(messages: readonly ChatMessage[], turn: number): number 
 describe('repairs keep the completion before them', () => {
   const cases = [
     { dialect: 'tulu', misbehave: { unclosed_call: 0.25, hallucinated_output: 0.25, multiple_calls: 0.25, ignore_stop: 0.3, unclosed_answer: 0.3 }, kinds: ['unclosed_call', 'hallucinated_output', 'extra_calls', 'stop_ignored', 'unclosed_answer'] },
+    { dialect: 'mcp-xml', misbehave: { hallucinated_output: 0.3, bad_arguments: 0.3, wrong_server: 0.3, ignore_stop: 0.3 }, kinds: ['stop_ignored', 'repaired_arguments', 'corrected_name'] },
     { dialect: 'native', misbehave: { hallucinated_output: 0.3, bad_arguments: 0.4, multiple_calls: 0.3 }, kinds: ['hallucinated_output', 'repaired_arguments'] },
   ] as const;
   it.each(cases)('$dialect against a misbehaving sim: each before is the reply the endpoint sent for its turn, and the kept text is what the next request carried', async ({ dialect, misbehave, kinds: expected }) => {
@@ -90,7 +91,7 @@ describe('repairs keep the completion before them', () => {
         }
       }
     }
-    for (const kind of expected) expect([...kinds], kind).toContain(kind);
+    for (const kind of expected) expect([...kinds], `${kind} in ${[...kinds].join(', ')}`).toContain(kind);
     // The dropped part is there to see: most repaired turns were kept shorter or other than sent.
     expect(changed).toBeGreaterThan(5);
     expect(carried).toBeGreaterThan(5);
