@@ -1,6 +1,7 @@
 /**
  * Pieces of the report's viewer that read one record's facts: the error box, a call's details,
- * a repair or rollback at its turn, the judge's verdict and a question's rollouts with pass@k.
+ * a repair (with the text before and after it) or rollback at its turn, the judge's verdict and
+ * a question's rollouts with pass@k.
  * Plain functions (scripts.ts puts this file between dom.ts and report.ts, inside one function),
  * so report.ts keeps the list and the order of the viewer, and these the look of each fact.
  * Every text reaches the DOM through textContent (el), never innerHTML.
