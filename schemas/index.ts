@@ -79,6 +79,16 @@ export const Repair = z.object({
   turn: z.number().int().nonnegative(),
   kind: RepairKind,
   detail: z.string(),
+  /**
+   * The model's completion for this turn as the endpoint sent it, before the client or the
+   * repairer cut, closed or dropped anything (native calls follow the text as JSON). Kept to
+   * `REPAIR_BEFORE_CHARS` (generate/repair-before.ts): a longer one keeps its head, its tail
+   * and the stretch around where the repair changed it, with a marker where text was cut, and
+   * `before_truncated`. Absent on repairs that change no model text (`forced_answer`,
+   * `context_guard`, a tool's `control_chars`) and on records written before it was kept.
+   */
+  before: z.string().optional(),
+  before_truncated: z.literal(true).optional(),
 });
 export type Repair = z.infer<typeof Repair>;
 

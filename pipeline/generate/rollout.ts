@@ -19,11 +19,12 @@ import {
   type ToolCallRecord,
   type Trajectory,
 } from '../../schemas/index.js';
-import type { BoundCall, Dialect, ParsedCall, RawToolResult, ToolSpec, TurnRepairResult } from '../dialects/types.js';
+import type { BoundCall, Dialect, ParsedCall, RawToolResult, ToolSpec, TurnRepair, TurnRepairResult } from '../dialects/types.js';
 import { requestTools as functionSpecs } from '../dialects/native.js';
 import { canonicalJson } from '../canonical.js';
 import { anyRemoved, cleanJson, cleanText, describeRemoved, noneRemoved } from '../text.js';
 import { ConversationContext } from './context.js';
+import { beforeOf, sentCompletion, type Before } from './repair-before.js';
 import { resultText } from './tool-result.js';
 import { REFUSAL } from '../refusal.js';
 import { makeCallId, skippedCall, type CallSite, type ExecResult, type Toolbox } from './executor.js';
@@ -276,6 +277,8 @@ class Session {
   /** Completions far past their max_tokens: the endpoint ignored the limit, or miscounts. */
   readonly #pastMaxTokens: string[] = [];
   readonly #outcome: Outcome = {};
+  /** The last completion as the endpoint sent it and its turn as repaired: what its repairs keep as `before` (made once, when first asked). */
+  #lastSent: { readonly raw: Completion; readonly kept: string; before?: Before } | undefined;
   /** How the last request sent earlier turns' reasoning back (the record's `reasoning_sent`). */
   #reasoningSent: Trajectory['reasoning_sent'];
 
@@ -403,6 +406,7 @@ class Session {
     this.#llmMs += raw.ms;
     const { c, removed } = cleanCompletion(raw);
     const r = dialect.repairTurn(c.text, c.finishReason, c.toolCalls ?? []);
+    this.#lastSent = { raw, kept: r.text };
     // Carried in the turn's repairs, so that a turn rolled back records none of them.
     return { c, r: removed === undefined ? r : { ...r, repairs: [{ kind: 'control_chars', detail: `model text: ${removed}` }, ...r.repairs] } };
   }
@@ -422,7 +426,7 @@ class Session {
       return false;
     }
     // The model saw its own words and the nudge; the training view keeps neither.
-    this.#repairs.push({ turn: this.#turn, kind: 'no_action', detail: 'a turn with neither a call nor an answer' });
+    this.#repairModelText({ kind: 'no_action', detail: 'a turn with neither a call nor an answer' });
     this.#messages.push({ role: 'assistant', content: r.text || c.text });
     if (++this.#nudges > config.budgets.max_nudges) return false;
     this.#messages.push({ role: 'user', content: loadPrompt(dialect.nudgePrompt ?? 'nudge') });
@@ -457,9 +461,9 @@ class Session {
     // The turn is kept: so are the sub-agent sessions its calls started, and their numbers.
     this.#children = children;
     for (const exec of execs) if (exec.child !== undefined) this.descendants.push(...exec.child.records);
-    if (overflow.length > 0) this.#repairs.push({ turn: this.#turn, kind: 'extra_calls', detail: `${overflow.length} of the turn's calls past max_tool_calls (${config.budgets.max_tool_calls}) dropped` });
+    if (overflow.length > 0) this.#repairModelText({ kind: 'extra_calls', detail: `${overflow.length} of the turn's calls past max_tool_calls (${config.budgets.max_tool_calls}) dropped` });
     const finalCalls = bound.map((b, i) => ({ ...b.call, id: b.call.id ?? callIds[i] }));
-    for (const b of bound) for (const x of b.repairs) this.#repairs.push({ turn: this.#turn, ...x });
+    for (const b of bound) for (const x of b.repairs) this.#repairModelText(x);
     cleaned.forEach(({ removed }, i) => {
       if (removed !== undefined) this.#repairs.push({ turn: this.#turn, kind: 'control_chars', detail: `tool text of ${callIds[i]} (${bound[i]!.call.toolName}): ${removed}` });
     });
@@ -567,7 +571,7 @@ class Session {
   #keepUnanswered(ask: ChatMessage, c: Completion, r: TurnRepairResult, what: 'answer' | 'report'): void {
     this.#messages.push(ask);
     this.#noteRepairs(c, r);
-    this.#repairs.push({ turn: this.#turn, kind: 'unanswered_ask', detail: `the reply to the ${what} prompt held no ${what}; kept as sent` });
+    this.#repairModelText({ kind: 'unanswered_ask', detail: `the reply to the ${what} prompt held no ${what}; kept as sent` });
     this.#messages.push(this.#assistantMessage(r, []));
     if (r.text.trim() !== '') this.#pieces.push(r.text);
     this.#turn++;
@@ -621,10 +625,22 @@ class Session {
   }
 
   #noteRepairs(c: Completion, r: TurnRepairResult): void {
-    for (const x of r.repairs) this.#repairs.push({ turn: this.#turn, ...x });
+    for (const x of r.repairs) this.#repairModelText(x);
     if (c.clientStop && !r.repairs.some((x) => x.kind === 'stop_ignored')) {
-      this.#repairs.push({ turn: this.#turn, kind: 'stop_ignored', detail: 'the endpoint went past a stop string; the client cut the turn there' });
+      this.#repairModelText({ kind: 'stop_ignored', detail: 'the endpoint went past a stop string; the client cut the turn there' });
     }
+  }
+
+  /**
+   * A repair of what the model wrote this turn: it keeps the turn's completion as the endpoint
+   * sent it (`before`), which the turn's kept text in the trajectory is the after of. Repairs
+   * that change no model text (`forced_answer`, `context_guard`, a tool's `control_chars`) are
+   * pushed without it.
+   */
+  #repairModelText(x: TurnRepair): void {
+    const last = this.#lastSent;
+    if (last !== undefined) last.before ??= beforeOf(sentCompletion(last.raw), last.kept);
+    this.#repairs.push({ turn: this.#turn, ...x, ...last?.before });
   }
 
   #assistantMessage(r: TurnRepairResult, calls: readonly ParsedCall[]): ChatMessage {

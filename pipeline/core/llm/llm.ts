@@ -48,6 +48,11 @@ export interface Completion {
    * finish reason is `length`.
    */
   readonly repetitionCut: boolean;
+  /**
+   * The text as the endpoint sent it, when the client cut it (`clientStop`, `repetitionCut`);
+   * undefined when `text` is all of it. What a repair's `before` shows.
+   */
+  readonly sentText?: string | undefined;
   readonly promptTokens: number;
   readonly completionTokens: number;
   /** Token counts came from a local tokenizer (the endpoint sent none, or counts that are not counts). */
@@ -246,7 +251,7 @@ export class LlmClient {
       }
       this.#stats.repetitionCuts++;
       const { repetition, ...rest } = done;
-      return { ...rest, text: cutRepetition(rest.text, repetition), finishReason: 'length', repetitionCut: true, attempts: t.attempts, ms: performance.now() - t.started };
+      return { ...rest, text: cutRepetition(rest.text, repetition), sentText: rest.sentText ?? rest.text, finishReason: 'length', repetitionCut: true, attempts: t.attempts, ms: performance.now() - t.started };
     }
     const { repetition: _none, ...plain } = done;
     if (plain.pastMaxTokens !== undefined) this.#stats.pastMaxTokens++;
@@ -413,9 +418,11 @@ export class LlmClient {
       const raw = streamed ? await this.#streamed(body, req.stop, controller) : readWhole(await postJson(this.#wire, JSON.stringify(body), controller.signal, cfg.max_response_bytes));
       let { text } = raw;
       let clientStop = false;
+      let sentText: string | undefined;
       let finishReason = raw.finishReason;
       const cut = findStop(text, req.stop, 0);
       if (cut >= 0) {
+        sentText = text;
         // The server did not cut there (stop not sent, or ignored): do what it should have.
         text = text.slice(0, cut);
         clientStop = true;
@@ -433,7 +440,7 @@ export class LlmClient {
       // A turn cut at a stop string ended on its own; only a turn that ran on is checked for a loop.
       const repetition = clientStop || finishReason === 'stop' ? undefined : degenerateTail(text);
       if (repetition !== undefined && !streamed) this.#streamFrom('it looped');
-      return { text, toolCalls: raw.toolCalls, finishReason, clientStop, promptTokens, completionTokens, estimated, cachedTokens, pastMaxTokens, repetition, reasoningSent };
+      return { text, sentText, toolCalls: raw.toolCalls, finishReason, clientStop, promptTokens, completionTokens, estimated, cachedTokens, pastMaxTokens, repetition, reasoningSent };
     } finally {
       clearTimeout(timer);
       req.signal?.removeEventListener('abort', onAbort);

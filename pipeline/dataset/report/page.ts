@@ -109,6 +109,10 @@ i.k{background:var(--think-b)}i.c{background:var(--call-b)}i.o{background:var(--
 .fix.rollback .lab{color:#566}
 .fix pre{margin:2px 0;white-space:pre-wrap;word-break:break-word;font:12px/1.45 ui-monospace,SFMono-Regular,Menlo,monospace;background:#fff;border:1px solid var(--line);padding:3px 6px}
 .fix .bef,.fix .aft{color:var(--muted);margin-top:2px}
+.fix details.ba{margin-top:3px}.fix details.ba summary{cursor:pointer;color:#a04000}
+.fix .ba2{display:grid;grid-template-columns:1fr 1fr;gap:8px}.fix .ba2 .side{min-width:0}
+.fix pre.before,.fix pre.after{max-height:320px;overflow:auto}
+.fix del{background:#fadbd8;color:#922b21}.fix ins{background:#d5f5e3;color:#196f3d;text-decoration:none;border-bottom:1px solid #27ae60}
 .judge{font-size:13px}.judge table{margin-top:6px}
 .rollouts li.here{font-weight:600}
 @media (max-width:900px){.split{grid-template-columns:1fr}}

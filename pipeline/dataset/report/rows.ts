@@ -16,7 +16,9 @@
  *   and `ch` (per call, in order, the id of the sub-agent session it started, or null), so the
  *   viewer links a call to its session and the session back to the call. Per call, `cl`
  *   holds what the viewer shows beside it (tool, arguments, latency, cached, error), and per
- *   segment `tu` the turn it belongs to, so repairs and rollbacks sit at their turn.
+ *   segment `tu` the turn it belongs to, so repairs and rollbacks sit at their turn. A repair
+ *   whose record kept the completion before it (`before`) carries that text and whether it
+ *   was cut; the text after is the turn's segments, which the viewer already holds.
  *
  * JSON never holds a raw tab or newline, so the tab and the line are unambiguous; every `<`
  * is written `\u003c` (still JSON) so no text can end the script element early, whether it
@@ -146,7 +148,10 @@ export function detailOf(t: Partial<Trajectory>, opts: RowOptions): Obj {
   });
   const repairs = arr(t.repairs).map((r) => {
     const x = (r ?? {}) as Obj;
-    return [num(x.turn), str(x.kind), str(x.detail)];
+    const base = [num(x.turn), str(x.kind), str(x.detail)];
+    if (typeof x.before !== 'string') return base;
+    const [before, more] = cut(x.before, opts.textChars);
+    return [...base, before, x.before_truncated === true || more !== undefined];
   });
   const rollbacks = arr(t.rollbacks).map((r) => {
     const x = (r ?? {}) as Obj;

@@ -14,6 +14,9 @@ type RowSummary = [string, string, string, string[], string, number, number | nu
 type RowSegment = [SegmentKind, string, number?];
 type SegmentKind = 't' | 'k' | 'c' | 'o' | 'a';
 
+/** A repair: [turn, kind, detail, the completion before it, that text cut]. */
+type RowRepair = [number | null, string, string, string?, boolean?];
+
 /** One row's detail, parsed when the row is opened. */
 interface RowDetail {
   readonly m: string;
@@ -23,8 +26,11 @@ interface RowDetail {
   readonly seg: RowSegment[];
   /** Issues: [rule, severity, message]. */
   readonly iss: [string, string, string][];
-  /** Repairs: [turn, kind, detail]; rollbacks: [turn, condition, detail, the discarded completion]. */
-  readonly rep: [number | null, string, string][];
+  /**
+   * Repairs: [turn, kind, detail], and when the record kept it, the completion before the repair
+   * and whether that was cut; rollbacks: [turn, condition, detail, the discarded completion].
+   */
+  readonly rep: RowRepair[];
   readonly rb: [number | null, string, string, string][];
   /** Per segment, its turn (null: unknown). */
   readonly tu: (number | null)[];

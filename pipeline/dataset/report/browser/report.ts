@@ -342,8 +342,20 @@ namespace ReportPage {
     const at = (t: number | null, after: number): number => (t === null ? Infinity : 2 * t + after);
     const kept = (t: number | null): boolean => t !== null && !!d.tu && d.tu.indexOf(t) >= 0;
     for (let r = 0; r < d.rb.length; r++) out.push({ at: at(d.rb[r]![0], 0) - 1, box: fixBox('rollback', d.rb[r]!, kept(d.rb[r]![0])) });
-    for (let r = 0; r < d.rep.length; r++) out.push({ at: at(d.rep[r]![0], 1), box: fixBox('repair', d.rep[r]!, kept(d.rep[r]![0])) });
+    const shown = new Set<string>();
+    for (let r = 0; r < d.rep.length; r++) {
+      const x = d.rep[r]!;
+      const key = x[0] + '\n' + (x[3] ?? '');
+      out.push({ at: at(x[0], 1), box: fixBox('repair', x, kept(x[0]), keptText(d, x[0]), x[3] !== undefined && shown.has(key)) });
+      if (x[3] !== undefined) shown.add(key);
+    }
     return out.sort((a, b) => a.at - b.at);
+  }
+  /** What the trajectory kept of a turn: its blocks but the tool outputs, one per line. */
+  function keptText(d: RowDetail, turn: number | null): string {
+    const parts: string[] = [];
+    for (let n = 0; n < d.seg.length; n++) if (d.tu && d.tu[n] === turn && d.seg[n]![0] !== 'o') parts.push(d.seg[n]![1]);
+    return parts.join('\n');
   }
   /** The k rollouts of this row's question: each with its verdict, linked, and the question's pass@1 and pass@k. */
   function showRollouts(i: number): void {

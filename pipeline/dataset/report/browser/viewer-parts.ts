@@ -1,6 +1,7 @@
 /**
  * Pieces of the report's viewer that read one record's facts: the error box, a call's details,
- * a repair or rollback at its turn, the judge's verdict and a question's rollouts with pass@k.
+ * a repair (with the text before and after it) or rollback at its turn, the judge's verdict and
+ * a question's rollouts with pass@k.
  * Plain functions (scripts.ts puts this file between dom.ts and report.ts, inside one function),
  * so report.ts keeps the list and the order of the viewer, and these the look of each fact.
  * Every text reaches the DOM through textContent (el), never innerHTML.
@@ -58,21 +59,78 @@ function callFacts(c: [string, string, number | null, boolean, string, boolean, 
 /**
  * A repair or rollback where it happened. A rollback holds the completion it threw away (the
  * text before) and the kept turn follows it (the text after); a repair sits after its turn's
- * blocks, which are the text as repaired (the record keeps no text before a repair).
+ * blocks, which are the text as repaired, and when its record kept the completion before it,
+ * shows that beside the turn's kept text (`after`: the turn's blocks, or null for none).
  */
-function fixBox(kind: 'repair' | 'rollback', x: [number | null, string, string, string?], kept: boolean): HTMLElement {
+function fixBox(kind: 'repair' | 'rollback', x: RowRepair | [number | null, string, string, string], kept: boolean, after?: string, shownAbove = false): HTMLElement {
   const box = el('div', 'fix ' + kind);
   box.setAttribute('data-turn', x[0] === null ? '' : String(x[0]));
   box.appendChild(el('div', 'lab', (kind === 'repair' ? 'repair' : 'rollback') + ' · turn ' + (x[0] === null ? '-' : x[0]) + ' · ' + x[1]));
   box.appendChild(el('div', null, x[2]));
+  const turn = 'turn ' + (x[0] === null ? '-' : x[0]);
+  if (kind === 'repair' && x[3] !== undefined) {
+    // A turn's repairs share its completion: its before and after are shown once, with the first.
+    box.appendChild(shownAbove ? el('div', 'aft', 'text before and after: as in the repair of ' + turn + ' above') : beforeAfter(x[3], x[4] === true, kept ? (after ?? '') : null, turn));
+    return box;
+  }
   if (kind === 'rollback') {
     box.appendChild(el('div', 'bef', 'before (discarded):'));
     box.appendChild(el('pre', 'before', x[3] || '(empty)'));
   }
-  const turn = 'turn ' + (x[0] === null ? '-' : x[0]);
   box.appendChild(el('div', 'aft', !kept ? 'after: ' + turn + ' left no text in the trajectory' : kind === 'rollback' ? 'after: ' + turn + ' as kept, below' : 'after: ' + turn + ' as repaired, above'));
   return box;
 }
+
+/**
+ * A repair's text before (the completion as the endpoint sent it) and after (the turn as the
+ * trajectory kept it), collapsed, side by side. Between the head and the tail the two share,
+ * what the repair dropped is struck through in the before and what it wrote underlined in the
+ * after; a turn that left no text dropped all of it.
+ */
+function beforeAfter(before: string, cut: boolean, after: string | null, turn: string): HTMLElement {
+  const [head, tail] = common(before, after ?? '');
+  const dropped = before.length - head - tail;
+  const added = after === null ? 0 : after.length - head - tail;
+  const box = el('details', 'ba');
+  const change = dropped === 0 && added === 0 ? 'the same text' : num(dropped) + ' characters dropped · ' + num(added) + ' written';
+  box.appendChild(el('summary', null, 'text before and after · ' + change));
+  const grid = el('div', 'ba2');
+  const side = el('div', 'side');
+  side.appendChild(el('div', 'bef', 'before: as the endpoint sent it' + (cut ? ' (long: cut where marked)' : '')));
+  side.appendChild(marked('before', before, head, tail, 'del'));
+  grid.appendChild(side);
+  const other = el('div', 'side');
+  other.appendChild(el('div', 'aft', after === null ? 'after: ' + turn + ' left no text in the trajectory' : 'after: ' + turn + ' as kept in the trajectory'));
+  if (after !== null) other.appendChild(marked('after', after, head, tail, 'ins'));
+  grid.appendChild(other);
+  box.appendChild(grid);
+  return box;
+}
+
+/** `text` in a pre, its middle (between `head` and the last `tail` characters) in a `tag`. */
+function marked(cls: string, text: string, head: number, tail: number, tag: 'del' | 'ins'): HTMLElement {
+  const pre = el('pre', cls);
+  pre.appendChild(document.createTextNode(text.slice(0, head)));
+  const mid = text.slice(head, text.length - tail);
+  if (mid) pre.appendChild(el(tag, null, mid));
+  pre.appendChild(document.createTextNode(text.slice(text.length - tail)));
+  return pre;
+}
+
+/**
+ * The lengths of the head and the tail `a` and `b` share (not overlapping). A tail shorter than
+ * MIN_TAIL is taken as chance (the `>` that ends both a dropped tag and a closing one), not
+ * as text the repair kept.
+ */
+function common(a: string, b: string): [number, number] {
+  const n = Math.min(a.length, b.length);
+  let head = 0;
+  while (head < n && a.charCodeAt(head) === b.charCodeAt(head)) head++;
+  let tail = 0;
+  while (tail < n - head && a.charCodeAt(a.length - 1 - tail) === b.charCodeAt(b.length - 1 - tail)) tail++;
+  return [head, tail < MIN_TAIL ? 0 : tail];
+}
+const MIN_TAIL = 4;
 
 /** The judge's verdict, score and rationale, and each rubric criterion's score. */
 function judgeBox(j: RowDetail['j']): HTMLElement | null {
