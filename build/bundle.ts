@@ -26,6 +26,7 @@ const ENTRIES = [
   'tools/pubmed/server',
   'tools/web/server',
   'tools/python/server',
+  'sim/cli-main',
 ];
 
 const EXTERNAL = ['better-sqlite3', /^pyodide(\/|$)/];
