@@ -75,19 +75,42 @@ async function cmdSim(argv: string[]): Promise<number> {
 
 export { HELP };
 
-/** The commands, each a module of this folder with `run(argv)` (the sim's is its own). */
-export const COMMANDS = [
-  'generate', 'synthesize', 'check', 'init', 'demo', 'validate', 'filter', 'stats', 'rerun', 'merge',
-  'export', 'report', 'dedup', 'decontaminate', 'corpus', 'enqueue', 'worker', 'status',
-] as const;
+interface Command {
+  run(argv: string[]): Promise<number>;
+}
+
+/**
+ * The commands, each a module of this folder with `run(argv)` (the sim's is its own), loaded only
+ * when called. Each import names its file, so the bundler (build/bundle.ts) can follow it.
+ */
+const LOADERS = new Map<string, () => Promise<Command>>(Object.entries({
+  generate: () => import('./generate.js'),
+  synthesize: () => import('./synthesize.js'),
+  check: () => import('./check.js'),
+  init: () => import('./init.js'),
+  demo: () => import('./demo.js'),
+  validate: () => import('./validate.js'),
+  filter: () => import('./filter.js'),
+  stats: () => import('./stats.js'),
+  rerun: () => import('./rerun.js'),
+  merge: () => import('./merge.js'),
+  export: () => import('./export.js'),
+  report: () => import('./report.js'),
+  dedup: () => import('./dedup.js'),
+  decontaminate: () => import('./decontaminate.js'),
+  corpus: () => import('./corpus.js'),
+  enqueue: () => import('./enqueue.js'),
+  worker: () => import('./worker.js'),
+  status: () => import('./status.js'),
+}));
+
+export const COMMANDS: readonly string[] = [...LOADERS.keys()];
 
 export async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
   try {
-    if (cmd !== undefined && (COMMANDS as readonly string[]).includes(cmd)) {
-      const mod = (await import(`./${cmd}.js`)) as { run(argv: string[]): Promise<number> };
-      return await mod.run(rest);
-    }
+    const load = cmd === undefined ? undefined : LOADERS.get(cmd);
+    if (load !== undefined) return await (await load()).run(rest);
     switch (cmd) {
       case 'sim':
         return await cmdSim(rest);

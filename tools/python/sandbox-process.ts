@@ -12,6 +12,7 @@ import { existsSync, readFileSync, realpathSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { delimiter, dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { builtFile } from '../../pipeline/paths.js';
 import { DRIVER_PY } from './driver.js';
 import type { CellError, StreamText } from './execution-text.js';
 import { RSS_POLL_MS, RUNTIME_RSS_MB, SANDBOX_JS_HEAP_MB } from './limits.js';
@@ -37,16 +38,18 @@ export type RunResult =
 
 export type NetworkIsolation = 'auto' | 'on' | 'off';
 
-/** The launch spec from the installed packages: Pyodide's directory, and our compiled child and hooks. */
+/**
+ * The launch spec from the installed packages: Pyodide's directory, and our compiled child and
+ * hooks (from dist/ by name: this module may run from source or from a bundle's chunk).
+ */
 export function launchSpec(opts: { memoryMb: number; maxOutputBytes: number; startTimeoutMs: number; network: NetworkIsolation }): LaunchSpec {
-  const here = import.meta.dirname;
   const pyodideDir = realpathSync(dirname(createRequire(import.meta.url).resolve('pyodide/package.json')));
   const unshare = opts.network === 'off' ? undefined : findUnshare();
   if (opts.network === 'on' && unshare === undefined) throw new Error('--network-namespace on: `unshare --net --map-root-user` does not work on this machine');
   return {
     pyodideDir,
-    childSource: readFileSync(join(here, 'child.js'), 'utf8'),
-    hooksSource: readFileSync(join(here, 'import-lock.js'), 'utf8'),
+    childSource: readFileSync(builtFile('tools/python/child.js'), 'utf8'),
+    hooksSource: readFileSync(builtFile('tools/python/import-lock.js'), 'utf8'),
     unshare,
     memoryMb: opts.memoryMb,
     maxOutputBytes: opts.maxOutputBytes,
