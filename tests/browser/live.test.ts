@@ -11,16 +11,14 @@
  *
  * Every wait is for a condition (expect.poll); none is a fixed sleep.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
-import { createServer, request, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT } from '../../pipeline/paths.js';
 import { startSim, type SimServer } from '../../sim/server.js';
-import { CLI, runCli, tempDir, writeConfig } from '../helpers.js';
+import { runCli, tempDir, writeConfig } from '../helpers.js';
+import { Gate, start, type Child } from './live-run.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const HAVE_CHROMIUM = existsSync(CHROMIUM);
@@ -31,75 +29,6 @@ const SAMPLES = 16;
 /** Chat requests let through before the gate holds: enough for a few samples, far from all of them. */
 const LET_THROUGH = 30;
 const PRICE = { prompt: 2, completion: 8 };
-
-/** A loopback proxy in front of the sim that holds chat requests past the first `letThrough` until `open()`. */
-class Gate {
-  readonly #server: Server;
-  #passed = 0;
-  #open = false;
-  readonly #held: (() => void)[] = [];
-
-  constructor(target: URL, letThrough: number) {
-    this.#server = createServer((req, res) => {
-      const forward = (): void => {
-        const up = request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (r) => {
-          res.writeHead(r.statusCode ?? 502, r.headers);
-          r.pipe(res);
-        });
-        up.on('error', () => res.destroy());
-        res.on('close', () => up.destroy());
-        req.pipe(up);
-      };
-      const chat = req.method === 'POST' && (req.url ?? '').includes('/chat/completions');
-      if (!chat || this.#open) return forward();
-      if (this.#passed < letThrough) {
-        this.#passed++;
-        return forward();
-      }
-      this.#held.push(forward);
-    });
-  }
-
-  async listen(): Promise<string> {
-    await new Promise<void>((r) => this.#server.listen(0, '127.0.0.1', () => r()));
-    return `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}/v1`;
-  }
-
-  get held(): number {
-    return this.#held.length;
-  }
-
-  open(): void {
-    this.#open = true;
-    for (const go of this.#held.splice(0)) go();
-  }
-
-  async close(): Promise<void> {
-    this.open();
-    this.#server.closeAllConnections();
-    await new Promise<void>((r) => this.#server.close(() => r()));
-  }
-}
-
-interface Child {
-  readonly proc: ChildProcess;
-  stdout: string;
-  stderr: string;
-  readonly exited: Promise<number | null>;
-}
-
-function start(args: string[]): Child {
-  const proc = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-  const child: Child = {
-    proc,
-    stdout: '',
-    stderr: '',
-    exited: new Promise((resolve) => proc.once('exit', (code) => resolve(code))),
-  };
-  proc.stdout!.on('data', (d: Buffer) => (child.stdout += d.toString()));
-  proc.stderr!.on('data', (d: Buffer) => (child.stderr += d.toString()));
-  return child;
-}
 
 /** What the run's files hold now, whole lines only, counted here from the records themselves. */
 function onDisk(run: string): { ids: number; accepted: number; attempts: number; tokens: { prompt: number; completion: number; total: number } } {
