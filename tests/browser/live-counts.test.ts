@@ -9,15 +9,13 @@
  */
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT } from '../../pipeline/paths.js';
 import { startSim, type Sim } from '../../sim/server.js';
 import { tempDir, writeConfig } from '../helpers.js';
-import { Gate, start, type Child } from './live-run.js';
+import { Gate, HAVE_CHROMIUM, launchChromium, openLivePage, start, startServe, stopAll, type Child } from './live-run.js';
 
-const CHROMIUM = '/usr/bin/chromium';
-const HAVE_CHROMIUM = existsSync(CHROMIUM);
 const SHOTS = process.env.TRAJFORGE_SHOTS ?? join(PACKAGE_ROOT, 'tests', 'artifacts');
 const CONCURRENCY = 2;
 const SAMPLES = 6;
@@ -39,18 +37,10 @@ describe.runIf(HAVE_CHROMIUM)('report --serve shows 429s, retries and Retry-Afte
     mkdirSync(SHOTS, { recursive: true });
     sim = await startSim({ port: 0, seed: 3, misbehave: { rate_limit: 0.3, server_error: 0.2 }, retryAfterMs: 50 });
     gate = new Gate(new URL(sim.url), LET_THROUGH);
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
+    browser = await launchChromium();
   });
 
-  afterAll(async () => {
-    for (const c of [generate, serve]) if (c && c.proc.exitCode === null) c.proc.kill('SIGKILL');
-    await browser?.close();
-    await gate?.close();
-    await sim?.close();
-  });
+  afterAll(() => stopAll([generate, serve], [browser, gate, sim]));
 
   it('follows the counts as the run checkpoints them, and ends on the manifest’s and the sim’s', async () => {
     const dir = tempDir('tf-live-counts-');
@@ -59,17 +49,9 @@ describe.runIf(HAVE_CHROMIUM)('report --serve shows 429s, retries and Retry-Afte
     const config = writeConfig(dir, base, { endpoint, concurrency: CONCURRENCY, budgets: { max_turns: 3, max_tool_calls: 2 } });
     const run = join(dir, 'run');
 
-    serve = start(['report', '--serve', run, '--port', '0', '--poll-ms', '100']);
-    await expect.poll(() => /at (http:\/\/127\.0\.0\.1:\d+\/)/.exec(serve!.stdout)?.[1], { timeout: 30_000 }).toBeTruthy();
-    const url = /at (http:\/\/127\.0\.0\.1:\d+\/)/.exec(serve.stdout)![1]!;
-    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
-    const errors: string[] = [];
-    page.on('pageerror', (e) => errors.push(e.message));
-    page.on('console', (m) => {
-      if (m.type() === 'error') errors.push(m.text());
-    });
-    await page.goto(url, { waitUntil: 'load' });
-    await page.waitForSelector('#live[data-connected="1"]');
+    let url: string;
+    ({ serve, url } = await startServe(run));
+    const { page, errors } = await openLivePage(browser, url);
     expect(await page.getAttribute('#live-429', 'data-value')).toBe('');
 
     // Held at the gate, the run writes no record; its timer checkpoint writes the counts so far.

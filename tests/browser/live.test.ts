@@ -13,15 +13,13 @@
  */
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT } from '../../pipeline/paths.js';
 import { startSim, type SimServer } from '../../sim/server.js';
 import { runCli, tempDir, writeConfig } from '../helpers.js';
-import { Gate, start, type Child } from './live-run.js';
+import { Gate, HAVE_CHROMIUM, launchChromium, openLivePage, start, startServe, stopAll, type Child } from './live-run.js';
 
-const CHROMIUM = '/usr/bin/chromium';
-const HAVE_CHROMIUM = existsSync(CHROMIUM);
 const ARTIFACTS = join(PACKAGE_ROOT, 'tests', 'artifacts');
 const SHOTS = process.env.TRAJFORGE_SHOTS ?? ARTIFACTS;
 const CONCURRENCY = 2;
@@ -62,18 +60,10 @@ describe.runIf(HAVE_CHROMIUM)('report --serve in a browser, during a run', () =>
     // Misbehaving, so some samples fail, and one retry each, so some failures are later superseded.
     sim = await startSim({ port: 0, seed: 5, latencyMs: 40, misbehave: { no_action: 0.25, unclosed_call: 0.2, multiple_calls: 0.2, length: 0.15, hallucinated_output: 0.1 } });
     gate = new Gate(new URL(sim.url), LET_THROUGH);
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
+    browser = await launchChromium();
   });
 
-  afterAll(async () => {
-    for (const c of [generate, serve]) if (c && c.proc.exitCode === null) c.proc.kill('SIGKILL');
-    await browser?.close();
-    await gate?.close();
-    await sim?.close();
-  });
+  afterAll(() => stopAll([generate, serve], [browser, gate, sim]));
 
   it('shows the rows and figures of a run as it writes them, and ends on the figures of stats --json', async () => {
     const base = await gate.listen();
@@ -81,20 +71,12 @@ describe.runIf(HAVE_CHROMIUM)('report --serve in a browser, during a run', () =>
     const run = join(dir, 'run');
 
     // The server first, on a run that does not exist yet: it waits.
-    serve = start(['report', '--serve', run, '--port', '0', '--poll-ms', '100', '--price-prompt', String(PRICE.prompt), '--price-completion', String(PRICE.completion)]);
-    await expect.poll(() => /at (http:\/\/127\.0\.0\.1:\d+\/)/.exec(serve!.stdout)?.[1], { timeout: 30_000 }).toBeTruthy();
-    const url = /at (http:\/\/127\.0\.0\.1:\d+\/)/.exec(serve.stdout)![1]!;
+    let url: string;
+    ({ serve, url } = await startServe(run, ['--price-prompt', String(PRICE.prompt), '--price-completion', String(PRICE.completion)]));
     // Its own line, a write after the address: the pipe may hand the two over apart.
     await expect.poll(() => serve!.stdout, { timeout: 30_000 }).toContain('holds no run yet');
 
-    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
-    const errors: string[] = [];
-    page.on('pageerror', (e) => errors.push(e.message));
-    page.on('console', (m) => {
-      if (m.type() === 'error') errors.push(m.text());
-    });
-    await page.goto(url, { waitUntil: 'load' });
-    await page.waitForSelector('#live[data-connected="1"]');
+    const { page, errors } = await openLivePage(browser, url);
     expect(await page.textContent('#count')).toBe('0 of 0 trajectories');
     expect(await page.textContent('#live-run')).toContain('waiting for the run to start');
     // A full reload would lose this.
