@@ -7,7 +7,7 @@
  * stops as Ctrl-C does, but lets the requests in flight finish, so no request is cut off
  * half-answered and the two sides can be compared exactly.
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../pipeline/core/config.js';
@@ -85,5 +85,64 @@ describe('the manifest counts what the endpoint answered', () => {
     expect(total.rate_limited).toBeGreaterThan(0);
     expect(total.server_error).toBeGreaterThan(0);
     expect(m2.endpoint.judge).toBeUndefined();
+  }, 120_000);
+
+  it("keeps the judge's apart: each client's counts equal what its own endpoint served", async () => {
+    const judgeSim = await startSim({ port: 0, seed: 30, misbehave: { rate_limit: 0.3 }, retryAfterMs: 20 });
+    try {
+      const dir = tempDir('tf-endpoint-counts-judge-');
+      const before = served();
+      const endpoint = { base_url: sim.url, model: 'trajforge-sim', api_key_env: 'none', max_tokens: 1024, retry_base_ms: 20, retry_max_ms: 200, max_retries: 20 };
+      const judge = { base_url: judgeSim.url, model: 'trajforge-sim', api_key_env: 'none', max_retries: 20, retry_base_ms: 20, retry_max_ms: 200 };
+      const summary = await generate({ config: loadConfig(writeConfig(dir, sim.url, { endpoint, validation: { judge }, budgets: { max_turns: 3, max_tool_calls: 2 }, concurrency: 2 }), { limit: 4 }) });
+      expect(summary.status).toBe('completed');
+      const m = manifestOf(join(dir, 'run'));
+      const j = judgeSim.stats();
+      expect(j.chatRequests).toBeGreaterThan(0);
+      expect(j.responsesByStatus['429']).toBeGreaterThan(0);
+      expect(m.endpoint.judge.requests).toBe(j.chatRequests);
+      expect(m.endpoint.judge.responses.ok).toBe(j.responsesByStatus['200']);
+      expect(m.endpoint.judge.responses.rate_limited).toBe(j.responsesByStatus['429'] ?? 0);
+      expect(m.endpoint.judge.retry_after.waits).toBe(j.responsesByStatus['429'] ?? 0);
+      // The agents' endpoint served this run's other requests, and none of the judge's.
+      const now = served();
+      expect(m.endpoint.agents.requests).toBe(now.requests - before.requests);
+      expect(m.endpoint.agents.responses.rate_limited).toBe(now.rate_limited - before.rate_limited);
+      expect(summary.judge!.endpoint).toEqual(m.endpoint.judge);
+    } finally {
+      await judgeSim.close();
+    }
+  }, 120_000);
+
+  it('an interrupt: every request sent has its class (those it cut off, aborted), and the resumed run adds its own to the counts', async () => {
+    const dir = tempDir('tf-endpoint-counts-int-');
+    const run = join(dir, 'run');
+    const before = served();
+    const endpoint = { base_url: sim.url, model: 'trajforge-sim', api_key_env: 'none', max_tokens: 1024, retry_base_ms: 20, retry_max_ms: 200, max_retries: 20 };
+    const config = () => loadConfig(writeConfig(dir, sim.url, { endpoint, budgets: { max_turns: 3, max_tool_calls: 2 }, concurrency: 2 }), { limit: 6 });
+    const stop = new AbortController();
+    const first = generate({ config: config(), signal: stop.signal });
+    // Ctrl-C once the first record is on disk, with the rest of the run's requests in flight.
+    await expect.poll(() => ['trajectories.jsonl', 'failures.jsonl'].some((f) => existsSync(join(run, f)) && statSync(join(run, f)).size > 0), { timeout: 60_000, interval: 5 }).toBe(true);
+    stop.abort();
+    expect((await first).status).toBe('interrupted');
+    const s1 = manifestOf(run).sessions[0].endpoint.agents;
+    const r = s1.responses;
+    // Every request sent has its class; each one the sim saw was sent, and each answer classed came from the sim.
+    expect(Object.values(r).reduce((a: number, b) => a + (b as number), 0)).toBe(s1.requests);
+    const atStop = served();
+    expect(atStop.requests - before.requests).toBeLessThanOrEqual(s1.requests);
+    expect(r.ok).toBeLessThanOrEqual(atStop.ok - before.ok);
+    expect(r.rate_limited).toBeLessThanOrEqual(atStop.rate_limited - before.rate_limited);
+
+    expect((await generate({ config: config() })).status).toBe('completed');
+    const m = manifestOf(run);
+    const s2 = m.sessions[1].endpoint.agents;
+    expect(m.sessions[0].endpoint.agents).toEqual(s1);
+    expect(m.endpoint.agents.requests).toBe(s1.requests + s2.requests);
+    expect(m.endpoint.agents.retries).toBe(s1.retries + s2.retries);
+    expect(m.endpoint.agents.responses.aborted).toBe(r.aborted + s2.responses.aborted);
+    expect(m.endpoint.agents.responses.rate_limited).toBe(r.rate_limited + s2.responses.rate_limited);
+    expect(m.endpoint.agents.retry_after.seconds).toBeCloseTo(s1.retry_after.seconds + s2.retry_after.seconds, 6);
   }, 120_000);
 });
