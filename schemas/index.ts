@@ -980,6 +980,49 @@ const RunSpendPart = z.object({
   usd: z.number().nonnegative().nullable(),
 });
 
+/**
+ * What a model client met at its endpoint (pipeline/core/llm/counts.ts): HTTP requests sent, and
+ * their responses by class (the classes add up to `requests`).
+ */
+export const EndpointCounts = z.object({
+  requests: z.number().int().nonnegative(),
+  responses: z.object({
+    ok: z.number().int().nonnegative(),
+    /** 429. */
+    rate_limited: z.number().int().nonnegative(),
+    /** 5xx, and an error inside a stream. */
+    server_error: z.number().int().nonnegative(),
+    /** Other 4xx (a refused `stop` or `max_tokens` included: the request goes again without it). */
+    client_error: z.number().int().nonnegative(),
+    /** No connection, or one that broke. */
+    connection_error: z.number().int().nonnegative(),
+    /** No response within `endpoint.timeout_ms`. */
+    timeout: z.number().int().nonnegative(),
+    /** A 2xx body that is not a completion (not JSON, a stream cut short, past `max_response_bytes`). */
+    malformed: z.number().int().nonnegative(),
+    /** Stopped by the run (an interrupt) before the response came. */
+    aborted: z.number().int().nonnegative(),
+  }),
+  /** Waits after a failed request before it went again (the failures past `max_retries` are not retried). */
+  retries: z.number().int().nonnegative(),
+  /** Of those, the waits the endpoint asked for (`Retry-After`, `retry-after-ms`), and the seconds waited for them (at most `retry_max_ms` each). */
+  retry_after: z.object({ waits: z.number().int().nonnegative(), seconds: z.number().nonnegative() }),
+  /** Completions cut at `max_tokens` asked again with more (`endpoint.length_retries`). */
+  length_retries: z.number().int().nonnegative(),
+  /** Completions resampled because their tail repeated (`endpoint.repetition_retries`). */
+  repetition_resamples: z.number().int().nonnegative(),
+  /** Requests in flight the client allowed when this was written (lowered on 429); absent when unlimited. */
+  concurrency_limit: z.number().int().positive().optional(),
+});
+export type EndpointCounts = z.infer<typeof EndpointCounts>;
+
+/** A run's endpoint counts: the agents' client (the main agent's and sub-agents' requests, one client and one gate) and the judge's, apart. */
+export const RunEndpointCounts = z.object({
+  agents: EndpointCounts,
+  judge: EndpointCounts.optional(),
+});
+export type RunEndpointCounts = z.infer<typeof RunEndpointCounts>;
+
 export const RunManifest = z.object({
   schema_version: schemaVersion,
   run_id: z.string(),
@@ -1014,8 +1057,12 @@ export const RunManifest = z.object({
       config_changes: z.array(z.object({ field: z.string(), before: z.unknown(), after: z.unknown() })).optional(),
       /** Fingerprint fields the manifest did not record before this invocation (written by an earlier trajforge). */
       fingerprint_fields_added: z.array(z.string()).optional(),
+      /** What this invocation's model clients met at their endpoints, as of the manifest's last checkpoint. */
+      endpoint: RunEndpointCounts.optional(),
     }),
   ),
+  /** The sessions' `endpoint` counts added up: the run's, over every invocation that recorded them. */
+  endpoint: RunEndpointCounts.optional(),
   /** Set on a worker's run directory (queue mode): the queue's run name and this worker's name, which Redis records with each sample it accepted. */
   worker: z.object({ run: z.string(), name: z.string() }).optional(),
   /** What the run spent, over all its invocations (pipeline/core/cost.ts); written when the config has prices, and tokens always. */

@@ -1,6 +1,7 @@
 /** `trajforge generate`: flags over the config file, progress, summary, exit code. */
 import { loadConfig, type ConfigOverrides } from '../core/config.js';
 import { costLine } from '../core/cost.js';
+import { countsLine } from '../core/llm/counts.js';
 import type { RunOutcome } from '../core/run-dir/outcome.js';
 import { tokenCounter } from '../core/tokens/count.js';
 import { TrajforgeError } from '../errors.js';
@@ -47,7 +48,7 @@ export function printSummary(s: GenerateSummary): void {
   if (x.notNeeded) out(`until      ${x.notNeeded} samples not run: an earlier sample of their question was judged correct (--until-correct)`);
   if (s.judge) {
     const j = s.judge;
-    out(`judge      ${j.judged} judged: ${kv(j.byVerdict)}; decided by ${kv(j.bySteps)}; ${j.requests} requests, ${j.cached} from cache`);
+    out(`judge      ${j.judged} judged: ${kv(j.byVerdict)}; decided by ${kv(j.bySteps)}; ${j.requests} requests, ${j.cached} from cache${j.endpoint.retries || j.endpoint.responses.rate_limited ? `; its endpoint: ${countsLine(j.endpoint)}` : ''}`);
   }
   if (x.subAgents.accepted + x.subAgents.failed > 0 || s.counts.sub_agents !== undefined) {
     const sub = x.subAgents;
@@ -62,7 +63,7 @@ export function printSummary(s: GenerateSummary): void {
   out(`tool calls ${done ? (x.toolCalls / done).toFixed(2) : '0'} per sample (${x.toolCalls} in all${agents ? ', the main agent\'s' : ''}; ${hits}, ${s.executor.errors} errors, ${s.executor.restarts} server restarts)`);
   out(`repairs    ${kv(x.repairs)}`);
   out(`rollbacks  ${kv(x.rollbacks)}`);
-  out(`endpoint   ${s.llm.requests} requests, ${s.llm.retries} retries, ${s.llm.rateLimited} rate-limited${s.llm.stopRejectedModels.length ? `, stop enforced client-side for ${s.llm.stopRejectedModels.join(', ')}` : ''}${s.llm.maxCompletionTokensModels.length ? `, max_completion_tokens sent for ${s.llm.maxCompletionTokensModels.join(', ')}` : ''}${s.llm.streamedModels.map((m) => `, streamed for ${m.model} (${m.why})`).join('')}; ${x.tokens} tokens`);
+  out(`endpoint   ${countsLine(s.llm.counts)}${s.llm.stopRejectedModels.length ? `, stop enforced client-side for ${s.llm.stopRejectedModels.join(', ')}` : ''}${s.llm.maxCompletionTokensModels.length ? `, max_completion_tokens sent for ${s.llm.maxCompletionTokensModels.join(', ')}` : ''}${s.llm.streamedModels.map((m) => `, streamed for ${m.model} (${m.why})`).join('')}; ${x.tokens} tokens`);
   if (s.llm.pastMaxTokens) out(`max_tokens ${s.llm.pastMaxTokens} completions far past the max_tokens they were sent with (flagged endpoint.past_max_tokens)`);
   const rep = s.llm.repetitionRetries + s.llm.repetitionCuts;
   if (rep) out(`repetition ${s.llm.repetitionRetries} completions resampled for degenerate repetition, ${s.llm.repetitionCuts} kept with the repeating tail cut`);

@@ -104,6 +104,7 @@ export class RunLoop {
     this.#progress = new Progress(plan.progress, plan.total, this.#store.accepted.size + this.#store.failed.size);
     this.#spend = new RunSpend(this.#store.spent, config);
     this.#store.priceSpendWith(() => this.#spend.cost());
+    this.#store.countEndpointWith(() => ({ agents: this.#llm.counts(), ...(this.#judge ? { judge: this.#judge.endpointCounts() } : {}) }));
     this.#progress.showCost(() => this.#spend.dollars());
     if (config.executor.cache) this.#progress.showCache(() => ({ hits: this.#executor.stats().cacheHits, misses: this.#executor.stats().cacheMisses }));
   }
@@ -123,10 +124,13 @@ export class RunLoop {
     let status: RunManifest['status'] = 'failed';
     let failure: string | undefined;
     this.#progress.start();
+    // A run held back by 429s writes no record for minutes: its checkpoints (and their endpoint counts) go on.
+    const checkpoints = setInterval(() => this.#checkpoint(), MANIFEST_EVERY_MS).unref();
     try {
       await this.#schedule(queue, samples, inFlight);
       ({ status, failure } = await this.#finish(skipped));
     } finally {
+      clearInterval(checkpoints);
       queue.clear();
       await queue.onIdle();
       this.#progress.stop();
@@ -187,15 +191,24 @@ export class RunLoop {
     if (!written) return;
     const tokens = this.#tally.written(records, last);
     if (last) this.#progress.done(traj.status === 'ok', tokens);
-    // The manifest's counts follow the run, so a long run can be watched from outside.
-    if (Date.now() - this.#manifestWritten > MANIFEST_EVERY_MS) {
-      this.#manifestWritten = Date.now();
-      this.#store.writeManifest();
-    }
+    this.#checkpoint();
     // Said once, when it happens; the samples in flight finish (their spend is on record), no more start.
     if (this.#spend.reached() && !this.#budgetSaid) {
       this.#budgetSaid = true;
       this.#plan.progress?.write(`\n${this.#spend.budgetStop}: no more samples start; those in flight finish\n`);
+    }
+  }
+
+  /** The manifest's counts follow the run, at most every MANIFEST_EVERY_MS, so a long run can be watched from outside. */
+  #checkpoint(): void {
+    if (Date.now() - this.#manifestWritten < MANIFEST_EVERY_MS) return;
+    this.#manifestWritten = Date.now();
+    try {
+      this.#store.writeManifest();
+    } catch (err) {
+      // A manifest that cannot be written (the disk full): the run stops rather than go on unwatched, as a failed append stops it.
+      this.#crash ??= err;
+      this.#abort.abort();
     }
   }
 

@@ -16,7 +16,8 @@ import { createReadStream, existsSync, renameSync, rmSync, statSync, writeFileSy
 import { mkdir, open, readFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { RunManifest, type Trajectory } from '../../schemas/index.js';
+import { RunManifest, type RunEndpointCounts, type Trajectory } from '../../schemas/index.js';
+import { addCounts } from '../core/llm/counts.js';
 import { compareFingerprints, fingerprint } from '../core/config.js';
 import { TrajforgeError } from '../errors.js';
 import { IdSet } from '../id-set.js';
@@ -145,6 +146,24 @@ export function endLastInvocation(sessions: RunManifest['sessions'], exit: strin
   return out;
 }
 
+/**
+ * The manifest with `now` as its last invocation's endpoint counts, and the run's total made
+ * anew from every invocation's: a resume adds its own to those on record, never counts twice.
+ */
+export function withEndpoint(manifest: RunManifest, now: RunEndpointCounts): RunManifest {
+  const sessions = [...manifest.sessions];
+  const last = sessions.pop();
+  if (last === undefined) return manifest;
+  sessions.push({ ...last, endpoint: now });
+  let total: RunEndpointCounts | undefined;
+  for (const s of sessions) {
+    if (s.endpoint === undefined) continue;
+    const judge = total?.judge && s.endpoint.judge ? addCounts(total.judge, s.endpoint.judge) : (s.endpoint.judge ?? total?.judge);
+    total = { agents: total ? addCounts(total.agents, s.endpoint.agents) : s.endpoint.agents, ...(judge ? { judge } : {}) };
+  }
+  return { ...manifest, sessions, ...(total ? { endpoint: total } : {}) };
+}
+
 /** A run directory's manifest, or the error that says it is none. */
 export async function readRunManifest(manifestPath: string): Promise<RunManifest> {
   const text = await readFile(manifestPath, 'utf8');
@@ -216,6 +235,8 @@ export class RunStore {
   readonly spent = new SpendTally();
   /** What the spend costs, for the manifest; set by the run, which knows the prices. */
   #costOf: ((spent: SpendTally) => NonNullable<RunManifest['cost']>) | undefined;
+  /** This invocation's endpoint counts, as its model clients have them now; set by the run, which holds the clients. */
+  #endpointNow: (() => RunEndpointCounts) | undefined;
   /** What opening the run found and did that the person running it should hear of (a repaired tail…). */
   readonly notices: string[] = [];
   #manifest: RunManifest;
@@ -409,10 +430,16 @@ export class RunStore {
     this.#costOf = costOf;
   }
 
+  /** From now on every manifest written carries this invocation's endpoint counts (in its `sessions` entry) and the run's total. */
+  countEndpointWith(now: () => RunEndpointCounts): void {
+    this.#endpointNow = now;
+  }
+
   /** Atomic: a reader sees the old manifest or the new one, never half of one. */
   writeManifest(patch: Partial<RunManifest> = {}): void {
     const cost = this.#costOf ? { cost: this.#costOf(this.spent) } : {};
-    this.#manifest = { ...this.#manifest, counts: this.counts(), ...patch, ...cost, updated_at: new Date().toISOString() };
+    const manifest = { ...this.#manifest, counts: this.counts(), ...patch, ...cost, updated_at: new Date().toISOString() };
+    this.#manifest = this.#endpointNow ? withEndpoint(manifest, this.#endpointNow()) : manifest;
     writeManifestFile(join(this.dir, MANIFEST), this.#manifest, this.#scrubber);
   }
 

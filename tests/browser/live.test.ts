@@ -11,19 +11,15 @@
  *
  * Every wait is for a condition (expect.poll); none is a fixed sleep.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
-import { createServer, request, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT } from '../../pipeline/paths.js';
 import { startSim, type SimServer } from '../../sim/server.js';
-import { CLI, runCli, tempDir, writeConfig } from '../helpers.js';
+import { runCli, tempDir, writeConfig } from '../helpers.js';
+import { Gate, HAVE_CHROMIUM, launchChromium, openLivePage, start, startServe, stopAll, type Child } from './live-run.js';
 
-const CHROMIUM = '/usr/bin/chromium';
-const HAVE_CHROMIUM = existsSync(CHROMIUM);
 const ARTIFACTS = join(PACKAGE_ROOT, 'tests', 'artifacts');
 const SHOTS = process.env.TRAJFORGE_SHOTS ?? ARTIFACTS;
 const CONCURRENCY = 2;
@@ -31,75 +27,6 @@ const SAMPLES = 16;
 /** Chat requests let through before the gate holds: enough for a few samples, far from all of them. */
 const LET_THROUGH = 30;
 const PRICE = { prompt: 2, completion: 8 };
-
-/** A loopback proxy in front of the sim that holds chat requests past the first `letThrough` until `open()`. */
-class Gate {
-  readonly #server: Server;
-  #passed = 0;
-  #open = false;
-  readonly #held: (() => void)[] = [];
-
-  constructor(target: URL, letThrough: number) {
-    this.#server = createServer((req, res) => {
-      const forward = (): void => {
-        const up = request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (r) => {
-          res.writeHead(r.statusCode ?? 502, r.headers);
-          r.pipe(res);
-        });
-        up.on('error', () => res.destroy());
-        res.on('close', () => up.destroy());
-        req.pipe(up);
-      };
-      const chat = req.method === 'POST' && (req.url ?? '').includes('/chat/completions');
-      if (!chat || this.#open) return forward();
-      if (this.#passed < letThrough) {
-        this.#passed++;
-        return forward();
-      }
-      this.#held.push(forward);
-    });
-  }
-
-  async listen(): Promise<string> {
-    await new Promise<void>((r) => this.#server.listen(0, '127.0.0.1', () => r()));
-    return `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}/v1`;
-  }
-
-  get held(): number {
-    return this.#held.length;
-  }
-
-  open(): void {
-    this.#open = true;
-    for (const go of this.#held.splice(0)) go();
-  }
-
-  async close(): Promise<void> {
-    this.open();
-    this.#server.closeAllConnections();
-    await new Promise<void>((r) => this.#server.close(() => r()));
-  }
-}
-
-interface Child {
-  readonly proc: ChildProcess;
-  stdout: string;
-  stderr: string;
-  readonly exited: Promise<number | null>;
-}
-
-function start(args: string[]): Child {
-  const proc = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-  const child: Child = {
-    proc,
-    stdout: '',
-    stderr: '',
-    exited: new Promise((resolve) => proc.once('exit', (code) => resolve(code))),
-  };
-  proc.stdout!.on('data', (d: Buffer) => (child.stdout += d.toString()));
-  proc.stderr!.on('data', (d: Buffer) => (child.stderr += d.toString()));
-  return child;
-}
 
 /** What the run's files hold now, whole lines only, counted here from the records themselves. */
 function onDisk(run: string): { ids: number; accepted: number; attempts: number; tokens: { prompt: number; completion: number; total: number } } {
@@ -133,18 +60,10 @@ describe.runIf(HAVE_CHROMIUM)('report --serve in a browser, during a run', () =>
     // Misbehaving, so some samples fail, and one retry each, so some failures are later superseded.
     sim = await startSim({ port: 0, seed: 5, latencyMs: 40, misbehave: { no_action: 0.25, unclosed_call: 0.2, multiple_calls: 0.2, length: 0.15, hallucinated_output: 0.1 } });
     gate = new Gate(new URL(sim.url), LET_THROUGH);
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
+    browser = await launchChromium();
   });
 
-  afterAll(async () => {
-    for (const c of [generate, serve]) if (c && c.proc.exitCode === null) c.proc.kill('SIGKILL');
-    await browser?.close();
-    await gate?.close();
-    await sim?.close();
-  });
+  afterAll(() => stopAll([generate, serve], [browser, gate, sim]));
 
   it('shows the rows and figures of a run as it writes them, and ends on the figures of stats --json', async () => {
     const base = await gate.listen();
@@ -152,20 +71,12 @@ describe.runIf(HAVE_CHROMIUM)('report --serve in a browser, during a run', () =>
     const run = join(dir, 'run');
 
     // The server first, on a run that does not exist yet: it waits.
-    serve = start(['report', '--serve', run, '--port', '0', '--poll-ms', '100', '--price-prompt', String(PRICE.prompt), '--price-completion', String(PRICE.completion)]);
-    await expect.poll(() => /at (http:\/\/127\.0\.0\.1:\d+\/)/.exec(serve!.stdout)?.[1], { timeout: 30_000 }).toBeTruthy();
-    const url = /at (http:\/\/127\.0\.0\.1:\d+\/)/.exec(serve.stdout)![1]!;
+    let url: string;
+    ({ serve, url } = await startServe(run, ['--price-prompt', String(PRICE.prompt), '--price-completion', String(PRICE.completion)]));
     // Its own line, a write after the address: the pipe may hand the two over apart.
     await expect.poll(() => serve!.stdout, { timeout: 30_000 }).toContain('holds no run yet');
 
-    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
-    const errors: string[] = [];
-    page.on('pageerror', (e) => errors.push(e.message));
-    page.on('console', (m) => {
-      if (m.type() === 'error') errors.push(m.text());
-    });
-    await page.goto(url, { waitUntil: 'load' });
-    await page.waitForSelector('#live[data-connected="1"]');
+    const { page, errors } = await openLivePage(browser, url);
     expect(await page.textContent('#count')).toBe('0 of 0 trajectories');
     expect(await page.textContent('#live-run')).toContain('waiting for the run to start');
     // A full reload would lose this.

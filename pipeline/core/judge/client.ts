@@ -20,7 +20,7 @@
  */
 import { cleanText } from '../../text.js';
 import { cacheKey, DirStore, MemoryStore, type ResultStore } from '../cache.js';
-import { LlmClient, LlmError } from '../llm/llm.js';
+import { LlmClient, LlmError, type EndpointCounts } from '../llm/llm.js';
 import { publicEndpoint, Scrubber } from '../secrets.js';
 import type { QuestionKind } from './kinds.js';
 import { renderGrading, templateTag } from './prompt.js';
@@ -73,6 +73,11 @@ export class JudgeClient {
   /** Set once the judge refused `fail_fast_after` requests in a row: the caller should stop, saying this. */
   get fatal(): string | undefined {
     return this.#fatal;
+  }
+
+  /** What the judge's endpoint answered, by class, and the retries it cost (llm/counts.ts). */
+  endpointCounts(): EndpointCounts {
+    return this.#llm.counts();
   }
 
   /** Text with the caller's secrets and the judge's key taken out. */

@@ -25,7 +25,7 @@
  * quote of the answer (reply.ts). What a verdict does to a trajectory (the run) or a dataset
  * row (validate) is trajectory.ts's and rows.ts's.
  */
-import type { Judgement, JudgeStep, JudgeVerdict, RunConfig } from '../../../schemas/index.js';
+import type { EndpointCounts, Judgement, JudgeStep, JudgeVerdict, RunConfig } from '../../../schemas/index.js';
 import type { Scrubber } from '../secrets.js';
 import { cheapSteps } from './cascade.js';
 import { JudgeClient, type Asked, type Meter } from './client.js';
@@ -55,6 +55,8 @@ export interface JudgeStats {
   /** Grading requests sent (retries of one request not counted twice), and answers served from the cache. */
   requests: number;
   cached: number;
+  /** What the judge's endpoint answered, by class, and the retries it cost (HTTP requests: every retry counted). */
+  endpoint: EndpointCounts;
 }
 
 export interface CreateJudgeOptions {
@@ -106,7 +108,12 @@ export class Judge {
   }
 
   stats(): JudgeStats {
-    return { ...structuredClone(this.#stats), ...this.#client.stats };
+    return { ...structuredClone(this.#stats), ...this.#client.stats, endpoint: this.#client.endpointCounts() };
+  }
+
+  /** What the judge's endpoint answered, by class, and the retries it cost: the run's manifest keeps them apart from the agents'. */
+  endpointCounts(): EndpointCounts {
+    return this.#client.endpointCounts();
   }
 
   /** Text with the caller's secrets and the judge's key taken out: for what a caller prints of the judge's. */

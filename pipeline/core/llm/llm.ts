@@ -12,6 +12,7 @@ import type { FinishReason } from '../../dialects/types.js';
 import { countTokens } from '../tokens/count.js';
 import { findStop, readWhole, StreamedAnswer, type RawCompletion, type ReasoningField } from './answer.js';
 import { abortableSleep, LlmError } from './error.js';
+import { addCounts, noCounts, responseClass, round3, type EndpointCounts } from './counts.js';
 import { AdaptiveGate, type RequestGate } from './gate.js';
 import { cutRepetition, degenerateTail } from './repetition.js';
 import { retryAfterMs, retryWait, seconds, waitReason, wrongEndpoint } from './retry.js';
@@ -21,6 +22,7 @@ export { LlmError, type LlmErrorKind } from './error.js';
 export { AdaptiveGate, type RequestGate } from './gate.js';
 export { cutRepetition, degenerateTail, REPETITION } from './repetition.js';
 export { retryAfterMs } from './retry.js';
+export { addCounts, noCounts, type EndpointCounts } from './counts.js';
 export type { ReasoningField } from './answer.js';
 
 export interface CompletionRequest {
@@ -75,8 +77,13 @@ export interface Completion {
 }
 
 export interface LlmStats {
+  /** What the endpoint answered, by class, and the retries it cost: the numbers the run's manifest keeps (counts.ts). */
+  counts: EndpointCounts;
+  /** HTTP requests sent (`counts.requests`). */
   requests: number;
+  /** `counts.retries`. */
   retries: number;
+  /** 429s (`counts.responses.rate_limited`). */
   rateLimited: number;
   lengthRetries: number;
   /** Completions resampled because their tail repeated (see `degenerateTail`). */
@@ -147,7 +154,11 @@ export class LlmClient {
   static readonly #completionTokensFor = new Set<string>();
   /** The field each model's endpoint last answered its reasoning in (for `send_reasoning: auto`). */
   static readonly #reasoningFieldOf = new Map<string, ReasoningField>();
-  readonly #stats = { requests: 0, retries: 0, rateLimited: 0, lengthRetries: 0, repetitionRetries: 0, repetitionCuts: 0, pastMaxTokens: 0 };
+  readonly #stats = { repetitionCuts: 0, pastMaxTokens: 0 };
+  /** Requests, responses by class, retries: what `stats().counts` and the run's manifest say. */
+  readonly #counts = noCounts();
+  /** The gate's limit when it is "unlimited" (no `maxConcurrency`): not a figure to record. */
+  readonly #unlimited: boolean;
   /** The key, to scrub from error messages a server may echo it in. */
   readonly #apiKey: string;
   readonly #onWrongEndpoint: ((why: string) => void) | undefined;
@@ -159,18 +170,31 @@ export class LlmClient {
     this.#apiKey = opts.apiKey;
     this.#wire = chatWire(cfg.base_url, opts.apiKey);
     this.#gate = opts.gate ?? new AdaptiveGate(opts.maxConcurrency ?? Number.MAX_SAFE_INTEGER);
+    this.#unlimited = opts.gate === undefined && opts.maxConcurrency === undefined;
     this.#sleep = opts.sleep ?? abortableSleep;
     this.#onWrongEndpoint = opts.onWrongEndpoint;
   }
 
   stats(): LlmStats {
+    const counts = this.counts();
     return {
       ...this.#stats,
+      counts,
+      requests: counts.requests,
+      retries: counts.retries,
+      rateLimited: counts.responses.rate_limited,
+      lengthRetries: counts.length_retries,
+      repetitionRetries: counts.repetition_resamples,
       stopRejectedModels: [...LlmClient.#stopRejected],
       maxCompletionTokensModels: [...LlmClient.#completionTokensFor],
       streamedModels: [...LlmClient.#streamFor].map(([model, why]) => ({ model, why })),
       concurrencyLimit: this.#gate.limit,
     };
+  }
+
+  /** A copy of the counts so far, with the gate's limit now. */
+  counts(): EndpointCounts {
+    return addCounts(this.#counts, { ...noCounts(), ...(this.#unlimited ? {} : { concurrency_limit: this.#gate.limit }) });
   }
 
   /** Forget what was learned of each model: `stop` or `max_tokens` rejected, streamed, its reasoning field (tests start from a clean slate). */
@@ -215,12 +239,14 @@ export class LlmClient {
     for (;;) {
       if (req.signal?.aborted) throw new LlmError('aborted', 'aborted');
       t.attempts++;
-      this.#stats.requests++;
       await this.#gate.acquire(req.signal);
+      this.#counts.requests++;
       let outcome: Classified | { ok: Once };
       try {
         outcome = { ok: await this.#once(req, t.maxTokens, t.repetitionRetries) };
+        this.#counts.responses.ok++;
       } catch (err) {
+        this.#counts.responses[responseClass(err, req.signal?.aborted === true)]++;
         outcome = this.#failed(err, req.signal);
       } finally {
         this.#gate.release();
@@ -246,7 +272,7 @@ export class LlmClient {
       // More tokens would only buy more of the loop: resample, then keep the text before it.
       if (t.repetitionRetries < this.#cfg.repetition_retries) {
         t.repetitionRetries++;
-        this.#stats.repetitionRetries++;
+        this.#counts.repetition_resamples++;
         return undefined;
       }
       this.#stats.repetitionCuts++;
@@ -257,7 +283,7 @@ export class LlmClient {
     if (plain.pastMaxTokens !== undefined) this.#stats.pastMaxTokens++;
     if (plain.finishReason === 'length' && t.lengthRetries < this.#cfg.length_retries) {
       t.lengthRetries++;
-      this.#stats.lengthRetries++;
+      this.#counts.length_retries++;
       t.maxTokens *= 2;
       return undefined;
     }
@@ -291,14 +317,17 @@ export class LlmClient {
   async #waitToRetry(outcome: Extract<Classified, { retry: true }>, t: Tries, signal: AbortSignal | undefined): Promise<void> {
     const wait = retryWait(this.#cfg, t.failures + 1, outcome.waitMs);
     if (outcome.rateLimited) {
-      this.#stats.rateLimited++;
       this.#gate.rateLimited(wait.asked === undefined ? undefined : wait.ms);
     }
     if (++t.failures > this.#cfg.max_retries) {
       const asked = wait.capped ? ` (it asked to wait ${seconds(wait.asked!)}; trajforge waits retry_max_ms, ${seconds(this.#cfg.retry_max_ms)}, at most)` : '';
       throw new LlmError('exhausted', `model endpoint failed ${t.failures} times in a row; last: ${this.#lastError}${asked}`);
     }
-    this.#stats.retries++;
+    this.#counts.retries++;
+    if (wait.asked !== undefined) {
+      this.#counts.retry_after.waits++;
+      this.#counts.retry_after.seconds = round3(this.#counts.retry_after.seconds + wait.ms / 1000);
+    }
     const over = startWait(wait.ms, waitReason(this.#cfg.model, wait, outcome.rateLimited === true, this.#lastError));
     try {
       await this.#sleep(wait.ms, signal);

@@ -33,8 +33,8 @@ export function liveHtml(figures: LiveFigures): string {
   const kpi = (id: string): string => `<div class="kpi" id="${id}" data-value=""><b>-</b><span></span></div>`;
   return `<section id="live" class="card" data-connected="0">
 <style>${CSS}</style>
-<div class="head"><h2>Live</h2><span id="live-state">connecting…</span><span id="live-run" class="when"></span><span id="live-when" class="when"></span></div>
-<div class="kpis">${['live-done', 'live-accepted', 'live-failed', 'live-rate', 'live-eta', 'live-tokens', 'live-spend'].map(kpi).join('')}</div>
+<div class="head"><h2>Live</h2><span id="live-state">connecting…</span><span id="live-run" class="when"></span><span id="live-endpoint" class="when"></span><span id="live-when" class="when"></span></div>
+<div class="kpis">${['live-done', 'live-accepted', 'live-failed', 'live-rate', 'live-eta', 'live-tokens', 'live-spend', 'live-429', 'live-retries'].map(kpi).join('')}</div>
 <div class="cols" id="live-series">
 <div><h3>Throughput: attempts per minute</h3><div id="live-throughput" class="none">no attempt yet</div></div>
 <div><h3>Acceptance: accepted share of each minute's attempts</h3><div id="live-acceptance" class="none">no attempt yet</div></div>

@@ -17,9 +17,10 @@
  */
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Trajectory } from '../../../schemas/index.js';
+import type { RunEndpointCounts, Trajectory } from '../../../schemas/index.js';
 import { FAILURES, MANIFEST, TRAJECTORIES } from '../../core/run-dir/names.js';
 import { IdSet } from '../../id-set.js';
+import { endpointOf, sumEndpoints, WorkerManifests, type LiveEndpoint } from './live-endpoint.js';
 import { rowLine, type RowOptions } from './rows.js';
 import { FileTail, linesBetween, type TailLine } from './tail.js';
 import { lineProblem, maxLineBytes } from '../../core/lines.js';
@@ -92,6 +93,12 @@ export interface LiveFigures {
    * minutes that had one, oldest first: [minute start in ms since the epoch, attempts, accepted].
    */
   readonly series: [number, number, number][];
+  /**
+   * What the model endpoints answered (requests, 429s, retries, Retry-After waits), as the
+   * manifest's last checkpoint recorded it; a queue run's directory adds up its workers'
+   * (live-endpoint.ts). Null when no manifest records it.
+   */
+  readonly endpoint: LiveEndpoint | null;
 }
 
 /** Minutes of the time series the figures carry. */
@@ -296,6 +303,10 @@ export class LiveRun {
   #generation = 0;
   #manifest: ManifestView | null = null;
   #manifestError: string | null = null;
+  /** The run manifest's endpoint counts, when it records them. */
+  #endpoint: RunEndpointCounts | undefined;
+  /** A queue run's directory: its workers' manifests. */
+  readonly #workers: WorkerManifests;
   /** Identity of the manifest file last read: a rename puts a new one in place. */
   #manifestKey = '';
   /** Bumped by every change a page would see. */
@@ -307,6 +318,7 @@ export class LiveRun {
     this.#maxLine = opts.maxLineBytes ?? maxLineBytes();
     this.#traj = new FileTail(join(dir, TRAJECTORIES), { maxLineBytes: this.#maxLine });
     this.#fail = new FileTail(join(dir, FAILURES), { maxLineBytes: this.#maxLine });
+    this.#workers = new WorkerManifests(dir);
   }
 
   /** Changes with every change to the figures or the files' rows. */
@@ -331,6 +343,7 @@ export class LiveRun {
   async poll(): Promise<boolean> {
     const before = this.#version;
     await this.#readManifest();
+    if (await this.#workers.look()) this.#version++;
     for (;;) {
       const t = await this.#traj.read(this.#opts.chunkBytes);
       const f = await this.#fail.read(this.#opts.chunkBytes);
@@ -386,7 +399,9 @@ export class LiveRun {
     this.#manifestKey = key;
     this.#version++;
     try {
-      this.#manifest = manifestView(JSON.parse(await readFile(path, 'utf8')));
+      const parsed: unknown = JSON.parse(await readFile(path, 'utf8'));
+      this.#manifest = manifestView(parsed);
+      this.#endpoint = endpointOf(parsed);
       this.#manifestError = null;
     } catch (err) {
       // The store replaces it whole, so this is a hand or another tool: keep the last good one and say so.
@@ -427,6 +442,7 @@ export class LiveRun {
       price,
       newest: t.newest.map((x) => [x.id, x.status, x.reason, x.at]),
       series: [...t.perMinute].sort((a, b) => a[0] - b[0]).slice(-SERIES_MINUTES).map(([m, [n, ok]]) => [m, n, ok]),
+      endpoint: sumEndpoints([...(this.#endpoint ? [this.#endpoint] : []), ...this.#workers.counts]),
     };
   }
 

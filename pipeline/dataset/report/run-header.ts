@@ -1,6 +1,7 @@
 /**
  * The report's run header: what a reader asks of a run before any figure — the model, the
- * endpoint, the dialect, how long it ran and what it cost — read from the run directory's
+ * endpoint, the dialect, how long it ran, what it cost, and what the endpoint answered
+ * (requests, 429s, retries, Retry-After waits: the same phrase as generate's summary) — read from the run directory's
  * manifest. The manifest is a file anyone may have edited: every field is checked, and the
  * endpoint is shown without what could be a secret (a user and password in the URL, its query).
  */
@@ -10,6 +11,9 @@ import { dollars } from '../../core/cost.js';
 import { MANIFEST } from '../../core/run-dir/names.js';
 import { esc } from './svg.js';
 import { publicEndpoint } from '../../core/secrets.js';
+import { countsLine } from '../../core/llm/counts.js';
+import type { RunEndpointCounts } from '../../../schemas/index.js';
+import { endpointOf } from './live-endpoint.js';
 
 export interface RunHeader {
   readonly runId: string;
@@ -24,6 +28,8 @@ export interface RunHeader {
   /** Dollars spent; null: some model of the run has no price; undefined: the manifest records no cost. */
   readonly usd: number | null | undefined;
   readonly costEstimated: boolean;
+  /** Requests, 429s, retries and Retry-After waits over the run's invocations; undefined when the manifest records none. */
+  readonly calls: RunEndpointCounts | undefined;
 }
 
 type Obj = Record<string, unknown>;
@@ -67,6 +73,7 @@ export function readRunHeader(dir: string): RunHeader | undefined {
     sessions: sessions.length,
     usd,
     costEstimated: cost?.estimated === true,
+    calls: endpointOf(m),
   };
 }
 
@@ -87,6 +94,7 @@ export function runHeaderHtml(h: RunHeader): string {
     ['dialect', 'dialect', h.dialect || '-'],
     ['wall', 'wall time', h.wallMs === null ? '-' : `${duration(h.wallMs)}${h.sessions > 1 ? ` (${h.sessions} sessions)` : ''}`],
     ['cost', 'cost', cost],
+    ...(h.calls ? [['calls', 'calls', `${countsLine(h.calls.agents)}${h.calls.judge ? `; judge ${countsLine(h.calls.judge)}` : ''}`] as [string, string, string]] : []),
     ['status', 'run', `${h.status || '-'}${h.runId ? ` · ${h.runId}` : ''}`],
   ];
   return `<div id="run-header" class="runhead">${facts.map(([k, label, v]) => `<span data-fact="${k}"><i>${esc(label)}</i> <b>${esc(v)}</b></span>`).join('')}</div>`;

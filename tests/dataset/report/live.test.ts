@@ -307,6 +307,49 @@ describe('LiveRun', () => {
     expect(live.figures().manifest_error).toBeNull();
   });
 
+  it("follows the manifest's endpoint counts, adds up a queue run's workers', and leaves out counts that are not counts", async () => {
+    const counts = (requests: number, limited: number, extra: Record<string, unknown> = {}) => ({
+      requests,
+      responses: { ok: requests - limited, rate_limited: limited, server_error: 0, client_error: 0, connection_error: 0, timeout: 0, malformed: 0, aborted: 0 },
+      retries: limited,
+      retry_after: { waits: limited, seconds: limited * 0.5 },
+      length_retries: 0,
+      repetition_resamples: 0,
+      ...extra,
+    });
+    const put = (dir: string, manifest: unknown): void => {
+      mkdirSync(dir, { recursive: true });
+      writeFileSync(join(dir, 'manifest.json.tmp'), JSON.stringify(manifest));
+      renameSync(join(dir, 'manifest.json.tmp'), join(dir, 'manifest.json'));
+    };
+    const dir = tempDir('tf-live-endpoint-');
+    const live = new LiveRun(dir, OPTS);
+    await live.poll();
+    expect(live.figures().endpoint).toBeNull();
+    put(dir, { status: 'running', endpoint: { agents: counts(10, 3, { concurrency_limit: 4 }), judge: counts(2, 1) } });
+    expect(await live.poll()).toBe(true);
+    expect(live.figures().endpoint).toEqual({ agents: counts(10, 3, { concurrency_limit: 4 }), judge: counts(2, 1), manifests: 1 });
+
+    // A queue run's directory: no run of its own, one per worker; a worker's manifest rewritten is read again.
+    const queue = tempDir('tf-live-endpoint-queue-');
+    const q = new LiveRun(queue, OPTS);
+    put(join(queue, 'worker-a'), { endpoint: { agents: counts(10, 3) } });
+    put(join(queue, 'worker-b'), { endpoint: { agents: counts(5, 1) } });
+    put(join(queue, 'worker-evil'), { endpoint: { agents: { ...counts(1000, 1000), requests: -5 } } });
+    put(join(queue, 'not-a-worker'), { endpoint: { agents: counts(1000, 1000) } });
+    await q.poll();
+    const f = q.figures().endpoint!;
+    expect(f.manifests).toBe(2);
+    expect(f.agents.requests).toBe(15);
+    expect(f.agents.responses.rate_limited).toBe(4);
+    expect(f.agents.retry_after).toEqual({ waits: 4, seconds: 2 });
+    expect(f.judge).toBeNull();
+    put(join(queue, 'worker-b'), { endpoint: { agents: counts(7, 2) } });
+    expect(await q.poll()).toBe(true);
+    expect(q.figures().endpoint!.agents.requests).toBe(17);
+    expect(await q.poll()).toBe(false);
+  });
+
   it('starts over when a file shrinks: the figures are those of what the files now hold, and the generation moves', async () => {
     const dir = tempDir('tf-live-run-');
     writeFileSync(join(dir, 'trajectories.jsonl'), `${[ok('a'), ok('b'), ok('c')].join('\n')}\n`);

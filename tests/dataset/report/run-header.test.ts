@@ -54,6 +54,22 @@ describe('the run header', () => {
     expect(readRunHeader(manifestDir(null))).toMatchObject({ model: '' });
   });
 
+  it("says what the endpoint answered over the run, as generate's summary says it, and nothing of counts that are not counts", () => {
+    const agents = {
+      requests: 40,
+      responses: { ok: 33, rate_limited: 5, server_error: 2, client_error: 0, connection_error: 0, timeout: 0, malformed: 0, aborted: 0 },
+      retries: 7,
+      retry_after: { waits: 5, seconds: 2.5 },
+      length_retries: 0,
+      repetition_resamples: 0,
+    };
+    const html = runHeaderHtml(readRunHeader(manifestDir({ model: 'm', endpoint: { agents } }))!);
+    expect(html).toContain('<span data-fact="calls"><i>calls</i> <b>40 requests, 7 retries, 5 rate-limited (429), 2 server errors (5xx), Retry-After 5 waits 2.5 s</b></span>');
+    const bad = runHeaderHtml(readRunHeader(manifestDir({ model: 'm', endpoint: { agents: { ...agents, retries: 'many' } } }))!);
+    expect(bad).not.toContain('data-fact="calls"');
+    expect(runHeaderHtml(readRunHeader(manifestDir({ model: 'm' }))!)).not.toContain('data-fact="calls"');
+  });
+
   it('escapes every manifest field it shows', () => {
     const html = runHeaderHtml(readRunHeader(manifestDir({ model: EVIL, run_id: EVIL, status: EVIL, dialect: EVIL }))!);
     expect(html).not.toContain('<script');

@@ -30,6 +30,7 @@ namespace LivePanel {
   }
   function show(f: LiveFigures): void {
     showKpis(f);
+    showEndpoint(f);
     showSeries(f);
     const m = f.manifest;
     const state = byId('live-run');
@@ -88,6 +89,35 @@ namespace LivePanel {
     // A spend is made from a price: the one is set when the other is.
     if (f.spend_usd === null) kpi('live-spend', 'tokens only', null, 'no price set: --price-prompt and --price-completion (USD per million tokens)');
     else kpi('live-spend', '$' + f.spend_usd.toFixed(2), f.spend_usd, 'spend at $' + f.price!.prompt + ' / $' + f.price!.completion + ' per million prompt / completion tokens');
+  }
+  /** Counters of the agents' client and the judge's added up (the judge's are said apart in the labels). */
+  function both(f: LiveFigures, of: (c: EndpointCounts) => number): number {
+    const e = f.endpoint!;
+    return of(e.agents) + (e.judge ? of(e.judge) : 0);
+  }
+  /** 429s, retries and Retry-After waits, as the manifest's last checkpoint has them: two cards and a line in the head. */
+  function showEndpoint(f: LiveFigures): void {
+    const e = f.endpoint;
+    const head = byId('live-endpoint');
+    if (!e) {
+      head.textContent = '';
+      kpi('live-429', '-', null, 'rate-limited (429): the manifest records no endpoint counts yet');
+      kpi('live-retries', '-', null, 'retries: the manifest records no endpoint counts yet');
+      return;
+    }
+    const requests = both(f, (c) => c.requests);
+    const limited = both(f, (c) => c.responses.rate_limited);
+    const retries = both(f, (c) => c.retries);
+    const waits = both(f, (c) => c.retry_after.waits);
+    const waited = both(f, (c) => c.retry_after.seconds);
+    const server = both(f, (c) => c.responses.server_error);
+    const broken = both(f, (c) => c.responses.connection_error + c.responses.timeout);
+    const judge = e.judge ? ' (judge: ' + num(e.judge.responses.rate_limited) + ')' : '';
+    const workers = e.manifests > 1 ? ', ' + e.manifests + ' workers' : '';
+    const limit = e.agents.concurrency_limit === undefined ? '' : ', ' + num(e.agents.concurrency_limit) + ' in flight allowed';
+    kpi('live-429', num(limited), limited, 'rate-limited (429)' + judge + '; Retry-After: ' + num(waits) + ' waits, ' + waited.toFixed(1) + ' s' + workers);
+    kpi('live-retries', num(retries), retries, 'retries of ' + num(requests) + ' requests: ' + num(server) + ' server errors (5xx), ' + num(broken) + ' connection errors or timeouts' + limit);
+    head.textContent = 'endpoint: ' + num(requests) + ' requests · ' + num(limited) + ' × 429 · ' + num(retries) + ' retries · Retry-After ' + waited.toFixed(1) + ' s' + workers;
   }
   /** Time left at the current rate: the samples still planned over samples per minute. */
   function showEta(f: LiveFigures): void {

@@ -76,6 +76,28 @@ interface LiveFigures {
   readonly newest: [string, string, string, string][];
   /** Attempts by the minute they finished: [minute start ms, attempts, accepted]. */
   readonly series: [number, number, number][];
+  /** The endpoints' counts from the manifests (live-endpoint.ts); null when none records them. */
+  readonly endpoint: { readonly agents: EndpointCounts; readonly judge: EndpointCounts | null; readonly manifests: number } | null;
+}
+
+/** What a model client met at its endpoint (schemas/index.ts EndpointCounts). */
+interface EndpointCounts {
+  readonly requests: number;
+  readonly responses: {
+    readonly ok: number;
+    readonly rate_limited: number;
+    readonly server_error: number;
+    readonly client_error: number;
+    readonly connection_error: number;
+    readonly timeout: number;
+    readonly malformed: number;
+    readonly aborted: number;
+  };
+  readonly retries: number;
+  readonly retry_after: { readonly waits: number; readonly seconds: number };
+  readonly length_retries: number;
+  readonly repetition_resamples: number;
+  readonly concurrency_limit?: number;
 }
 
 /** What the report's script offers a script that runs after it (the live panel). */
