@@ -4,6 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { getDialect } from '../../pipeline/dialects/index.js';
+import { sanitizeSnippetId } from '../../pipeline/dialects/tool-output.js';
 import { base64Bytes, jsonFitsUnder, limitResult, renderResult, resultText } from '../../pipeline/generate/tool-result.js';
 
 const limits = { maxResultChars: 200_000, maxSnippetChars: 2_000 };
@@ -175,5 +176,12 @@ describe('the size bound limitResult trusts before serialising', () => {
     const raw = { content: [{ type: 'text', text: JSON.stringify({ results: Array.from({ length: 5 }, (_, i) => ({ id: `d${i}`, title: 't', text: 'word '.repeat(150) })) }) }] };
     expect(jsonFitsUnder(raw, 200_000)).toBe(true);
     expect(jsonFitsUnder(raw, 1_000)).toBe(false);
+  });
+});
+
+describe('snippet ids', () => {
+  it('quotes, angle brackets, list separators, ampersands and white space become _; the ends are trimmed; other characters, pairs and lone surrogates alike, stay', () => {
+    expect(sanitizeSnippetId('  a"b\'c<d>e,f;g&h i\tj\u00a0k\u2028l  ')).toBe('a_b_c_d_e_f_g_h_i_j_k_l');
+    expect(sanitizeSnippetId('doc-😀-\ud800-é')).toBe('doc-😀-\ud800-é');
   });
 });
