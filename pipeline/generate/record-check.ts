@@ -19,6 +19,11 @@ let schemas: Schemas = { ok: Trajectory, failed: FailureRecord };
 let checkedRecords = 0;
 let compiled = false;
 
+/** Whether this process checks records with the compiled schemas yet. */
+export function recordSchemasCompiled(): boolean {
+  return compiled;
+}
+
 /** The schemas compiled by zod, from now on in this process (done on its own after COMPILE_AFTER_RECORDS; tests call it). */
 export function compileRecordSchemas(): void {
   if (compiled) return;
@@ -32,7 +37,6 @@ export function compileRecordSchemas(): void {
  * as written, for the issues. So a record is refused exactly when zod's `safeParse` refuses it.
  */
 function check(t: Trajectory): { success: true } | { success: false; error: z.ZodError } {
-  if (++checkedRecords === COMPILE_AFTER_RECORDS) compileRecordSchemas();
   const ok = t.status === 'ok';
   if ((ok ? schemas.ok : schemas.failed).validate(t)) return { success: true };
   const parsed = (ok ? Trajectory : FailureRecord).safeParse(t);
@@ -84,6 +88,7 @@ export function noRolloutFailure(
  * trajforge itself sets. A record that fails its schema never reaches the run directory.
  */
 export function schemaChecked(traj: Trajectory): { record: Trajectory; rejected: boolean } {
+  if (++checkedRecords === COMPILE_AFTER_RECORDS) compileRecordSchemas();
   const first = check(traj);
   if (first.success) return { record: traj, rejected: false };
   const error = `the record failed the ${traj.status === 'ok' ? 'Trajectory' : 'FailureRecord'} schema: ${schemaProblem(first.error.issues)}`;
