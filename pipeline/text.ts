@@ -85,15 +85,21 @@ function cleanValue(v: unknown, removed: Removed): unknown {
     }
     return out ?? v;
   }
-  let changed = false;
-  const entries = Object.entries(v as Record<string, unknown>).map(([k, x]): [string, unknown] => {
+  // The entries are built only from the first key or value that changes: clean data (nearly every
+  // tool result) allocates nothing here.
+  const o = v as Record<string, unknown>;
+  const keys = Object.keys(o);
+  let entries: [string, unknown][] | undefined;
+  for (let i = 0; i < keys.length; i++) {
+    const k = keys[i]!;
+    const x = o[k];
     const ck = cleanText(k, removed);
     const cx = cleanValue(x, removed);
-    if (ck !== k || cx !== x) changed = true;
-    return [ck, cx];
-  });
+    if (entries === undefined && (ck !== k || cx !== x)) entries = keys.slice(0, i).map((j): [string, unknown] => [j, o[j]]);
+    entries?.push([ck, cx]);
+  }
   // fromEntries, not assignment: a `__proto__` key stays data.
-  return changed ? Object.fromEntries(entries) : v;
+  return entries === undefined ? v : Object.fromEntries(entries);
 }
 
 /** Whether anything was removed. */

@@ -69,6 +69,16 @@ describe('cleanJson', () => {
     expect(dirty['k\u0000'][0]).toBe('x\ud800');
   });
 
+  it('a change after clean keys keeps every key, in order, the clean values the same objects', () => {
+    const inner = { x: 1 };
+    const removed = noneRemoved();
+    const out = cleanJson({ first: 'a', second: inner, 'late\u0001': 'b', last: 'c\u0000', after: 'd' }, removed) as Record<string, unknown>;
+    expect(Object.keys(out)).toEqual(['first', 'second', 'late', 'last', 'after']);
+    expect(out).toEqual({ first: 'a', second: { x: 1 }, late: 'b', last: 'c', after: 'd' });
+    expect(out.second).toBe(inner);
+    expect(removed).toEqual({ nul: 1, control: 1, surrogate: 0 });
+  });
+
   it('keeps a __proto__ key as data', () => {
     const v = JSON.parse('{"__proto__": {"polluted": "x\\u0000"}}');
     const out = cleanJson(v) as Record<string, unknown>;

@@ -70,9 +70,7 @@ export function escapeTagNamed(s: string, name: string): string {
  * sanitised ones, i.e. exactly what the model can cite.
  */
 export function sanitizeSnippetId(id: string): string {
-  let out = '';
-  for (const ch of id.trim()) out += /[\s"'<>,;&]/.test(ch) ? '_' : ch;
-  return out;
+  return id.trim().replace(/[\s"'<>,;&]/g, '_');
 }
 
 function renderSnippet(id: string, body: string): string {

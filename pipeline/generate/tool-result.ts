@@ -204,12 +204,59 @@ function fitJson(s: string, room: number): string {
 
 const jsonLength = (v: unknown): number => JSON.stringify(v)?.length ?? 0;
 
+/** Containers deeper than this are not bounded: jsonFitsUnder says "not known" and the exact length is taken. */
+const BOUND_DEPTH = 32;
+
+/**
+ * Whether `v`'s JSON is surely at most `max` characters, from a bound that builds nothing: a
+ * string's JSON is at most six characters per unit (`\u001f`) and its quotes. False means "not
+ * known" (over the bound, too deep, or a value JSON.stringify would turn some other way, such as
+ * one with `toJSON`), and the caller measures exactly. A result is a few KB against a limit of
+ * 200,000 characters by default, so the exact serialisation is nearly never needed.
+ */
+export function jsonFitsUnder(v: unknown, max: number): boolean {
+  return jsonBound(v, max, 0) <= max;
+}
+
+/** An upper bound on `v`'s JSON length, or anything above `max` once the bound passes it. */
+function jsonBound(v: unknown, max: number, depth: number): number {
+  switch (typeof v) {
+    case 'string':
+      return v.length * 6 + 2;
+    case 'number':
+      return Number.isFinite(v) ? String(v).length : 4;
+    case 'boolean':
+      return 5;
+    case 'undefined':
+      return 4;
+    case 'object':
+      break;
+    default:
+      return Infinity;
+  }
+  if (v === null) return 4;
+  if (depth >= BOUND_DEPTH) return Infinity;
+  let n = 2;
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length && n <= max; i++) n += jsonBound(v[i], max - n, depth + 1) + 1;
+    return n;
+  }
+  const proto = Object.getPrototypeOf(v) as unknown;
+  if ((proto !== Object.prototype && proto !== null) || typeof (v as { toJSON?: unknown }).toJSON === 'function') return Infinity;
+  for (const k of Object.keys(v)) {
+    n += k.length * 6 + 3 + jsonBound((v as Record<string, unknown>)[k], max - n, depth + 1) + 1;
+    if (n > max) return n;
+  }
+  return n;
+}
+
 /**
  * The raw result, cut so that its JSON is at most `maxChars` long: parts are kept in order
  * while they fit; text is cut where the room ends; base64 data that does not fit is left
  * out, its type and size kept; structured content is kept only whole.
  */
 export function limitResult(raw: unknown, maxChars: number): { result: unknown; truncated: boolean } {
+  if (jsonFitsUnder(raw, maxChars)) return { result: raw, truncated: false };
   const total = jsonLength(raw);
   if (total <= maxChars) return { result: raw, truncated: false };
   const r = (raw ?? {}) as ResultLike;

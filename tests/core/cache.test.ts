@@ -52,6 +52,17 @@ describe('DirStore', () => {
     await store.close();
   });
 
+  it('indexes each entry by its bytes, not its characters: entries of multi-byte text after one another read back whole in another store', async () => {
+    const dir = tempDir('tf-store-');
+    const a = DirStore.open({ dir, ttlS: DAY, prune: false });
+    const values = ['é'.repeat(3000), '😀 emoji', 'plain', '中文'.repeat(40_000)];
+    for (const [i, v] of values.entries()) await a.set(key(`u${i}`), v);
+    await a.close();
+    const b = DirStore.open({ dir, ttlS: DAY, prune: false });
+    for (const [i, v] of values.entries()) expect(await b.get(key(`u${i}`))).toBe(v);
+    await b.close();
+  });
+
   it('finds what another store wrote: when it opens, and after a miss while both are open', async () => {
     const dir = tempDir('tf-store-');
     const a = DirStore.open({ dir, ttlS: DAY, prune: false });

@@ -4,9 +4,11 @@
  * `invalid` failure, and one too broken for that a bare failure that keeps only which sample it
  * was. Checked against the zod schemas themselves, not against what the code builds.
  */
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { FailureRecord, Trajectory } from '../../schemas/index.js';
 import { noRolloutFailure, schemaChecked } from '../../pipeline/generate/run.js';
+import { compileRecordSchemas } from '../../pipeline/generate/record-check.js';
 
 const which = { id: 'q1#0', question_id: 'q1', question: 'When?', dialect: 'tulu' as const, model: 'm', attempt: 2, run_id: 'r' };
 
@@ -38,8 +40,13 @@ describe('schemaChecked', () => {
   });
 });
 
-/** Each hostile variant of a full record gets the verdict zod gives it: never written when zod refuses it. */
-describe('schemaChecked on hostile records', () => {
+/**
+ * Each hostile variant of a full record gets the verdict zod's safeParse gives it: never written
+ * when zod refuses it. Twice: with the schemas as written (a process's first records), then
+ * compiled by zod (every later record); the compile cannot be undone, so the compiled pass runs last.
+ */
+for (const pass of ['as written', 'compiled by z.compile'] as const) describe(`schemaChecked on hostile records, the schemas ${pass}`, () => {
+  if (pass !== 'as written') beforeAll(() => compileRecordSchemas());
   const base = (): Trajectory =>
     ({
       ...noRolloutFailure({ ...which, reason: 'invalid', error: 'x', meta: { source: 'bench', n: 1 } }),
@@ -113,5 +120,12 @@ describe('schemaChecked on hostile records', () => {
     });
     expect(verdicts.filter(Boolean).length).toBeGreaterThanOrEqual(3);
     expect(verdicts.filter((v) => !v).length).toBeGreaterThanOrEqual(10);
+  });
+});
+
+describe('the compiled record schemas', () => {
+  it('zod compiles both whole (no part left to the runtime parser, which would only be slower)', () => {
+    expect(() => z.compile(Trajectory, { strict: true })).not.toThrow();
+    expect(() => z.compile(FailureRecord, { strict: true })).not.toThrow();
   });
 });

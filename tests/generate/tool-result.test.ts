@@ -4,7 +4,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { getDialect } from '../../pipeline/dialects/index.js';
-import { base64Bytes, limitResult, renderResult, resultText } from '../../pipeline/generate/tool-result.js';
+import { sanitizeSnippetId } from '../../pipeline/dialects/tool-output.js';
+import { base64Bytes, jsonFitsUnder, limitResult, renderResult, resultText } from '../../pipeline/generate/tool-result.js';
 
 const limits = { maxResultChars: 200_000, maxSnippetChars: 2_000 };
 /** base64 of `n` bytes, as a server would send an image. */
@@ -141,5 +142,46 @@ describe.each(['tulu', 'mcp-xml', 'native'] as const)('%s renders every content 
     expect(out.text).toContain('resource body');
     expect(out.text).toContain('[link: x https://example.org/x]');
     expect(out.text).not.toContain(image.slice(0, 40));
+  });
+});
+
+/**
+ * limitResult skips the exact serialisation when a bound says the result fits: the bound must
+ * never say "fits" for JSON that does not. Every value here is tried at its exact JSON length
+ * (must not matter: fitting there is allowed) and one below it (must say no).
+ */
+describe('the size bound limitResult trusts before serialising', () => {
+  const escapes = '\u0000\u001f"\\\n\t\ud800\udfff\u2028';
+  const nested = (depth: number): unknown => (depth === 0 ? 'x' : { [`k${depth}`]: [nested(depth - 1)] });
+  const values: [string, unknown][] = [
+    ['plain text', { content: [{ type: 'text', text: 'hello world' }] }],
+    ['every character JSON escapes, and lone surrogates', { content: [{ type: 'text', text: escapes.repeat(50) }], [escapes]: escapes }],
+    ['numbers of every form', [0, -0, 1e21, -1.5e-7, 2 ** 53, Number.NaN, Number.POSITIVE_INFINITY, 123456789.125]],
+    ['null, booleans and undefined in arrays and objects', { a: null, b: true, c: false, d: undefined, e: [undefined, null, true] }],
+    ['empty containers', { a: {}, b: [], c: '' }],
+    ['a deep nesting (past the bound\'s depth)', nested(60)],
+    ['a Date (toJSON)', { when: new Date(0) }],
+    ['a null-prototype object', Object.assign(Object.create(null) as object, { text: 'x'.repeat(100) })],
+  ];
+  for (const [label, v] of values) {
+    it(`${label}: never "fits" under its exact JSON length`, () => {
+      const exact = JSON.stringify(v).length;
+      expect(jsonFitsUnder(v, exact - 1)).toBe(false);
+      expect(limitResult(v, exact - 1).truncated).toBe(true);
+      expect(limitResult(v, exact)).toEqual({ result: v, truncated: false });
+    });
+  }
+
+  it('an ordinary search result fits far under the default limit without being serialised', () => {
+    const raw = { content: [{ type: 'text', text: JSON.stringify({ results: Array.from({ length: 5 }, (_, i) => ({ id: `d${i}`, title: 't', text: 'word '.repeat(150) })) }) }] };
+    expect(jsonFitsUnder(raw, 200_000)).toBe(true);
+    expect(jsonFitsUnder(raw, 1_000)).toBe(false);
+  });
+});
+
+describe('snippet ids', () => {
+  it('quotes, angle brackets, list separators, ampersands and white space become _; the ends are trimmed; other characters, pairs and lone surrogates alike, stay', () => {
+    expect(sanitizeSnippetId('  a"b\'c<d>e,f;g&h i\tj\u00a0k\u2028l  ')).toBe('a_b_c_d_e_f_g_h_i_j_k_l');
+    expect(sanitizeSnippetId('doc-😀-\ud800-é')).toBe('doc-😀-\ud800-é');
   });
 });
