@@ -1,8 +1,6 @@
 /** `trajforge merge <run…> --out DIR`: shard runs → one run, one record per id. */
 import { TrajforgeError } from '../errors.js';
 import { merge } from '../dataset/merge.js';
-import { checkRunName, parseQueueUrl } from '../generate/queue.js';
-import { queueLedger } from '../generate/worker.js';
 import { printable } from '../printable.js';
 import { parseFlags } from './flags.js';
 
@@ -34,6 +32,8 @@ export async function run(argv: string[]): Promise<number> {
   if (!values.out || positionals.length === 0) throw new TrajforgeError('BAD_USAGE', `merge: runs and --out DIR are required\n\n${USAGE}`);
   let queue: Parameters<typeof merge>[0]['queue'];
   if (values.queue !== undefined) {
+    // Loaded only here: the queue's modules bring the Redis client and the whole worker (~0.5 s of start-up).
+    const [{ checkRunName, parseQueueUrl }, { queueLedger }] = await Promise.all([import('../generate/queue.js'), import('../generate/worker.js')]);
     const address = parseQueueUrl(values.queue);
     const run = checkRunName(values.run, 'merge');
     queue = { run, ...(await queueLedger(address, run)) };
