@@ -365,14 +365,24 @@ async function scriptCalls(c: Awaited<ReturnType<typeof redisClient>>): Promise<
   return [...info.matchAll(/^cmdstat_(?:eval|evalsha):calls=(\d+)/gm)].reduce((s, m) => s + Number(m[1]), 0);
 }
 
+/** A Redis, a client to look into it, the keys of `run`, and shared limits opened on it with `limits`. */
+async function limitsOn(run: string, limits: Record<string, unknown>) {
+  const h = await redis();
+  const c = await redisClient(h);
+  const opts = { url: h.url, run, limits };
+  const open = async () => {
+    const l = await openSharedLimits(opts);
+    cleanups.push(() => l.close());
+    return l;
+  };
+  return { c, keys: KEYS(run), open };
+}
+
 describe('a finished request’s slot goes back with the next request for one', () => {
   it('ten requests one after another cost ten Redis calls and one at close, not twenty; the slot taken is the one handed back', async () => {
-    const h = await redis();
-    const c = await redisClient(h);
-    const keys = KEYS('hb1');
     // A delay no test waits out: every slot handed back rides with the next ACQUIRE, or goes at close.
-    const limits = await openSharedLimits({ url: h.url, run: 'hb1', limits: { endpoint_concurrency: 1, release_delay_ms: 600_000 } });
-    cleanups.push(() => limits.close());
+    const { c, keys, open } = await limitsOn('hb1', { endpoint_concurrency: 1, release_delay_ms: 600_000 });
+    const limits = await open();
     const gate = limits.requestGate(1);
     await gate.acquire();
     const before = await scriptCalls(c);
@@ -391,14 +401,8 @@ describe('a finished request’s slot goes back with the next request for one', 
   });
 
   it('a slot no request follows goes back on its own after release_delay_ms, so another worker at a full limit gets it', async () => {
-    const h = await redis();
-    const c = await redisClient(h);
-    const keys = KEYS('hb2');
-    const opts = { url: h.url, run: 'hb2', limits: { endpoint_concurrency: 1, release_delay_ms: 300, poll_ms: 20 } };
-    const a = await openSharedLimits(opts);
-    cleanups.push(() => a.close());
-    const b = await openSharedLimits(opts);
-    cleanups.push(() => b.close());
+    const { c, keys, open } = await limitsOn('hb2', { endpoint_concurrency: 1, release_delay_ms: 300, poll_ms: 20 });
+    const [a, b] = [await open(), await open()];
     const gateA = a.requestGate(1);
     await gateA.acquire();
     gateA.release();
@@ -408,12 +412,8 @@ describe('a finished request’s slot goes back with the next request for one', 
   });
 
   it('with release_delay_ms 0 each slot goes back at once, in a call of its own', async () => {
-    const h = await redis();
-    const c = await redisClient(h);
-    const keys = KEYS('hb3');
-    const limits = await openSharedLimits({ url: h.url, run: 'hb3', limits: { endpoint_concurrency: 2, release_delay_ms: 0 } });
-    cleanups.push(() => limits.close());
-    const gate = limits.requestGate(2);
+    const { c, keys, open } = await limitsOn('hb3', { endpoint_concurrency: 2, release_delay_ms: 0 });
+    const gate = (await open()).requestGate(2);
     await gate.acquire();
     gate.release();
     await until('the slot back in Redis', async () => (await c.zCard(keys.slots)) === 0);
