@@ -129,8 +129,10 @@ class RedisSharedLimits implements SharedLimits {
   readonly #renewer: NodeJS.Timeout;
   readonly #process = randomUUID();
   #tokens = 0;
-  /** This process's requests ask Redis one at a time, in order: one poller per process at a full limit. */
+  /** Requests that wait their turn ask Redis one at a time, in order: one poller per process at a full limit. */
   #tail: Promise<unknown> = Promise.resolve();
+  /** Requests of this process waiting their turn: while there are any, a new one queues behind them. */
+  #waiting = 0;
   #closed = false;
 
   constructor(redis: LimitsRedis, url: string, run: string, cfg: SharedLimitsConfig, warn: (message: string) => void) {
@@ -152,56 +154,74 @@ class RedisSharedLimits implements SharedLimits {
     return Object.fromEntries(limitsServers(servers, this.#cfg.tool_servers).map((name) => [name, this.toolEnv]));
   }
 
-  /** A slot token, once the shared limit and any back-off allow one. */
-  take(max: number, signal: AbortSignal | undefined, seen: (limit: number) => void): Promise<string> {
+  /**
+   * A slot token, once the shared limit and any back-off allow one. While none of this
+   * process's requests waits, each asks at once, beside the others (their ACQUIREs share one
+   * write and one read); once one waits at a full limit, a back-off or a silent Redis, the
+   * rest ask one at a time behind it, in order: one poller per process.
+   */
+  async take(max: number, signal: AbortSignal | undefined, seen: (limit: number) => void): Promise<string> {
+    if (this.#waiting === 0) {
+      const first = await this.#ask(max, signal, seen);
+      if ('token' in first) return first.token;
+    }
+    this.#waiting++;
     const turn = this.#tail.then(() => this.#take(max, signal, seen));
     this.#tail = turn.catch(() => undefined);
-    return turn;
+    return turn.finally(() => this.#waiting--);
   }
 
   async #take(max: number, signal: AbortSignal | undefined, seen: (limit: number) => void): Promise<string> {
-    const { lease_ms: lease, poll_ms: poll, redis_wait_ms: waitLimit } = this.#cfg;
-    const token = `${this.#process}:${++this.#tokens}`;
-    const k = this.#keys;
+    const { poll_ms: poll, redis_wait_ms: waitLimit } = this.#cfg;
     // How long Redis has been silent, on this process's monotonic clock: a duration, not a time in any limit.
     let silentSince: number | undefined;
     for (;;) {
-      if (signal?.aborted) throw new LlmError('aborted', 'aborted');
-      if (this.#closed) throw new LlmError('aborted', 'shared limits are closed');
-      let reply: unknown;
-      const handBack = this.#takeHandBack();
-      try {
-        reply = await this.#redis.eval(ACQUIRE, [k.slots, k.state, k.backoff], [max, lease, token, ...handBack]);
-        silentSince = undefined;
-      } catch (err) {
-        if (!(err instanceof LimitsRedisError)) throw err;
-        // The try may have taken the slot after all: hand it back before the next (one connection keeps the order).
-        this.#redis.eval(RELEASE, [k.slots], [token]).catch(() => undefined);
-        // Whether the slots carried were handed back is not known: the next call carries them again.
-        this.#handBackLater(handBack);
+      const r = await this.#ask(max, signal, seen);
+      if ('token' in r) return r.token;
+      if ('silent' in r) {
         silentSince ??= performance.now();
         if (performance.now() - silentSince >= waitLimit) {
-          throw new LlmError('exhausted', `shared limits: Redis at ${this.#redis.where} could not be asked for ${waitLimit} ms (shared_limits.redis_wait_ms); the request was not sent: ${err.message}`);
+          throw new LlmError('exhausted', `shared limits: Redis at ${this.#redis.where} could not be asked for ${waitLimit} ms (shared_limits.redis_wait_ms); the request was not sent: ${r.silent}`);
         }
         await abortableSleep(poll, signal);
         continue;
       }
-      const [ok, wait, limit] = Array.isArray(reply) ? reply.map(Number) : [];
-      if (Number.isFinite(limit)) seen(limit!);
-      if (ok === 1) {
-        if (signal?.aborted || this.#closed) {
-          void this.#give([token]);
-          throw new LlmError('aborted', 'aborted');
-        }
-        this.#held.add(token);
-        return token;
-      }
+      silentSince = undefined;
       // A back-off is waited out whole (and said on the progress line); a full limit is asked again soon.
-      if (wait !== undefined && wait > 0) {
-        const over = startWait(wait, 'rate-limited: a Retry-After one of the run\'s workers was sent, shared through Redis');
-        await abortableSleep(wait, signal).finally(over);
+      if (r.wait > 0) {
+        const over = startWait(r.wait, 'rate-limited: a Retry-After one of the run\'s workers was sent, shared through Redis');
+        await abortableSleep(r.wait, signal).finally(over);
       } else await abortableSleep(poll, signal);
     }
+  }
+
+  /** One ACQUIRE (carrying the slots to hand back): the slot's token, how long to wait (-1: the limit is full), or what Redis did not answer. */
+  async #ask(max: number, signal: AbortSignal | undefined, seen: (limit: number) => void): Promise<{ token: string } | { wait: number } | { silent: string }> {
+    if (signal?.aborted) throw new LlmError('aborted', 'aborted');
+    if (this.#closed) throw new LlmError('aborted', 'shared limits are closed');
+    const token = `${this.#process}:${++this.#tokens}`;
+    const k = this.#keys;
+    const handBack = this.#takeHandBack();
+    let reply: unknown;
+    try {
+      reply = await this.#redis.eval(ACQUIRE, [k.slots, k.state, k.backoff], [max, this.#cfg.lease_ms, token, ...handBack]);
+    } catch (err) {
+      if (!(err instanceof LimitsRedisError)) throw err;
+      // The try may have taken the slot after all: hand it back before the next (one connection keeps the order).
+      void this.#give([token]);
+      // Whether the slots carried were handed back is not known: the next call carries them again.
+      this.#handBackLater(handBack);
+      return { silent: err.message };
+    }
+    const [ok, wait, limit] = Array.isArray(reply) ? reply.map(Number) : [];
+    if (Number.isFinite(limit)) seen(limit!);
+    if (ok !== 1) return { wait: wait ?? -1 };
+    if (signal?.aborted || this.#closed) {
+      void this.#give([token]);
+      throw new LlmError('aborted', 'aborted');
+    }
+    this.#held.add(token);
+    return { token };
   }
 
   /**
