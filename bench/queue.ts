@@ -20,9 +20,12 @@ const LATENCY_MS = Number(process.env.TRAJFORGE_BENCH_QUEUE_LATENCY_MS ?? '2000'
 const PER_WORKER = Number(process.env.TRAJFORGE_BENCH_QUEUE_SAMPLES ?? String(CONCURRENCY * 10));
 const WORKERS = [1, 2, 4] as const;
 
-/** A CLI process, its exit, and the CPU it used (read from /proc while it runs; the last reading before it exits). */
-function cli(args: readonly string[]): { child: ChildProcess; done: Promise<{ code: number | null; stderr: string; cpu: number }> } {
-  const child = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+/**
+ * A CLI process (of the built checkout at `checkout`, by default this one), its exit, and the
+ * CPU it used (read from /proc while it runs; the last reading before it exits).
+ */
+export function cli(args: readonly string[], checkout?: string): { child: ChildProcess; done: Promise<{ code: number | null; stderr: string; cpu: number }> } {
+  const child = spawn(process.execPath, [checkout === undefined ? CLI : join(checkout, 'dist/pipeline/cli/bin.js'), ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   let cpu = 0;
   child.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString('utf8')).slice(-4000)));
@@ -111,7 +114,7 @@ export function queueMarkdown(r: QueueBenchResult): string {
       return `| ${row.workers} | ${row.samples} | ${row.seconds.toFixed(1)} s | ${rate.toFixed(2)}/s | **${(rate / oneRate).toFixed(2)}×** | ${(0.9 * row.workers).toFixed(1)}× | ${ms(row.workerCpu, row.samples)} ms | ${ms(row.redisCpu, row.samples)} ms |`;
     }),
     '',
-    `The queue's added CPU per sample: a worker used ${ms(one.workerCpu, one.samples)} ms per sample, \`generate\` over the same ${r.generate.samples} samples ${(genCpu * 1000).toFixed(2)} ms (${r.generate.seconds.toFixed(1)} s wall): ${((workerCpu - genCpu) * 1000).toFixed(2)} ms per sample in the worker (claim, lease renewals, fdatasync and the accept, and the shared limits: two Redis calls per model request for its slot), plus Redis's own in the last column. CPU is read from /proc every 100 ms, so the last 100 ms of a process may be missed.`,
+    `The queue's added CPU per sample: a worker used ${ms(one.workerCpu, one.samples)} ms per sample, \`generate\` over the same ${r.generate.samples} samples ${(genCpu * 1000).toFixed(2)} ms (${r.generate.seconds.toFixed(1)} s wall): ${((workerCpu - genCpu) * 1000).toFixed(2)} ms per sample in the worker (start-up: the Redis client alone loads in about 0.2 s of CPU; claim, lease renewals, fdatasync and the accept; and the shared limits: one Redis call per model request for its slot, the last slot handed back with it), plus Redis's own in the last column. CPU is read from /proc every 100 ms, so the last 100 ms of a process may be missed. This is one run, not alternated: the worker's CPU against generate's in alternated pairs is bench/queue-ratio.ts (the hand-written section on the queue worker's CPU per sample, above).`,
     '',
   ].join('\n');
 }

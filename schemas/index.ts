@@ -754,6 +754,12 @@ export const SharedLimitsConfig = z.strictObject({
   lease_ms: z.number().int().min(300).default(30_000),
   /** Longest pause between two tries at a full limit. */
   poll_ms: z.number().int().positive().default(200),
+  /**
+   * Longest a finished request's slot is kept from Redis: it goes back with this worker's next
+   * request for a slot (one Redis call instead of two), or on its own after this long. Other
+   * workers at a full limit may wait this much longer for it; 0 hands each slot back at once.
+   */
+  release_delay_ms: z.number().int().min(0).default(200),
   /** Longest wait for Redis to answer one call. */
   redis_timeout_ms: z.number().int().positive().default(2_000),
   /**

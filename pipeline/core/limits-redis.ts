@@ -68,14 +68,14 @@ export class LimitsRedis {
     this.#warn(`shared limits: Redis at ${this.where}: ${message}; requests wait for it`);
   }
 
-  /** Runs a Lua script; rejects with LimitsRedisError when Redis does not answer within the call timeout. */
+  /** Runs a Lua script (by its SHA1: RedisConnection.script); rejects with LimitsRedisError when Redis does not answer within the call timeout. */
   async eval(script: string, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
     if (this.#closed) throw new LimitsRedisError('shared limits are closed');
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new LimitsRedisError(`Redis at ${this.where} did not answer within ${this.#timeoutMs} ms`)), this.#timeoutMs);
     });
-    const call = this.#connection.client.eval(script, { keys: [...keys], arguments: args.map(String) });
+    const call = this.#connection.script(script, keys, args);
     // A call given up on may still fail later; that failure is no one's to hear.
     call.catch(() => undefined);
     try {

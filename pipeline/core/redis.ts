@@ -10,6 +10,7 @@
  * TRAJFORGE_QUEUE_URL (the whole URL, when no `--queue` is given) and TRAJFORGE_QUEUE_PASSWORD
  * (the password of a URL written without one). docs/scale-out.md says which to use.
  */
+import { createHash } from 'node:crypto';
 import { createClient } from '@redis/client';
 import { TrajforgeError } from '../errors.js';
 
@@ -175,6 +176,21 @@ export class RedisConnection {
     }
   }
 
+  /**
+   * Runs a Lua script by its SHA1 (EVALSHA), sending its text (EVAL) only when Redis has not
+   * cached it (its first use, a restart): the shared limits run one per model request, and a
+   * script's few hundred bytes need not be written, read and hashed again each time.
+   */
+  async script(script: string, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
+    const rest = [String(keys.length), ...keys, ...args.map(String)];
+    try {
+      return await this.client.sendCommand(['EVALSHA', scriptSha(script), ...rest]);
+    } catch (err) {
+      if (!/NOSCRIPT/.test((err as Error).message ?? '')) throw err;
+      return this.client.sendCommand(['EVAL', script, ...rest]);
+    }
+  }
+
   /** Drops the connection at once, commands in flight failing. */
   destroy(): void {
     this.#closed = true;
@@ -184,4 +200,13 @@ export class RedisConnection {
       // Closed already.
     }
   }
+}
+
+/** Each script's SHA1, computed once: the scripts are a handful of constants. */
+const shas = new Map<string, string>();
+
+function scriptSha(script: string): string {
+  let sha = shas.get(script);
+  if (sha === undefined) shas.set(script, (sha = createHash('sha1').update(script).digest('hex')));
+  return sha;
 }

@@ -31,7 +31,6 @@ import { QueueConfig, Sample } from '../../schemas/index.js';
 import { TrajforgeError } from '../errors.js';
 import { parseRedisUrl, queueAddress, QUEUE_ENV, RedisConnection, type RedisAddress } from '../core/redis.js';
 import { ACCEPT, CLAIM, QUEUE_SAMPLES, RELEASE, RENEW, SET_ASIDE } from './queue-scripts.js';
-import { createHash } from 'node:crypto';
 
 const GROUP = 'workers';
 
@@ -128,8 +127,6 @@ function transient(err: unknown): boolean {
 
 /** An error reply that says the run's keys are gone: its consumer group, or its planned samples. */
 const GONE = /NOGROUP|NOTPLANNED/;
-
-const sha1 = (s: string): string => createHash('sha1').update(s).digest('hex');
 
 export interface QueueOpenOptions {
   /** Where Redis is; or `connection`, one already open (the worker's, shared with its limits). */
@@ -246,21 +243,9 @@ export class Queue {
     );
   }
 
-  /** EVALSHA, and EVAL when Redis lost its script cache (a restart). */
+  /** EVALSHA, and EVAL when Redis lost its script cache (a restart); retried while Redis is away. */
   async #script(what: string, script: string, keys: readonly string[], args: readonly string[], forMs?: number): Promise<unknown> {
-    const sha = sha1(script);
-    return this.#retry(
-      what,
-      async () => {
-        try {
-          return await this.#client.sendCommand(['EVALSHA', sha, String(keys.length), ...keys, ...args]);
-        } catch (err) {
-          if (!/NOSCRIPT/.test((err as Error).message ?? '')) throw err;
-          return this.#client.sendCommand(['EVAL', script, String(keys.length), ...keys, ...args]);
-        }
-      },
-      forMs,
-    );
+    return this.#retry(what, () => this.#connection.script(script, keys, args), forMs);
   }
 
   async meta(): Promise<RunMeta | undefined> {

@@ -7,7 +7,10 @@
  * The endpoint's limit is a semaphore of leased slots: a sorted set of slot tokens scored by
  * when their lease ends, in Redis's own time (`TIME` inside the scripts, never a worker's clock,
  * which may be off). A live worker renews its slots every third of `lease_ms`; a worker that was
- * killed stops renewing, and its slots come back when their leases end. A 429 halves the shared
+ * killed stops renewing, and its slots come back when their leases end. A finished request's
+ * slot goes back to Redis with the worker's next ACQUIRE (one call per request, not two), or on
+ * its own after `release_delay_ms`; every request still asks Redis, so a back-off written by
+ * any worker stops the next request of every other at once. A 429 halves the shared
  * limit (a run of successes raises it again, as AdaptiveGate does in one process), and its
  * Retry-After becomes a key with that expiry that every worker waits out before its next request.
  */
@@ -62,9 +65,10 @@ const STATE_TTL_MS = 24 * 3600_000;
 const NOW = `local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`;
 
-// KEYS: slots, state, backoff. ARGV: max, lease ms, token.
+// KEYS: slots, state, backoff. ARGV: max, lease ms, token, then the tokens this process hands back first.
 // {1, 0, limit}: the slot is taken. {0, ms, limit}: wait ms (a back-off) or, with ms -1, the limit is full.
 const ACQUIRE = `${NOW}
+if #ARGV > 3 then redis.call('ZREM', KEYS[1], unpack(ARGV, 4)) end
 local max = tonumber(ARGV[1])
 local limit = math.min(max, tonumber(redis.call('HGET', KEYS[2], 'limit') or max))
 local hold = redis.call('PTTL', KEYS[3])
@@ -119,11 +123,16 @@ class RedisSharedLimits implements SharedLimits {
   readonly #warn: (message: string) => void;
   /** Slot tokens this process holds, renewed together. */
   readonly #held = new Set<string>();
+  /** Slots this process is done with and Redis has not heard of yet: they go with the next ACQUIRE, or after release_delay_ms. */
+  #handBack = new Set<string>();
+  #handBackTimer: NodeJS.Timeout | undefined;
   readonly #renewer: NodeJS.Timeout;
   readonly #process = randomUUID();
   #tokens = 0;
-  /** This process's requests ask Redis one at a time, in order: one poller per process at a full limit. */
+  /** Requests that wait their turn ask Redis one at a time, in order: one poller per process at a full limit. */
   #tail: Promise<unknown> = Promise.resolve();
+  /** Requests of this process waiting their turn: while there are any, a new one queues behind them. */
+  #waiting = 0;
   #closed = false;
 
   constructor(redis: LimitsRedis, url: string, run: string, cfg: SharedLimitsConfig, warn: (message: string) => void) {
@@ -145,63 +154,112 @@ class RedisSharedLimits implements SharedLimits {
     return Object.fromEntries(limitsServers(servers, this.#cfg.tool_servers).map((name) => [name, this.toolEnv]));
   }
 
-  /** A slot token, once the shared limit and any back-off allow one. */
-  take(max: number, signal: AbortSignal | undefined, seen: (limit: number) => void): Promise<string> {
+  /**
+   * A slot token, once the shared limit and any back-off allow one. While none of this
+   * process's requests waits, each asks at once, beside the others (their ACQUIREs share one
+   * write and one read); once one waits at a full limit, a back-off or a silent Redis, the
+   * rest ask one at a time behind it, in order: one poller per process.
+   */
+  async take(max: number, signal: AbortSignal | undefined, seen: (limit: number) => void): Promise<string> {
+    if (this.#waiting === 0) {
+      const first = await this.#ask(max, signal, seen);
+      if ('token' in first) return first.token;
+    }
+    this.#waiting++;
     const turn = this.#tail.then(() => this.#take(max, signal, seen));
     this.#tail = turn.catch(() => undefined);
-    return turn;
+    return turn.finally(() => this.#waiting--);
   }
 
   async #take(max: number, signal: AbortSignal | undefined, seen: (limit: number) => void): Promise<string> {
-    const { lease_ms: lease, poll_ms: poll, redis_wait_ms: waitLimit } = this.#cfg;
-    const token = `${this.#process}:${++this.#tokens}`;
-    const k = this.#keys;
+    const { poll_ms: poll, redis_wait_ms: waitLimit } = this.#cfg;
     // How long Redis has been silent, on this process's monotonic clock: a duration, not a time in any limit.
     let silentSince: number | undefined;
     for (;;) {
-      if (signal?.aborted) throw new LlmError('aborted', 'aborted');
-      if (this.#closed) throw new LlmError('aborted', 'shared limits are closed');
-      let reply: unknown;
-      try {
-        reply = await this.#redis.eval(ACQUIRE, [k.slots, k.state, k.backoff], [max, lease, token]);
-        silentSince = undefined;
-      } catch (err) {
-        if (!(err instanceof LimitsRedisError)) throw err;
-        // The try may have taken the slot after all: hand it back before the next (one connection keeps the order).
-        this.#redis.eval(RELEASE, [k.slots], [token]).catch(() => undefined);
+      const r = await this.#ask(max, signal, seen);
+      if ('token' in r) return r.token;
+      if ('silent' in r) {
         silentSince ??= performance.now();
         if (performance.now() - silentSince >= waitLimit) {
-          throw new LlmError('exhausted', `shared limits: Redis at ${this.#redis.where} could not be asked for ${waitLimit} ms (shared_limits.redis_wait_ms); the request was not sent: ${err.message}`);
+          throw new LlmError('exhausted', `shared limits: Redis at ${this.#redis.where} could not be asked for ${waitLimit} ms (shared_limits.redis_wait_ms); the request was not sent: ${r.silent}`);
         }
         await abortableSleep(poll, signal);
         continue;
       }
-      const [ok, wait, limit] = Array.isArray(reply) ? reply.map(Number) : [];
-      if (Number.isFinite(limit)) seen(limit!);
-      if (ok === 1) {
-        if (signal?.aborted || this.#closed) {
-          this.#give(token);
-          throw new LlmError('aborted', 'aborted');
-        }
-        this.#held.add(token);
-        return token;
-      }
+      silentSince = undefined;
       // A back-off is waited out whole (and said on the progress line); a full limit is asked again soon.
-      if (wait !== undefined && wait > 0) {
-        const over = startWait(wait, 'rate-limited: a Retry-After one of the run\'s workers was sent, shared through Redis');
-        await abortableSleep(wait, signal).finally(over);
+      if (r.wait > 0) {
+        const over = startWait(r.wait, 'rate-limited: a Retry-After one of the run\'s workers was sent, shared through Redis');
+        await abortableSleep(r.wait, signal).finally(over);
       } else await abortableSleep(poll, signal);
     }
   }
 
-  /** Hands a slot back. If Redis does not hear it, the slot comes back when its lease ends. */
-  give(token: string): void {
-    this.#held.delete(token);
-    this.#give(token);
+  /** One ACQUIRE (carrying the slots to hand back): the slot's token, how long to wait (-1: the limit is full), or what Redis did not answer. */
+  async #ask(max: number, signal: AbortSignal | undefined, seen: (limit: number) => void): Promise<{ token: string } | { wait: number } | { silent: string }> {
+    if (signal?.aborted) throw new LlmError('aborted', 'aborted');
+    if (this.#closed) throw new LlmError('aborted', 'shared limits are closed');
+    const token = `${this.#process}:${++this.#tokens}`;
+    const k = this.#keys;
+    const handBack = this.#takeHandBack();
+    let reply: unknown;
+    try {
+      reply = await this.#redis.eval(ACQUIRE, [k.slots, k.state, k.backoff], [max, this.#cfg.lease_ms, token, ...handBack]);
+    } catch (err) {
+      if (!(err instanceof LimitsRedisError)) throw err;
+      // The try may have taken the slot after all: hand it back before the next (one connection keeps the order).
+      void this.#give([token]);
+      // Whether the slots carried were handed back is not known: the next call carries them again.
+      this.#handBackLater(handBack);
+      return { silent: err.message };
+    }
+    const [ok, wait, limit] = Array.isArray(reply) ? reply.map(Number) : [];
+    if (Number.isFinite(limit)) seen(limit!);
+    if (ok !== 1) return { wait: wait ?? -1 };
+    if (signal?.aborted || this.#closed) {
+      void this.#give([token]);
+      throw new LlmError('aborted', 'aborted');
+    }
+    this.#held.add(token);
+    return { token };
   }
 
-  #give(token: string): void {
-    this.#redis.eval(RELEASE, [this.#keys.slots], [token]).catch(() => undefined);
+  /**
+   * Hands a slot back: with this process's next ACQUIRE, or after `release_delay_ms` if none
+   * comes first. It is not renewed from now on: if Redis never hears of it, the slot comes back
+   * when its lease ends.
+   */
+  give(token: string): void {
+    this.#held.delete(token);
+    this.#handBackLater([token]);
+  }
+
+  #handBackLater(tokens: Iterable<string>): void {
+    for (const t of tokens) this.#handBack.add(t);
+    if (this.#handBack.size === 0) return;
+    if (this.#cfg.release_delay_ms === 0 || this.#closed) return void this.#flushHandBack();
+    if (this.#handBackTimer === undefined) {
+      this.#handBackTimer = setTimeout(() => void this.#flushHandBack(), this.#cfg.release_delay_ms);
+      this.#handBackTimer.unref();
+    }
+  }
+
+  /** The slots to hand back now, and no timer left to send them. */
+  #takeHandBack(): string[] {
+    clearTimeout(this.#handBackTimer);
+    this.#handBackTimer = undefined;
+    const tokens = [...this.#handBack];
+    this.#handBack = new Set();
+    return tokens;
+  }
+
+  async #flushHandBack(): Promise<void> {
+    const tokens = this.#takeHandBack();
+    if (tokens.length > 0) await this.#give(tokens);
+  }
+
+  #give(tokens: readonly string[]): Promise<unknown> {
+    return this.#redis.eval(RELEASE, [this.#keys.slots], tokens).catch(() => undefined);
   }
 
   async #renew(): Promise<void> {
@@ -236,7 +294,8 @@ class RedisSharedLimits implements SharedLimits {
     if (this.#closed) return;
     this.#closed = true;
     clearInterval(this.#renewer);
-    if (this.#held.size > 0) await this.#redis.eval(RELEASE, [this.#keys.slots], [...this.#held]).catch(() => undefined);
+    const all = [...this.#held, ...this.#takeHandBack()];
+    if (all.length > 0) await this.#give(all);
     this.#held.clear();
     await this.#redis.close();
   }

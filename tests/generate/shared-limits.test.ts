@@ -359,6 +359,67 @@ describe('the model endpoint’s limit, shared by workers', () => {
   }, 60_000);
 });
 
+/** Scripts Redis has run (EVAL and EVALSHA), from INFO commandstats. */
+async function scriptCalls(c: Awaited<ReturnType<typeof redisClient>>): Promise<number> {
+  const info = String(await c.sendCommand(['INFO', 'commandstats']));
+  return [...info.matchAll(/^cmdstat_(?:eval|evalsha):calls=(\d+)/gm)].reduce((s, m) => s + Number(m[1]), 0);
+}
+
+/** A Redis, a client to look into it, the keys of `run`, and shared limits opened on it with `limits`. */
+async function limitsOn(run: string, limits: Record<string, unknown>) {
+  const h = await redis();
+  const c = await redisClient(h);
+  const opts = { url: h.url, run, limits };
+  const open = async () => {
+    const l = await openSharedLimits(opts);
+    cleanups.push(() => l.close());
+    return l;
+  };
+  return { c, keys: KEYS(run), open };
+}
+
+describe('a finished request’s slot goes back with the next request for one', () => {
+  it('ten requests one after another cost ten Redis calls and one at close, not twenty; the slot taken is the one handed back', async () => {
+    // A delay no test waits out: every slot handed back rides with the next ACQUIRE, or goes at close.
+    const { c, keys, open } = await limitsOn('hb1', { endpoint_concurrency: 1, release_delay_ms: 600_000 });
+    const limits = await open();
+    const gate = limits.requestGate(1);
+    await gate.acquire();
+    const before = await scriptCalls(c);
+    gate.release();
+    for (let i = 0; i < 9; i++) {
+      // With the shared limit at 1, each ACQUIRE succeeds only if it handed the last slot back first.
+      await gate.acquire();
+      expect(await c.zCard(keys.slots)).toBe(1);
+      gate.release();
+    }
+    expect(await scriptCalls(c)).toBe(before + 9);
+    // Not yet heard by Redis: it goes at close (or after release_delay_ms).
+    expect(await c.zCard(keys.slots)).toBe(1);
+    await limits.close();
+    expect(await c.zCard(keys.slots)).toBe(0);
+  });
+
+  it('a slot no request follows goes back on its own after release_delay_ms, so another worker at a full limit gets it', async () => {
+    const { c, keys, open } = await limitsOn('hb2', { endpoint_concurrency: 1, release_delay_ms: 300, poll_ms: 20 });
+    const [a, b] = [await open(), await open()];
+    const gateA = a.requestGate(1);
+    await gateA.acquire();
+    gateA.release();
+    // a stays open and asks for nothing more; b waits at the full limit until a's slot is handed back.
+    await b.requestGate(1).acquire();
+    expect(await c.zCard(keys.slots)).toBe(1);
+  });
+
+  it('with release_delay_ms 0 each slot goes back at once, in a call of its own', async () => {
+    const { c, keys, open } = await limitsOn('hb3', { endpoint_concurrency: 2, release_delay_ms: 0 });
+    const gate = (await open()).requestGate(2);
+    await gate.acquire();
+    gate.release();
+    await until('the slot back in Redis', async () => (await c.zCard(keys.slots)) === 0);
+  });
+});
+
 describe('generate with sharedLimits', () => {
   it('sends its model requests through the shared gate: concurrency 4, but one in flight when the shared limit is 1', async () => {
     const h = await redis();
