@@ -921,6 +921,12 @@ export const RunConfig = z.strictObject({
   output: z
     .strictObject({
       dir: z.string().default('runs/default'),
+      /**
+       * Seconds between the manifest's checkpoints while a run goes on (its counts, cost and
+       * endpoint counts, for `report --serve` and anyone watching the run): at most this often,
+       * and at least this often even while no record is written (a run held back by 429s).
+       */
+      checkpoint_s: z.number().positive().default(30),
     })
     .prefault({}),
   /** Extra text appended to the dialect's system prompt. */

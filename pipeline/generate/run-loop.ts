@@ -23,9 +23,6 @@ import { RunSpend } from './run-cost.js';
 import { RunTally } from './run-tally.js';
 import type { RunStore } from './store.js';
 
-/** How often the manifest's counts are written during a run, so a long run can be watched from outside. */
-const MANIFEST_EVERY_MS = 30_000;
-
 /** With agents, the default `samples_in_flight` per model request slot (`concurrency`); documented with that option. */
 const AGENT_FAMILIES_PER_REQUEST = 4;
 
@@ -125,7 +122,7 @@ export class RunLoop {
     let failure: string | undefined;
     this.#progress.start();
     // A run held back by 429s writes no record for minutes: its checkpoints (and their endpoint counts) go on.
-    const checkpoints = setInterval(() => this.#checkpoint(), MANIFEST_EVERY_MS).unref();
+    const checkpoints = setInterval(() => this.#checkpoint(), this.#config.output.checkpoint_s * 1000).unref();
     try {
       await this.#schedule(queue, samples, inFlight);
       ({ status, failure } = await this.#finish(skipped));
@@ -199,9 +196,9 @@ export class RunLoop {
     }
   }
 
-  /** The manifest's counts follow the run, at most every MANIFEST_EVERY_MS, so a long run can be watched from outside. */
+  /** The manifest's counts follow the run, at most every `output.checkpoint_s`, so a long run can be watched from outside. */
   #checkpoint(): void {
-    if (Date.now() - this.#manifestWritten < MANIFEST_EVERY_MS) return;
+    if (Date.now() - this.#manifestWritten < this.#config.output.checkpoint_s * 1000) return;
     this.#manifestWritten = Date.now();
     try {
       this.#store.writeManifest();

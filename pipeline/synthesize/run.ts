@@ -54,8 +54,6 @@ export interface SynthesisSummary extends RunOutcome {
   readonly solve?: GenerateSummary | undefined;
 }
 
-const MANIFEST_EVERY_MS = 30_000;
-
 function openSource(config: RunConfig, limit: number | undefined): Promise<SeedSource> {
   const syn = config.synthesis!;
   return syn.source.kind === 'documents' ? openDocuments(syn, limit) : openGraph(syn, limit);
@@ -227,7 +225,7 @@ class Invocation {
       }
       this.#counts[kept ? 'kept' : 'rejected']++;
       this.#progress.done(kept, row.cost.prompt_tokens + row.cost.completion_tokens);
-      if (Date.now() - this.#manifestAt > MANIFEST_EVERY_MS) {
+      if (Date.now() - this.#manifestAt > this.#config.output.checkpoint_s * 1000) {
         this.#manifestAt = Date.now();
         this.#store.writeManifest();
       }

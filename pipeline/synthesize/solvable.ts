@@ -63,7 +63,7 @@ export interface SolvabilityOptions {
 export function solveConfig(config: RunConfig, dir: string, k: number): RunConfig {
   return {
     ...config,
-    output: { dir },
+    output: { ...config.output, dir },
     questions: { ...config.questions, path: undefined, samples: k, until_correct: false, shuffle: false, limit: undefined, shard: undefined },
     retry: { ...config.retry, attempts: 0 },
   };

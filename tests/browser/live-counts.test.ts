@@ -3,7 +3,7 @@
  * waits, in two cards and the panel's head, from the manifest's checkpoints. The sim answers
  * 429 (Retry-After 50 ms) and 500 at set rates, behind the gate of live.test.ts: once every
  * request slot of the run is held, the run writes nothing until its timer checkpoint writes the
- * manifest (every 30 s while a run waits: a run held back by an endpoint must not go unwatched),
+ * manifest (every `output.checkpoint_s` while a run waits, here 1 s: a run held back by an endpoint must not go unwatched),
  * and the page must then say what the sim served so far while `generate` still runs. At the end
  * the page's figures are the manifest's, and the sim's. Debian's Chromium, playwright-core.
  */
@@ -46,8 +46,8 @@ describe.runIf(HAVE_CHROMIUM)('report --serve shows 429s, retries and Retry-Afte
     const dir = tempDir('tf-live-counts-');
     const base = await gate.listen();
     const endpoint = { base_url: base, model: 'trajforge-sim', api_key_env: 'none', max_tokens: 1024, retry_base_ms: 20, retry_max_ms: 200, max_retries: 20 };
-    const config = writeConfig(dir, base, { endpoint, concurrency: CONCURRENCY, budgets: { max_turns: 3, max_tool_calls: 2 } });
     const run = join(dir, 'run');
+    const config = writeConfig(dir, base, { endpoint, concurrency: CONCURRENCY, budgets: { max_turns: 3, max_tool_calls: 2 }, output: { dir: run, checkpoint_s: 1 } });
 
     let url: string;
     ({ serve, url } = await startServe(run));
@@ -69,6 +69,10 @@ describe.runIf(HAVE_CHROMIUM)('report --serve shows 429s, retries and Retry-Afte
     expect(await page.textContent('#live-429 span')).toContain(`Retry-After: ${m1.retry_after.waits} waits, ${m1.retry_after.seconds.toFixed(1)} s`);
     expect(await page.textContent('#live-endpoint')).toBe(`endpoint: ${m1.requests} requests · ${m1.responses.rate_limited} × 429 · ${m1.retries} retries · Retry-After ${m1.retry_after.seconds.toFixed(1)} s`);
     await page.screenshot({ path: join(SHOTS, 'report-live-counts-middle.png'), fullPage: false });
+    // Held, the run goes on checkpointing at output.checkpoint_s (1 s): two more within 20 s, which the default 30 s could not give.
+    const checkpoints = new Set([manifestOf(run).updated_at]);
+    await expect.poll(() => checkpoints.add(manifestOf(run).updated_at).size, { timeout: 20_000 }).toBeGreaterThanOrEqual(3);
+    expect(generate.proc.exitCode).toBeNull();
 
     gate.open();
     expect(await generate.exited, generate.stderr).toBe(0);
