@@ -12,10 +12,16 @@
  * The dependencies' code is inlined, so their licences ship with it: dist/THIRD-PARTY-LICENSES.txt,
  * one entry per package the bundle holds. Left outside the bundle: better-sqlite3 (a native module,
  * an optional install) and Pyodide (loaded from its own directory with its WebAssembly files).
+ *
+ * gpt-tokenizer's two encodings that trajforge counts with are bundled apart, each into one
+ * CommonJS file of its own (dist/vendor/gpt-tokenizer/NAME.cjs) that core/tokens/count.ts requires
+ * at first use: a merge table is megabytes of source that no process should parse before it counts,
+ * and the package itself (30 MB, every encoding in three forms) then need not be installed.
  */
 import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join, sep } from 'node:path';
 import { build, type OutputChunk } from 'rolldown';
+import { TOKEN_ENCODINGS, vendoredEncoding } from '../pipeline/core/tokens/count.js';
 import { PACKAGE_ROOT } from '../pipeline/paths.js';
 
 /** The programs started as processes, by their path without extension (tsc writes the same name). */
@@ -45,7 +51,19 @@ const out = await build({
   },
 });
 
-const chunks = out.output.filter((o): o is OutputChunk => o.type === 'chunk');
+const vendored = await Promise.all(
+  TOKEN_ENCODINGS.map((name) =>
+    build({
+      cwd: PACKAGE_ROOT,
+      input: { [vendoredEncoding(name)]: `gpt-tokenizer/encoding/${name}` },
+      platform: 'node',
+      logLevel: 'warn',
+      output: { dir: join(PACKAGE_ROOT, 'dist'), format: 'cjs', exports: 'named', entryFileNames: '[name].cjs' },
+    }),
+  ),
+);
+
+const chunks = [out, ...vendored].flatMap((o) => o.output).filter((o): o is OutputChunk => o.type === 'chunk');
 writeFileSync(join(PACKAGE_ROOT, 'dist', 'THIRD-PARTY-LICENSES.txt'), licences(chunks));
 
 /** Each bundled package's name, version and licence text, from its own directory in node_modules. */

@@ -17,7 +17,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT, PACKAGE_VERSION } from '../pipeline/paths.js';
 import { startSim, type Sim } from '../sim/server.js';
-import { readJsonl, tempDir } from './helpers.js';
+import { FIXTURES, readJsonl, tempDir } from './helpers.js';
 import { startLocalRegistry, type LocalRegistry } from './npm-registry.js';
 
 const run = promisify(execFile);
@@ -182,5 +182,21 @@ describe('npm pack; npm install -g; trajforge from any directory', () => {
     const mb = Number(stdout.split('\t')[0]);
     expect(stated, 'the README states the installed size').toBeGreaterThan(0);
     expect(Math.abs(mb - stated) / stated, `${mb} MB installed, the README says ${stated}`).toBeLessThan(0.2);
+  });
+
+  it('counts tokens with the encodings bundled in dist/vendor, gpt-tokenizer itself not installed', async () => {
+    expect(existsSync(join(installed, 'node_modules', 'gpt-tokenizer'))).toBe(false);
+    const fixture = join(FIXTURES, 'drtulu-generator-rows.jsonl');
+    const cwd = tempDir('tf-install-cwd-');
+    const counted: Record<string, unknown> = {};
+    for (const encoding of ['o200k_base', 'cl100k_base']) {
+      const r = await trajforge(['stats', fixture, '--tokenizer', encoding, '--json'], cwd);
+      expect(r.code, r.stderr).toBe(0);
+      counted[encoding] = JSON.parse(r.stdout).per_trajectory.tokens;
+      // The same figures as the checkout's counter, which the unit tests hold to the package itself.
+      const here = await run(process.execPath, [join(PACKAGE_ROOT, 'dist/pipeline/cli/bin.js'), 'stats', fixture, '--tokenizer', encoding, '--json']);
+      expect(counted[encoding]).toEqual(JSON.parse(here.stdout).per_trajectory.tokens);
+    }
+    expect(counted.o200k_base).not.toEqual(counted.cl100k_base);
   });
 });

@@ -8,6 +8,7 @@
  */
 import { createRequire } from 'node:module';
 import { TrajforgeError } from '../../errors.js';
+import { builtFile } from '../../paths.js';
 import { loadHfTokenizer, type HfTokenizer } from './tokenizer.js';
 
 export const TOKEN_ENCODING = 'o200k_base';
@@ -41,16 +42,28 @@ function endsOf(pieces: Iterable<string>, length: number): number[] | undefined 
   return at === length ? ends : undefined;
 }
 
+/**
+ * Where the build puts an encoding of gpt-tokenizer, bundled into one CommonJS file of its own
+ * (build/bundle.ts), without the extension: the package itself is not installed with trajforge.
+ */
+export function vendoredEncoding(name: (typeof TOKEN_ENCODINGS)[number]): string {
+  return `vendor/gpt-tokenizer/${name}`;
+}
+
+/**
+ * An encoding, loaded on first use, synchronously (the validator is synchronous): loading a merge
+ * table takes about half a second and 60 MB, which every run and every `validate` without a token
+ * limit would otherwise pay for nothing.
+ */
+function loadEncoding<E>(name: (typeof TOKEN_ENCODINGS)[number]): E {
+  return createRequire(import.meta.url)(builtFile(`${vendoredEncoding(name)}.cjs`)) as E;
+}
+
 type Encoding = typeof import('gpt-tokenizer/encoding/o200k_base');
 let encoding: Encoding | undefined;
 
-/**
- * Loaded on first use, synchronously (the validator is synchronous): loading the merge table
- * takes about half a second and 60 MB, which every run and every `validate` without a token
- * limit would otherwise pay for nothing.
- */
 function o200k(): Encoding {
-  return (encoding ??= createRequire(import.meta.url)('gpt-tokenizer/encoding/o200k_base') as Encoding);
+  return (encoding ??= loadEncoding<Encoding>('o200k_base'));
 }
 
 // Text is data, never control: a trajectory that quotes `<|endoftext|>` must be counted as
@@ -97,7 +110,7 @@ let cl100k: TokenCounter | undefined;
 function cl100kCounter(): TokenCounter {
   if (cl100k === undefined) {
     // Loaded only when asked for: its merge table costs as much as o200k's.
-    const enc = createRequire(import.meta.url)('gpt-tokenizer/encoding/cl100k_base') as Cl100k;
+    const enc = loadEncoding<Cl100k>('cl100k_base');
     const count = (text: string): number => enc.countTokens(text, AS_TEXT);
     cl100k = {
       name: 'cl100k_base',
