@@ -135,6 +135,10 @@ export async function run(argv: string[]): Promise<number> {
   const opts = exportOptions(format as ExportFormat, values, datasetTokenCounter(input, values.tokenizer));
   // The tokenizer and the chat template load (and fail) here, before anything is read or written.
   const exporter = new Exporter(opts);
+  await exporter.ready().catch(async (err: unknown) => {
+    await exporter.close();
+    throw err;
+  });
   const read = readOptions(values['input-format'], values['on-bad-row'], 'export');
   // Failed attempts matter only with --all; then a run directory counts each id once, by its latest state.
   const latest = opts.all ? await latestIndexFor(input, read) : undefined;

@@ -132,9 +132,9 @@ export async function run(argv: string[]): Promise<number> {
   const onBadRow = choiceFlag('on-bad-row', values['on-bad-row'], ON_BAD_ROW);
   const config = loadConfig(values.config, overrides);
   if (onBadRow !== undefined) config.questions.on_bad_row = onBadRow;
-  // Loaded before the run starts: a tokenizer path that holds none stops here, not mid-run.
+  // Loaded before the run starts (one count loads it): a tokenizer that does not load stops here, not mid-run.
   try {
-    tokenCounter(config.tokenizer);
+    tokenCounter(config.tokenizer).count('');
   } catch (err) {
     if (!(err instanceof TrajforgeError)) throw err;
     throw new TrajforgeError('BAD_CONFIG', `${values.config}: ${err.message}`, { file: values.config, field: 'tokenizer' });

@@ -175,6 +175,11 @@ export class Exporter {
     }
   }
 
+  /** Resolves once `tokens`' first worker has loaded the tokenizer and the chat template; rejects with why it could not. */
+  async ready(): Promise<void> {
+    await this.#tokens?.ready();
+  }
+
   /** `messages`: whether rows are split by the trainee's chat template (else the summary says thinks may be dropped). */
   get thinksChecked(): boolean {
     return this.#keeper !== undefined;

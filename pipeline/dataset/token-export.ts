@@ -2,14 +2,14 @@
  * The `tokens` format's side of `exportRows`: each row's training view is made here, on the
  * command's process (it reads the whole record), and rendered and tokenised in the worker processes
  * of token-pool.ts, several rows at once; `exportRows` writes them back in input order. The
- * tokenizer and the template are also loaded here, once, so that a bad `--tokenizer` or
- * `--chat-template` fails before anything is read.
+ * first worker starts at once, and `ready` waits for it to load the tokenizer and the template,
+ * so that a bad `--tokenizer` or `--chat-template` fails before anything is read; this process
+ * never loads the vocabulary itself (a second or so before the first row could start).
  */
 import type { Trajectory } from '../../schemas/index.js';
-import { loadHfTokenizer } from '../core/tokens/tokenizer.js';
 import { TOKEN_LIMITS, type TokenLimits } from '../core/tokens/limits.js';
 import { TokenPool, type TokenJobResult } from './token-pool.js';
-import { TokenRows, type TokensOptions } from './token-rows.js';
+import type { TokensOptions } from './token-rows.js';
 import { trainingView, type ViewOptions } from './training-view.js';
 import type { FamilyMetadata } from './export.js';
 
@@ -31,12 +31,16 @@ export interface TokenExportOptions {
 
 export class TokenExport {
   readonly #opts: TokenExportOptions;
-  #pool: TokenPool | undefined;
+  readonly #pool: TokenPool;
 
   constructor(opts: TokenExportOptions) {
     this.#opts = opts;
-    // Loaded (and checked) here, in the command's process; the workers load the same files again.
-    new TokenRows(loadHfTokenizer(opts.tokenizerPath, '--tokenizer'), opts.chatTemplate, opts.limits.renderMaxChars);
+    this.#pool = new TokenPool({ tokenizerPath: opts.tokenizerPath, chatTemplate: opts.chatTemplate, options: opts.tokens, limits: opts.limits });
+  }
+
+  /** Once the first worker has loaded the tokenizer and the template; rejects with why it could not. */
+  ready(): Promise<void> {
+    return this.#pool.ready();
   }
 
   /** How many rows may be in the works at once. */
@@ -46,12 +50,10 @@ export class TokenExport {
 
   /** The rows of `t`, rendered and tokenised on a worker; the view is made here and throws here (`UnexportableRow`). */
   build(t: Trajectory, metadata: FamilyMetadata | undefined): Promise<TokenJobResult> {
-    const view = trainingView(t, this.#opts.view);
-    this.#pool ??= new TokenPool({ tokenizerPath: this.#opts.tokenizerPath, chatTemplate: this.#opts.chatTemplate, options: this.#opts.tokens, limits: this.#opts.limits });
-    return this.#pool.run(t.id, view, metadata);
+    return this.#pool.run(t.id, trainingView(t, this.#opts.view), metadata);
   }
 
   async close(): Promise<void> {
-    await this.#pool?.close();
+    await this.#pool.close();
   }
 }

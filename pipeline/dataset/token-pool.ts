@@ -79,12 +79,25 @@ export class TokenPool {
   #closed = false;
   /** A worker that could not load: every job from then on fails with it. */
   #broken: Error | undefined;
+  /** Settled when the first worker has loaded the tokenizer and the template, or could not. */
+  readonly #loaded: Promise<void>;
+  #onLoaded!: (err?: Error) => void;
 
   constructor(opts: TokenPoolOptions) {
     this.#limits = { ...TOKEN_LIMITS, ...opts.limits };
     this.#setup = { tokenizerPath: opts.tokenizerPath, chatTemplate: opts.chatTemplate, renderMaxChars: this.#limits.renderMaxChars, options: opts.options };
+    this.#loaded = new Promise<void>((resolve, reject) => {
+      this.#onLoaded = (err) => (err === undefined ? resolve() : reject(err));
+    });
+    // Nobody need ask: a load that failed also fails every job.
+    this.#loaded.catch(() => {});
     // One worker to start with; more as rows wait (#dispatch).
     this.#spawn();
+  }
+
+  /** Resolves once a worker has loaded the tokenizer and the chat template; rejects with why none could (a BAD_USAGE error naming the flag). */
+  ready(): Promise<void> {
+    return this.#loaded;
   }
 
   /** Renders and tokenises one row; rejects with `UnexportableRow` when the row fails (its template raised, or a bound was passed). */
@@ -135,6 +148,7 @@ export class TokenPool {
   #onReply(slot: Slot, reply: WorkerReply): void {
     if (reply.type === 'ready') {
       slot.ready = true;
+      this.#onLoaded();
       this.#dispatch();
       return;
     }
@@ -157,6 +171,7 @@ export class TokenPool {
   /** A worker could not load the tokenizer or the template: every job fails with why. */
   #breakWith(slot: Slot, err: Error): void {
     this.#broken = err;
+    this.#onLoaded(err);
     const jobs = [...this.#waiting.splice(0)];
     for (const s of this.#slots) jobs.push(...s.jobs.splice(0));
     void this.#retire(slot);

@@ -231,6 +231,22 @@ describe('export of a real run', () => {
     expect(noTokenizer.stderr).toContain('--format tokens needs --tokenizer PATH');
   });
 
+  it("a tokenizer.json that does not load: tokens export fails in its first worker before anything is read, stats at its first count; exit 2 naming the file, --out as it was", async () => {
+    const bad = tempDir('tf-bad-tokenizer-');
+    writeFileSync(join(bad, 'tokenizer.json'), '{"model": {"type": "BPE", "vocab": ');
+    writeFileSync(join(bad, 'tokenizer_config.json'), '{}');
+    const out = join(dir, 'kept-through-bad-tokenizer.jsonl');
+    writeFileSync(out, 'written earlier\n');
+    const tokens = await runCli(['export', run(), '--format', 'tokens', '--tokenizer', bad, '--out', out]);
+    expect(tokens.code, tokens.stderr).toBe(2);
+    expect(tokens.stderr).toContain(`--tokenizer: ${join(bad, 'tokenizer.json')} is not a tokenizer file`);
+    expect(tokens.stderr).not.toContain('rows in');
+    expect(readFileSync(out, 'utf8')).toBe('written earlier\n');
+    const stats = await runCli(['stats', join(FIXTURES, 'drtulu-generator-rows.jsonl'), '--tokenizer', bad]);
+    expect(stats.code, stats.stderr).toBe(2);
+    expect(stats.stderr).toContain(`--tokenizer: ${join(bad, 'tokenizer.json')} is not a tokenizer file`);
+  });
+
   it('streams stdin to stdout', async () => {
     const file = join(run(), 'trajectories.jsonl');
     const { spawn } = await import('node:child_process');

@@ -9,7 +9,7 @@
 import { createRequire } from 'node:module';
 import { TrajforgeError } from '../../errors.js';
 import { builtFile } from '../../paths.js';
-import { loadHfTokenizer, type HfTokenizer } from './tokenizer.js';
+import { loadHfTokenizer, tokenizerFiles, type HfTokenizer } from './tokenizer.js';
 
 export const TOKEN_ENCODING = 'o200k_base';
 
@@ -133,8 +133,11 @@ function overBy(count: (text: string) => number, text: string, limit: number): T
 
 /**
  * The counter `spec` names: undefined → o200k_base; `o200k_base` or `cl100k_base`; otherwise
- * the path of a Hugging Face tokenizer (a folder, or its tokenizer.json), loaded once. A path
- * that holds no tokenizer is a BAD_USAGE error that names `field` and the path.
+ * the path of a Hugging Face tokenizer (a folder, or its tokenizer.json). A path that holds no
+ * tokenizer is a BAD_USAGE error that names `field` and the path, here; the vocabulary itself
+ * (a second or so) loads at the first count, as the encodings do: a command that never counts
+ * with it (`export --format tokens` tokenises in its workers) does not pay for it, and one that
+ * must know it loads before it starts counts once (`generate`).
  */
 export function tokenCounter(spec: string | undefined, field = 'tokenizer'): TokenCounter {
   if (spec === undefined || spec === TOKEN_ENCODING) return O200K;
@@ -142,15 +145,19 @@ export function tokenCounter(spec: string | undefined, field = 'tokenizer'): Tok
   if (/^[a-z0-9]+_base$/.test(spec)) {
     throw new TrajforgeError('BAD_USAGE', `${field}: unknown encoding "${spec}" (known: ${TOKEN_ENCODINGS.join(', ')}, or the path of a Hugging Face tokenizer)`, { field });
   }
-  let hf: HfTokenizer;
-  try {
-    hf = loadHfTokenizer(spec, field);
-  } catch (err) {
-    if (!(err instanceof TrajforgeError)) throw err;
-    throw new TrajforgeError(err.code, `${err.message}; or one of the encodings ${TOKEN_ENCODINGS.join(', ')}`, { field, file: err.file });
-  }
-  const count = (text: string): number => hf.count(text);
-  return { name: hf.name, count, over: (text, limit) => overBy(count, text, limit), boundaries: (text) => hfBoundaries(hf, text) };
+  const hinted = <T>(f: () => T): T => {
+    try {
+      return f();
+    } catch (err) {
+      if (!(err instanceof TrajforgeError)) throw err;
+      throw new TrajforgeError(err.code, `${err.message}; or one of the encodings ${TOKEN_ENCODINGS.join(', ')}`, { field, file: err.file });
+    }
+  };
+  hinted(() => tokenizerFiles(spec, field));
+  let loaded: HfTokenizer | undefined;
+  const hf = (): HfTokenizer => (loaded ??= hinted(() => loadHfTokenizer(spec, field)));
+  const count = (text: string): number => hf().count(text);
+  return { name: spec, count, over: (text, limit) => overBy(count, text, limit), boundaries: (text) => hfBoundaries(hf(), text) };
 }
 
 /** Byte ends of a Hugging Face tokenizer's tokens → UTF-16 offsets (a token ending inside a character ends after it). */
