@@ -18,28 +18,23 @@
  * at first use: a merge table is megabytes of source that no process should parse before it counts,
  * and the package itself (30 MB, every encoding in three forms) then need not be installed.
  */
-import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, sep } from 'node:path';
 import { build, type OutputChunk } from 'rolldown';
+import { BUNDLE_ENTRIES } from './entries.js';
 import { TOKEN_ENCODINGS, vendoredEncoding } from '../pipeline/core/tokens/count.js';
 import { PACKAGE_ROOT } from '../pipeline/paths.js';
 
-/** The programs started as processes, by their path without extension (tsc writes the same name). */
-const ENTRIES = [
-  'pipeline/cli/bin',
-  'pipeline/dataset/token-worker',
-  'tools/corpus/server',
-  'tools/pubmed/server',
-  'tools/web/server',
-  'tools/python/server',
-  'sim/cli-main',
-];
 
 const EXTERNAL = ['better-sqlite3', /^pyodide(\/|$)/];
 
+// Only the bundle writes these folders, and its chunks' names carry a hash: an earlier build's
+// would stay beside the new ones, and `npm pack` would ship them.
+for (const dir of ['chunks', 'vendor']) rmSync(join(PACKAGE_ROOT, 'dist', dir), { recursive: true, force: true });
+
 const out = await build({
   cwd: PACKAGE_ROOT,
-  input: Object.fromEntries(ENTRIES.map((e) => [e, join(PACKAGE_ROOT, `${e}.ts`)])),
+  input: Object.fromEntries(BUNDLE_ENTRIES.map((e) => [e, join(PACKAGE_ROOT, `${e}.ts`)])),
   platform: 'node',
   external: EXTERNAL,
   logLevel: 'warn',
