@@ -25,7 +25,6 @@ import { BUNDLE_ENTRIES } from './entries.js';
 import { TOKEN_ENCODINGS, vendoredEncoding } from '../pipeline/core/tokens/count.js';
 import { PACKAGE_ROOT } from '../pipeline/paths.js';
 
-
 const EXTERNAL = ['better-sqlite3', /^pyodide(\/|$)/];
 
 // Only the bundle writes these folders, and its chunks' names carry a hash: an earlier build's

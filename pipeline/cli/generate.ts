@@ -3,7 +3,7 @@ import { loadConfig, type ConfigOverrides } from '../core/config.js';
 import { costLine } from '../core/cost.js';
 import { countsLine } from '../core/llm/counts.js';
 import type { RunOutcome } from '../core/run-dir/outcome.js';
-import { tokenCounter } from '../core/tokens/count.js';
+import { loadedTokenCounter } from '../core/tokens/count.js';
 import { TrajforgeError } from '../errors.js';
 import { dryRun, dryRunText } from '../generate/dry-run.js';
 import { generate, type GenerateSummary } from '../generate/run.js';
@@ -132,9 +132,9 @@ export async function run(argv: string[]): Promise<number> {
   const onBadRow = choiceFlag('on-bad-row', values['on-bad-row'], ON_BAD_ROW);
   const config = loadConfig(values.config, overrides);
   if (onBadRow !== undefined) config.questions.on_bad_row = onBadRow;
-  // Loaded before the run starts (one count loads it): a tokenizer that does not load stops here, not mid-run.
+  // Loaded before the run starts: a tokenizer that does not load stops here, not mid-run.
   try {
-    tokenCounter(config.tokenizer).count('');
+    loadedTokenCounter(config.tokenizer);
   } catch (err) {
     if (!(err instanceof TrajforgeError)) throw err;
     throw new TrajforgeError('BAD_CONFIG', `${values.config}: ${err.message}`, { file: values.config, field: 'tokenizer' });

@@ -12,7 +12,7 @@
  * - every think block survives, trained, in the turn that wrote it; every trained turn of a
  *   trajectory is trained in exactly one row.
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { Template } from '@huggingface/jinja';
@@ -331,6 +331,15 @@ describe("a run config's tokenizer", () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toContain(`${config}: tokenizer: ${join(dir, 'no-such-tokenizer')}: no such file or folder`);
     expect(r.stderr).not.toMatch(/\n\s+at /);
+    // One whose tokenizer.json does not load stops it the same way (it is loaded then, not at the first count).
+    const broken = join(dir, 'broken-tokenizer');
+    mkdirSync(broken);
+    writeFileSync(join(broken, 'tokenizer.json'), '{"model": ');
+    const out = join(dir, 'never-run');
+    const b = await runCli(['generate', '--config', writeConfig(dir, 'http://127.0.0.1:9/v1', { tokenizer: broken }), '--out', out]);
+    expect(b.code, b.stderr).toBe(2);
+    expect(b.stderr).toContain(`tokenizer: ${join(broken, 'tokenizer.json')} is not a tokenizer file`);
+    expect(existsSync(out)).toBe(false);
   });
 });
 

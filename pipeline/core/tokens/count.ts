@@ -136,8 +136,8 @@ function overBy(count: (text: string) => number, text: string, limit: number): T
  * the path of a Hugging Face tokenizer (a folder, or its tokenizer.json). A path that holds no
  * tokenizer is a BAD_USAGE error that names `field` and the path, here; the vocabulary itself
  * (a second or so) loads at the first count, as the encodings do: a command that never counts
- * with it (`export --format tokens` tokenises in its workers) does not pay for it, and one that
- * must know it loads before it starts counts once (`generate`).
+ * with it (`export --format tokens` tokenises in its workers) does not pay for it; one that
+ * must know it loads before it starts asks for `loadedTokenCounter`.
  */
 export function tokenCounter(spec: string | undefined, field = 'tokenizer'): TokenCounter {
   if (spec === undefined || spec === TOKEN_ENCODING) return O200K;
@@ -158,6 +158,17 @@ export function tokenCounter(spec: string | undefined, field = 'tokenizer'): Tok
   const hf = (): HfTokenizer => (loaded ??= hinted(() => loadHfTokenizer(spec, field)));
   const count = (text: string): number => hf().count(text);
   return { name: spec, count, over: (text, limit) => overBy(count, text, limit), boundaries: (text) => hfBoundaries(hf(), text) };
+}
+
+/**
+ * `tokenCounter(spec)` with a Hugging Face tokenizer's vocabulary loaded now, for a command that
+ * must stop before it starts when the tokenizer does not load (`generate`); the bundled encodings
+ * still load at their first count.
+ */
+export function loadedTokenCounter(spec: string | undefined, field = 'tokenizer'): TokenCounter {
+  const counter = tokenCounter(spec, field);
+  if (!(TOKEN_ENCODINGS as readonly string[]).includes(counter.name)) counter.count('');
+  return counter;
 }
 
 /** Byte ends of a Hugging Face tokenizer's tokens → UTF-16 offsets (a token ending inside a character ends after it). */
