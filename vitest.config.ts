@@ -7,7 +7,8 @@ export default defineConfig({
     hookTimeout: 60_000,
     // Suites start real processes (MCP servers, sim, the CLI); two cores are what CI has.
     maxWorkers: 2,
-    // A fresh tool-result cache per test file (see the file).
-    setupFiles: ['tests/setup-cache.ts'],
+    // Temporary files under a directory per test file, removed after it; a fresh tool-result
+    // cache per test file (see the files).
+    setupFiles: ['tests/setup-tmp.ts', 'tests/setup-cache.ts'],
   },
 });
