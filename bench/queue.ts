@@ -11,6 +11,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { CPU_AT_EXIT_PRELOAD, cpuAtExit } from './cpu-at-exit.js';
 import { CLI, procCpuSeconds, startSimProcess, writeQuestions, writeRunConfig } from './harness.js';
 import { startRedisServer } from './redis-server.js';
 
@@ -22,10 +23,12 @@ const WORKERS = [1, 2, 4] as const;
 
 /**
  * A CLI process (of the built checkout at `checkout`, by default this one), its exit, and the
- * CPU it used (read from /proc while it runs; the last reading before it exits).
+ * CPU it used: as the process tells it at exit (cpu-at-exit.ts), or else (killed) the last
+ * reading from /proc while it ran.
  */
 export function cli(args: readonly string[], checkout?: string): { child: ChildProcess; done: Promise<{ code: number | null; stderr: string; cpu: number }> } {
-  const child = spawn(process.execPath, [checkout === undefined ? CLI : join(checkout, 'dist/pipeline/cli/bin.js'), ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const bin = checkout === undefined ? CLI : join(checkout, 'dist/pipeline/cli/bin.js');
+  const child = spawn(process.execPath, ['--import', CPU_AT_EXIT_PRELOAD, bin, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   let cpu = 0;
   child.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString('utf8')).slice(-4000)));
@@ -33,10 +36,12 @@ export function cli(args: readonly string[], checkout?: string): { child: ChildP
     const c = procCpuSeconds(child.pid!);
     if (Number.isFinite(c)) cpu = c;
   }, 100);
+  // 'close', not 'exit': the exit line is the last thing on stderr.
   const done = new Promise<{ code: number | null; stderr: string; cpu: number }>((resolve) =>
-    child.once('exit', (code) => {
+    child.once('close', (code) => {
       clearInterval(poll);
-      resolve({ code, stderr, cpu });
+      const told = cpuAtExit(stderr);
+      resolve({ code, stderr: told?.stderr ?? stderr, cpu: told?.cpu ?? cpu });
     }),
   );
   return { child, done };

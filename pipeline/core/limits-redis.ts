@@ -75,7 +75,7 @@ export class LimitsRedis {
     const late = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new LimitsRedisError(`Redis at ${this.where} did not answer within ${this.#timeoutMs} ms`)), this.#timeoutMs);
     });
-    const call = this.#connection.script(script, keys, args);
+    const call = this.#connection.script(script, keys, args, { callerTimed: true });
     // A call given up on may still fail later; that failure is no one's to hear.
     call.catch(() => undefined);
     try {

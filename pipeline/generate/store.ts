@@ -23,6 +23,7 @@ import { TrajforgeError } from '../errors.js';
 import { IdSet } from '../id-set.js';
 import { PACKAGE_VERSION } from '../paths.js';
 import { appendLine } from '../core/jsonl.js';
+import { GroupFlush } from './group-flush.js';
 import { Scrubber } from '../core/secrets.js';
 import { SpendTally } from '../core/cost.js';
 import { fsError } from '../files.js';
@@ -248,6 +249,11 @@ export class RunStore {
   /** Appends are chained so lines never interleave and a failed write stops all later ones. */
   #chain: Promise<void> = Promise.resolve();
   #writeError: Error | undefined;
+  /** Queue mode's flushes before an accept, shared by the accepts waiting at once. */
+  readonly #flush = new GroupFlush(() => [
+    { handle: this.#traj, written: this.#trajBytes },
+    { handle: this.#fail, written: this.#failBytes },
+  ]);
   readonly #scrubber: Scrubber;
   /** Each written root record's line (scrubbed JSON, no newline), while the record lives: queue mode hashes it for the accept. */
   readonly #lines = new WeakMap<Trajectory, string>();
@@ -444,13 +450,18 @@ export class RunStore {
   }
 
   /**
-   * Waits for the appends in flight and flushes both files to the disk: queue mode calls it
+   * Waits for the appends in flight and flushes what they wrote to the disk: queue mode calls it
    * before a record is accepted in Redis, so an accepted record survives the machine too.
    */
   async sync(): Promise<void> {
     await this.#chain;
     if (this.#writeError) throw this.#writeError;
-    for (const fh of [this.#traj, this.#fail]) await fh?.datasync();
+    await this.#flush.flush();
+  }
+
+  /** fdatasync calls `sync` has made. */
+  get datasyncs(): number {
+    return this.#flush.datasyncs;
   }
 
   /** Flushes and closes; the manifest records how the invocation ended. */

@@ -321,3 +321,18 @@ describe('run store: each line serialised once', () => {
     expect(s.lineOf(traj('r', 'ok'))).toBeUndefined();
   });
 });
+
+describe('run store: sync before an accept', () => {
+  it('flushes a wave of records settled together with one fdatasync, of the file they were written to', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tf-store-sync-'));
+    const s = await open(dir);
+    const ids = Array.from({ length: 8 }, (_, i) => `s${i}`);
+    await Promise.all(ids.map((id) => s.append(traj(id, 'ok'))));
+    await Promise.all(ids.map(() => s.sync()));
+    expect(s.datasyncs).toBe(1);
+    await s.append(traj('f', 'failed'));
+    await s.sync();
+    expect(s.datasyncs).toBe(2);
+    await s.close('completed', 'completed');
+  });
+});

@@ -1,0 +1,31 @@
+/**
+ * The shared limits' calls on a worker's Redis connection (core/limits-redis.ts), against a real
+ * Redis (tests/redis-server.ts): bounded by the limits' own call timeout, not by the connection's
+ * per-command one (node-redis's, which the queue's commands keep).
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { LimitsRedis } from '../../pipeline/core/limits-redis.js';
+import { parseRedisUrl, RedisConnection } from '../../pipeline/core/redis.js';
+import { startRedis } from '../redis-server.js';
+
+const cleanups: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!().catch(() => {});
+});
+
+describe('a shared-limits call on a connection with a short command timeout', () => {
+  it('made while Redis restarts, waits for it and is answered, within its own call timeout', async () => {
+    const redis = await startRedis();
+    cleanups.push(() => redis.stop());
+    // A command timeout no restart fits in: were it applied, the call would fail at once.
+    const connection = await RedisConnection.open(parseRedisUrl(redis.url, 'test', {}), { connectTimeoutMs: 5000, commandTimeoutMs: 1 });
+    cleanups.push(() => connection.close());
+    const limits = new LimitsRedis({ connection, callTimeoutMs: 20_000, warn: () => {} });
+    const down = new Promise((r) => connection.client.once('error', r));
+    const back = redis.restart();
+    await down;
+    const answer = limits.eval("return redis.call('INCR', KEYS[1])", ['k'], []);
+    await back;
+    expect(await answer).toBe(1);
+  });
+});
