@@ -283,6 +283,7 @@ export class RunStore {
     }
     // One process per run directory: two writers would break "accepted at most once".
     const lock = takeLock(dir);
+    let opened: RunStore | undefined;
     try {
       const manifestPath = join(dir, MANIFEST);
       let manifest: RunManifest;
@@ -299,6 +300,7 @@ export class RunStore {
         manifest = opts.fresh();
       }
       const store = new RunStore(dir, manifest, resumed, lock, opts.scrubber ?? Scrubber.none);
+      opened = store;
       store.notices.push(...notices);
       const repairs = [repairTail(join(dir, TRAJECTORIES)), repairTail(join(dir, FAILURES))].filter((r) => r !== undefined);
       const orphans = await scanRun([join(dir, TRAJECTORIES), join(dir, FAILURES)], (id, attempt, reason, sub, rec) => {
@@ -325,6 +327,8 @@ export class RunStore {
       store.writeManifest();
       return store;
     } catch (err) {
+      // A store that could not open holds nothing: a caller that goes on (a library user, a test) keeps no file open.
+      if (opened !== undefined) await Promise.all([opened.#traj?.close(), opened.#fail?.close()]).catch(() => undefined);
       releaseLock(lock);
       throw err;
     }

@@ -78,10 +78,12 @@ export class SynthStore {
       throw fsError(opts.dir, err, 'cannot make the run directory');
     }
     const lock = takeLock(opts.dir);
+    let opened: SynthStore | undefined;
     try {
       const manifestPath = join(opts.dir, MANIFEST);
       const resume = existsSync(manifestPath) ? resumeWith(await readRunManifest(manifestPath), opts, manifestPath) : undefined;
       const store = new SynthStore(opts.dir, resume?.manifest ?? opts.fresh(), resume !== undefined, lock, opts.scrubber ?? Scrubber.none);
+      opened = store;
       store.notices.push(...(resume?.notices ?? []));
       const repairs = [SYNTH_QUESTIONS, SYNTH_REJECTED].flatMap((f) => repairTail(join(opts.dir, f)) ?? []);
       store.notices.push(...repairs.map(describeTailRepair));
@@ -98,6 +100,8 @@ export class SynthStore {
       store.writeManifest();
       return store;
     } catch (err) {
+      // A store that could not open holds nothing: a caller that goes on keeps no file open.
+      if (opened !== undefined) await Promise.all(Object.values(opened.#files).map((f) => f?.close())).catch(() => undefined);
       releaseLock(lock);
       throw err;
     }

@@ -1,4 +1,4 @@
-import { appendFileSync, existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -6,6 +6,7 @@ import { SCHEMA_VERSION, type RunManifest, type Trajectory } from '../../schemas
 import { TrajforgeError } from '../../pipeline/errors.js';
 import { FAILURES, MANIFEST, TRAJECTORIES } from '../../pipeline/core/run-dir/names.js';
 import { RunStore } from '../../pipeline/generate/store.js';
+import { SynthStore } from '../../pipeline/synthesize/store.js';
 import { Scrubber } from '../../pipeline/core/secrets.js';
 import { repairTail } from '../../pipeline/core/run-dir/run-lines.js';
 
@@ -333,6 +334,43 @@ describe('run store: sync before an accept', () => {
     await s.append(traj('f', 'failed'));
     await s.sync();
     expect(s.datasyncs).toBe(2);
+    await s.close('completed', 'completed');
+  });
+});
+
+describe('run store: an open that fails', () => {
+  /** The files of `dir` this process holds open. */
+  const held = (dir: string): string[] =>
+    readdirSync('/proc/self/fd').flatMap((fd) => {
+      try {
+        const target = readlinkSync(`/proc/self/fd/${fd}`);
+        return target.startsWith(`${dir}/`) ? [target] : [];
+      } catch {
+        return [];
+      }
+    });
+
+  it('closes the files it opened and frees the run when its manifest cannot be written; the run opens once the way is clear', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tf-store-openfail-'));
+    // The manifest is written through a temporary name: a directory there makes the write fail after both files are open.
+    mkdirSync(join(dir, `${MANIFEST}.tmp`));
+    await expect(open(dir)).rejects.toThrow();
+    expect(held(dir)).toEqual([]);
+    rmSync(join(dir, `${MANIFEST}.tmp`), { recursive: true });
+    const s = await open(dir);
+    expect(held(dir).sort()).toEqual([join(dir, FAILURES), join(dir, TRAJECTORIES)]);
+    await s.close('completed', 'completed');
+  });
+
+  it("synthesize's store too: its files closed, the run free, then it opens", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tf-synth-openfail-'));
+    mkdirSync(join(dir, `${MANIFEST}.tmp`));
+    const openSynth = () => SynthStore.open({ dir, fresh: manifest, fingerprintFields: fields });
+    await expect(openSynth()).rejects.toThrow();
+    expect(held(dir)).toEqual([]);
+    rmSync(join(dir, `${MANIFEST}.tmp`), { recursive: true });
+    const s = await openSynth();
+    expect(held(dir)).toHaveLength(2);
     await s.close('completed', 'completed');
   });
 });
