@@ -3,7 +3,7 @@ import { TrajforgeError } from '../errors.js';
 import { EXPORT_FORMATS, Exporter, exportRows, formatExportCounts, type ExportFormat } from '../dataset/export.js';
 import { latestFilter, latestIndexFor } from '../dataset/latest.js';
 import { exportViaParquet, planParquet, type ParquetPlan } from '../dataset/formats/parquet-export.js';
-import { readDataset, type DatasetRow } from '../dataset/readers.js';
+import { inputBytes, readDataset, type DatasetRow } from '../dataset/readers.js';
 import { TOKEN_ENCODINGS } from '../core/tokens/count.js';
 import { compileExpressions, datasetTokenCounter, parseDatasetArgs, readOptions } from './common.js';
 import { exportDpo, formatDpoCounts } from '../dataset/export-dpo.js';
@@ -60,7 +60,8 @@ other systems (DR Tulu, chat) are validated first: one that breaks a rule is a f
   --empty-think       tokens: MiroTrain's handling of turns without think for Qwen3 thinking
                       templates: an empty <think></think> block before each, masked
   --threads N         tokens: worker processes that render and tokenise, at most (default: the
-                      cores, at most 4; one starts, more once rows wait)
+                      cores, at most 4; one starts, or one per 16 MB of an input file, more
+                      once rows wait)
   --row-timeout-ms N  tokens: a row whose chat template and tokenizer run longer fails (default 60000)
   --render-max-chars N
                       tokens: a row whose template writes more characters fails (default 16777216)
@@ -132,7 +133,7 @@ export async function run(argv: string[]): Promise<number> {
     return runDpo(input, outputs, values, selected, parquet);
   }
   // Checked (and loaded) before anything is read or written.
-  const opts = exportOptions(format as ExportFormat, values, datasetTokenCounter(input, values.tokenizer));
+  const opts = { ...exportOptions(format as ExportFormat, values, datasetTokenCounter(input, values.tokenizer)), inputBytes: inputBytes(input) };
   // The tokenizer and the chat template load (and fail) here, before anything is read or written.
   const exporter = new Exporter(opts);
   await exporter.ready().catch(async (err: unknown) => {

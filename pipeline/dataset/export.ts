@@ -104,6 +104,8 @@ export interface ExportOptions {
   readonly onBadRow?: 'error' | 'skip' | undefined;
   /** `tokens`: worker processes and the bounds on each row's rendering (core/tokens/limits.ts has the defaults). */
   readonly tokenLimits?: Partial<TokenLimits> | undefined;
+  /** `tokens`: how large the input is, when known (`inputBytes`): a large one starts several workers at once. */
+  readonly inputBytes?: number | undefined;
 }
 
 /**
@@ -171,6 +173,7 @@ export class Exporter {
         view: { view: opts.view, toolRole: opts.toolRole, unsentReasoning: opts.unsentReasoning },
         tokens: { strategy: opts.strategy, emptyThink: opts.emptyThink },
         limits: opts.tokenLimits ?? {},
+        inputBytes: opts.inputBytes,
       });
     }
   }

@@ -15,7 +15,7 @@
  * (json-depth.ts). Rows get cheap structural checks only: `validate` and `stats` stream
  * gigabytes through here, zod would dominate the cost, and the validator checks what matters.
  */
-import { createReadStream, existsSync } from 'node:fs';
+import { createReadStream, existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { DialectName, Trajectory } from '../../schemas/index.js';
 import { inputError, TrajforgeError } from '../errors.js';
@@ -102,6 +102,21 @@ export function inputFiles(input: string): string[] {
     return files;
   }
   return [input];
+}
+
+/** The bytes `input` holds when its files are regular files (not stdin, not a pipe); undefined otherwise, or when it cannot be read (the reader says why). */
+export function inputBytes(input: string): number | undefined {
+  try {
+    let total = 0;
+    for (const f of inputFiles(input)) {
+      const st = f === '-' ? undefined : statSync(f);
+      if (st === undefined || !st.isFile()) return undefined;
+      total += st.size;
+    }
+    return total;
+  } catch {
+    return undefined;
+  }
 }
 
 function convert(v: Obj, format: RowFormat, ctx: ReadContext): Trajectory {

@@ -27,6 +27,8 @@ export interface TokenExportOptions {
   readonly view: ViewOptions;
   readonly tokens: TokensOptions;
   readonly limits: Partial<TokenLimits>;
+  /** How large the input is, when known: a large one starts several workers at once. */
+  readonly inputBytes?: number | undefined;
 }
 
 export class TokenExport {
@@ -35,7 +37,7 @@ export class TokenExport {
 
   constructor(opts: TokenExportOptions) {
     this.#opts = opts;
-    this.#pool = new TokenPool({ tokenizerPath: opts.tokenizerPath, chatTemplate: opts.chatTemplate, options: opts.tokens, limits: opts.limits });
+    this.#pool = new TokenPool({ tokenizerPath: opts.tokenizerPath, chatTemplate: opts.chatTemplate, options: opts.tokens, limits: opts.limits, inputBytes: opts.inputBytes });
   }
 
   /** Once the first worker has loaded the tokenizer and the template; rejects with why it could not. */

@@ -1,4 +1,5 @@
 import { readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
@@ -6,7 +7,7 @@ import { mcpXml } from '../../pipeline/dialects/mcp-xml.js';
 import { tulu } from '../../pipeline/dialects/tulu.js';
 import type { Segment } from '../../pipeline/dialects/types.js';
 import { TrajforgeError } from '../../pipeline/errors.js';
-import { inputFiles, readDataset, type DatasetRow, type ReadOptions } from '../../pipeline/dataset/readers.js';
+import { inputBytes, inputFiles, readDataset, type DatasetRow, type ReadOptions } from '../../pipeline/dataset/readers.js';
 import { detectRowFormat } from '../../pipeline/dataset/row-shapes.js';
 import { readLines } from '../../pipeline/core/lines.js';
 import { FailureRecord, Trajectory } from '../../schemas/index.js';
@@ -432,6 +433,20 @@ describe('inputs', () => {
     expect(e.message).toBe(`${file}:2: expected a trajforge row (a trajforge record: id and interleaved_text strings); this row looks like a chat row`);
     const other = writeLines(dir, 'failures.jsonl', [JSON.stringify(t), JSON.stringify({ id: 'x' })]);
     expect((await readError(other)).message).toBe(`${other}:2: expected a trajforge row (a trajforge record: id and interleaved_text strings); got an object with id`);
+  });
+
+  it('inputBytes: the bytes of a file or a run directory; none for stdin, a pipe or a missing input', () => {
+    const dir = tempDir();
+    writeLines(dir, 'trajectories.jsonl', ['{"a":1}', '{"b":22}']);
+    writeLines(dir, 'failures.jsonl', ['{"é":3}']);
+    const one = join(dir, 'trajectories.jsonl');
+    expect(inputBytes(one)).toBe(Buffer.byteLength('{"a":1}\n{"b":22}\n'));
+    expect(inputBytes(dir)).toBe(Buffer.byteLength('{"a":1}\n{"b":22}\n{"é":3}\n'));
+    expect(inputBytes('-')).toBeUndefined();
+    expect(inputBytes(join(dir, 'nope.jsonl'))).toBeUndefined();
+    const fifo = join(dir, 'fifo');
+    execFileSync('mkfifo', [fifo]);
+    expect(inputBytes(fifo)).toBeUndefined();
   });
 
   it('a missing input is an error naming it', () => {

