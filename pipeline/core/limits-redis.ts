@@ -85,7 +85,7 @@ export class LimitsRedis {
         this.#trouble(err.message);
         throw err;
       }
-      throw new LimitsRedisError(`Redis at ${this.where}: ${this.#connection.hide((err as Error).message)}`);
+      throw new LimitsRedisError(`Redis at ${this.where}: ${this.#connection.describe(err)}`);
     } finally {
       clearTimeout(timer);
     }

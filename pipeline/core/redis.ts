@@ -11,7 +11,7 @@
  * (the password of a URL written without one). docs/scale-out.md says which to use.
  */
 import { createHash } from 'node:crypto';
-import { createClient } from '@redis/client';
+import { createClient, TimeoutError } from '@redis/client';
 import { TrajforgeError } from '../errors.js';
 
 /** The variables a queue command reads its Redis from when the command line does not say. */
@@ -114,9 +114,11 @@ export class RedisConnection {
   #lastError = '';
   #connecting: Promise<void> | undefined;
   #closed = false;
+  readonly #commandTimeoutMs: number | undefined;
 
   constructor(address: RedisAddress, opts: RedisConnectionOptions) {
     this.address = address;
+    this.#commandTimeoutMs = opts.commandTimeoutMs;
     this.client = createClient({
       url: address.url,
       socket: { connectTimeout: opts.connectTimeoutMs, reconnectStrategy: reconnectDelay },
@@ -139,7 +141,7 @@ export class RedisConnection {
       ]);
     } catch (err) {
       c.client.destroy();
-      throw new Error(c.hide((err as Error).message || c.lastError));
+      throw new Error(c.describe(err));
     } finally {
       clearTimeout(timer);
     }
@@ -163,6 +165,19 @@ export class RedisConnection {
 
   hide(message: string): string {
     return hidePassword(message, this.address);
+  }
+
+  /**
+   * What a failed command says, for a message, password hidden: its error's text; for
+   * node-redis's command timeout, which has none, that no answer came in time and what the
+   * socket said last.
+   */
+  describe(err: unknown): string {
+    const message = err instanceof Error ? err.message : String(err);
+    if (message !== '') return this.hide(message);
+    const last = this.#lastError === '' ? '' : `; last from the socket: ${this.#lastError}`;
+    if (err instanceof TimeoutError) return `no answer within ${this.#commandTimeoutMs ?? '?'} ms${last}`;
+    return `${err instanceof Error ? err.constructor.name : 'an error'} without a message${last}`;
   }
 
   /** Closes once the commands sent are answered; a connection that cannot close cleanly is dropped. */

@@ -221,7 +221,7 @@ export class Queue {
         if (Date.now() >= deadline) {
           throw new TrajforgeError(
             'QUEUE_UNREACHABLE',
-            `the queue at ${this.address.shown} did not answer for ${forMs} ms (queue.unreachable_for_ms) while ${what}: ${this.#connection.hide((err as Error).message || this.#connection.lastError)}`,
+            `the queue at ${this.address.shown} did not answer for ${forMs} ms (queue.unreachable_for_ms) while ${what}: ${this.#connection.describe(err)}`,
           );
         }
         await new Promise((r) => setTimeout(r, Math.min(50 * 2 ** i, 1_000)));

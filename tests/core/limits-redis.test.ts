@@ -29,3 +29,32 @@ describe('a shared-limits call on a connection with a short command timeout', ()
     expect(await answer).toBe(1);
   });
 });
+
+describe('what a failed Redis command says', () => {
+  it("node-redis's command timeout, which has no text, is told as no answer in time, with what the socket said last", async () => {
+    const redis = await startRedis();
+    cleanups.push(() => redis.stop());
+    const connection = await RedisConnection.open(parseRedisUrl(redis.url, 'test', {}), { connectTimeoutMs: 5000, commandTimeoutMs: 1 });
+    cleanups.push(() => connection.close());
+    const down = new Promise((r) => connection.client.once('error', r));
+    const back = redis.restart();
+    await down;
+    // Sent while the connection is down: it waits to be written, and times out.
+    const err = await connection.client.sendCommand(['PING']).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    await back;
+    expect(err).toBeInstanceOf(Error);
+    expect((err as Error).message).toBe('');
+    const said = connection.describe(err);
+    expect(said).toMatch(/^no answer within 1 ms; last from the socket: \S/);
+    expect(said).toContain(connection.lastError);
+  });
+
+  it('an error with text is told as it is, password hidden', async () => {
+    const address = parseRedisUrl('redis://:s3cret-pw@127.0.0.1:1/0', 'test', {});
+    const connection = new RedisConnection(address, { connectTimeoutMs: 100 });
+    expect(connection.describe(new Error('WRONGPASS for s3cret-pw'))).toBe('WRONGPASS for ***');
+  });
+});
