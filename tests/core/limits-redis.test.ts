@@ -13,17 +13,25 @@ afterEach(async () => {
   while (cleanups.length) await cleanups.pop()!().catch(() => {});
 });
 
+/**
+ * A connection with a 1 ms command timeout (no restart fits in it) to a Redis that is now
+ * restarting: resolves once the connection has seen it go down; `back` once it is up again.
+ */
+async function restartingUnderConnection(): Promise<{ connection: RedisConnection; back: Promise<unknown> }> {
+  const redis = await startRedis();
+  cleanups.push(() => redis.stop());
+  const connection = await RedisConnection.open(parseRedisUrl(redis.url, 'test', {}), { connectTimeoutMs: 5000, commandTimeoutMs: 1 });
+  cleanups.push(() => connection.close());
+  const down = new Promise((r) => connection.client.once('error', r));
+  const back = redis.restart();
+  await down;
+  return { connection, back };
+}
+
 describe('a shared-limits call on a connection with a short command timeout', () => {
   it('made while Redis restarts, waits for it and is answered, within its own call timeout', async () => {
-    const redis = await startRedis();
-    cleanups.push(() => redis.stop());
-    // A command timeout no restart fits in: were it applied, the call would fail at once.
-    const connection = await RedisConnection.open(parseRedisUrl(redis.url, 'test', {}), { connectTimeoutMs: 5000, commandTimeoutMs: 1 });
-    cleanups.push(() => connection.close());
+    const { connection, back } = await restartingUnderConnection();
     const limits = new LimitsRedis({ connection, callTimeoutMs: 20_000, warn: () => {} });
-    const down = new Promise((r) => connection.client.once('error', r));
-    const back = redis.restart();
-    await down;
     const answer = limits.eval("return redis.call('INCR', KEYS[1])", ['k'], []);
     await back;
     expect(await answer).toBe(1);
@@ -32,13 +40,7 @@ describe('a shared-limits call on a connection with a short command timeout', ()
 
 describe('what a failed Redis command says', () => {
   it("node-redis's command timeout, which has no text, is told as no answer in time, with what the socket said last", async () => {
-    const redis = await startRedis();
-    cleanups.push(() => redis.stop());
-    const connection = await RedisConnection.open(parseRedisUrl(redis.url, 'test', {}), { connectTimeoutMs: 5000, commandTimeoutMs: 1 });
-    cleanups.push(() => connection.close());
-    const down = new Promise((r) => connection.client.once('error', r));
-    const back = redis.restart();
-    await down;
+    const { connection, back } = await restartingUnderConnection();
     // Sent while the connection is down: it waits to be written, and times out.
     const err = await connection.client.sendCommand(['PING']).then(
       () => undefined,
