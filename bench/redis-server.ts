@@ -31,8 +31,12 @@ export interface RedisServer {
   readonly dir: string;
   /** The current process's id (a restart makes a new one). */
   readonly pid: number;
-  /** Kills it (SIGKILL: nothing flushed beyond what the AOF wrote) and starts it again on the same port. */
+  /** Kills it (SIGKILL: nothing flushed beyond what the AOF wrote) and starts it again on the same port: `down()`, then `up()`. */
   restart(): Promise<void>;
+  /** SIGKILL, resolved once the process has exited: nothing listens on the port until `up()`. */
+  down(): Promise<void>;
+  /** Starts it again on the same port, with its directory (and its AOF), after `down()`. */
+  up(): Promise<void>;
   /** SIGSTOP: the process holds its port but answers nothing until resume(). */
   pause(): void;
   resume(): void;
@@ -96,6 +100,10 @@ export async function startRedisServer(opts: RedisServerOptions): Promise<RedisS
     );
     await Promise.race([waitForPing(port, opts.startTimeoutMs ?? 10_000), failed]);
   };
+  const down = async (): Promise<void> => {
+    child.kill('SIGKILL');
+    await exited(child);
+  };
   await launch();
   return {
     port,
@@ -105,10 +113,11 @@ export async function startRedisServer(opts: RedisServerOptions): Promise<RedisS
       return child.pid!;
     },
     async restart() {
-      child.kill('SIGKILL');
-      await exited(child);
+      await down();
       await launch();
     },
+    down,
+    up: launch,
     pause() {
       child.kill('SIGSTOP');
     },

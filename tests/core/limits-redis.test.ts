@@ -14,39 +14,47 @@ afterEach(async () => {
 });
 
 /**
- * A connection with a 1 ms command timeout (no restart fits in it) to a Redis that is now
- * restarting: resolves once the connection has seen it go down; `back` once it is up again.
+ * A connection with a 1 ms command timeout (no restart fits in it) to a Redis that is down: it
+ * has exited, and the connection has since been refused, so a command sent now waits unwritten
+ * (one sent while the old socket was dying could be written to it and fail with ECONNRESET, as
+ * it would in a run: the callers retry that). `up` starts Redis again.
  */
-async function restartingUnderConnection(): Promise<{ connection: RedisConnection; back: Promise<unknown> }> {
+async function downUnderConnection(): Promise<{ connection: RedisConnection; up: () => Promise<void> }> {
   const redis = await startRedis();
   cleanups.push(() => redis.stop());
   const connection = await RedisConnection.open(parseRedisUrl(redis.url, 'test', {}), { connectTimeoutMs: 5000, commandTimeoutMs: 1 });
   cleanups.push(() => connection.close());
-  const down = new Promise((r) => connection.client.once('error', r));
-  const back = redis.restart();
-  await down;
-  return { connection, back };
+  const refused = new Promise<void>((resolve) => {
+    const seen = (err: Error): void => {
+      if (!/ECONNREFUSED/.test(err.message)) return;
+      connection.client.off('error', seen);
+      resolve();
+    };
+    connection.client.on('error', seen);
+  });
+  await redis.down();
+  await refused;
+  return { connection, up: () => redis.up() };
 }
 
 describe('a shared-limits call on a connection with a short command timeout', () => {
-  it('made while Redis restarts, waits for it and is answered, within its own call timeout', async () => {
-    const { connection, back } = await restartingUnderConnection();
+  it('made while Redis is down, waits for it to restart and is answered, within its own call timeout', async () => {
+    const { connection, up } = await downUnderConnection();
     const limits = new LimitsRedis({ connection, callTimeoutMs: 20_000, warn: () => {} });
-    const answer = limits.eval("return redis.call('INCR', KEYS[1])", ['k'], []);
-    await back;
-    expect(await answer).toBe(1);
+    const [answer] = await Promise.all([limits.eval("return redis.call('INCR', KEYS[1])", ['k'], []), up()]);
+    expect(answer).toBe(1);
   });
 });
 
 describe('what a failed Redis command says', () => {
   it("node-redis's command timeout, which has no text, is told as no answer in time, with what the socket said last", async () => {
-    const { connection, back } = await restartingUnderConnection();
+    const { connection, up } = await downUnderConnection();
     // Sent while the connection is down: it waits to be written, and times out.
     const err = await connection.client.sendCommand(['PING']).then(
       () => undefined,
       (e: unknown) => e,
     );
-    await back;
+    await up();
     expect(err).toBeInstanceOf(Error);
     expect((err as Error).message).toBe('');
     const said = connection.describe(err);
