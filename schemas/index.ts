@@ -755,9 +755,12 @@ export const SharedLimitsConfig = z.strictObject({
   /** Longest pause between two tries at a full limit. */
   poll_ms: z.number().int().positive().default(200),
   /**
-   * Longest a finished request's slot is kept from Redis: it goes back with this worker's next
-   * request for a slot (one Redis call instead of two), or on its own after this long. Other
-   * workers at a full limit may wait this much longer for it; 0 hands each slot back at once.
+   * Longest a finished request's slot is kept from Redis: this worker's next request takes it
+   * again without a call if Redis granted the worker a slot within this long (not when this is a
+   * quarter of lease_ms or more), else it goes back with the next request for a slot, or on its
+   * own after this long. So a back-off or a lowered limit reaches every worker within this long,
+   * and other workers at a full limit may wait this much longer for a slot. 0 hands each slot
+   * back at once, and every request asks Redis.
    */
   release_delay_ms: z.number().int().min(0).default(200),
   /** Longest wait for Redis to answer one call. */

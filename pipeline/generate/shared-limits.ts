@@ -8,9 +8,11 @@
  * when their lease ends, in Redis's own time (`TIME` inside the scripts, never a worker's clock,
  * which may be off). A live worker renews its slots every third of `lease_ms`; a worker that was
  * killed stops renewing, and its slots come back when their leases end. A finished request's
- * slot goes back to Redis with the worker's next ACQUIRE (one call per request, not two), or on
- * its own after `release_delay_ms`; every request still asks Redis, so a back-off written by
- * any worker stops the next request of every other at once. A 429 halves the shared
+ * slot is kept for `release_delay_ms`: the worker's next request takes it again without asking
+ * Redis, if Redis granted this worker a slot within that time (`#reuse`); otherwise the request
+ * asks Redis and hands it back in the same call, and a slot nobody took goes back on its own. So
+ * a back-off or a lowered limit written by any worker holds every other's requests that start
+ * `release_delay_ms` after it (0: every request asks Redis, and is held at once). A 429 halves the shared
  * limit (a run of successes raises it again, as AdaptiveGate does in one process), and its
  * Retry-After becomes a key with that expiry that every worker waits out before its next request.
  */
@@ -123,8 +125,12 @@ class RedisSharedLimits implements SharedLimits {
   readonly #warn: (message: string) => void;
   /** Slot tokens this process holds, renewed together. */
   readonly #held = new Set<string>();
-  /** Slots this process is done with and Redis has not heard of yet: they go with the next ACQUIRE, or after release_delay_ms. */
+  /** Slots this process is done with and Redis has not heard of yet: taken again (`#reuse`), or handed back with the next ACQUIRE, or after release_delay_ms. */
   #handBack = new Set<string>();
+  /** Until when a finished slot may be taken again without asking Redis: release_delay_ms after the last ask Redis granted was sent. */
+  #reusableUntil = 0;
+  /** 429s this process has seen: an ask sent before the last one says nothing of its back-off. */
+  #rateLimits = 0;
   #handBackTimer: NodeJS.Timeout | undefined;
   readonly #renewer: NodeJS.Timeout;
   readonly #process = randomUUID();
@@ -161,8 +167,11 @@ class RedisSharedLimits implements SharedLimits {
    * rest ask one at a time behind it, in order: one poller per process.
    */
   async take(max: number, signal: AbortSignal | undefined, seen: (limit: number) => void): Promise<string> {
+    const again = this.#reuse(signal);
+    if (again !== undefined) return again;
     if (this.#waiting === 0) {
-      const first = await this.#ask(max, signal, seen);
+      // One finished slot goes back in this call, for the one taken: the rest stay to be taken again.
+      const first = await this.#ask(max, signal, seen, this.#takeHandBack(1));
       if ('token' in first) return first.token;
     }
     this.#waiting++;
@@ -176,7 +185,7 @@ class RedisSharedLimits implements SharedLimits {
     // How long Redis has been silent, on this process's monotonic clock: a duration, not a time in any limit.
     let silentSince: number | undefined;
     for (;;) {
-      const r = await this.#ask(max, signal, seen);
+      const r = await this.#ask(max, signal, seen, this.#takeHandBack());
       if ('token' in r) return r.token;
       if ('silent' in r) {
         silentSince ??= performance.now();
@@ -195,39 +204,62 @@ class RedisSharedLimits implements SharedLimits {
     }
   }
 
-  /** One ACQUIRE (carrying the slots to hand back): the slot's token, how long to wait (-1: the limit is full), or what Redis did not answer. */
-  async #ask(max: number, signal: AbortSignal | undefined, seen: (limit: number) => void): Promise<{ token: string } | { wait: number } | { silent: string }> {
-    if (signal?.aborted) throw new LlmError('aborted', 'aborted');
-    if (this.#closed) throw new LlmError('aborted', 'shared limits are closed');
+  /**
+   * A slot this process finished with, taken again without a call to Redis: only while no
+   * request of the process waits for one, and Redis granted a slot within release_delay_ms (its
+   * answer then had no back-off and room under the limit). The slot is still counted in Redis.
+   * Not when release_delay_ms is a quarter of lease_ms or more: a slot not renewed that long may
+   * have lost its lease.
+   */
+  #reuse(signal: AbortSignal | undefined): string | undefined {
+    if (this.#waiting > 0 || signal?.aborted || this.#closed || performance.now() >= this.#reusableUntil) return undefined;
+    if (this.#cfg.release_delay_ms * 4 >= this.#cfg.lease_ms) return undefined;
+    const [token] = this.#handBack;
+    if (token === undefined) return undefined;
+    this.#handBack.delete(token);
+    this.#held.add(token);
+    return token;
+  }
+
+  /** One ACQUIRE, handing back `handBack` first: the slot's token, how long to wait (-1: the limit is full), or what Redis did not answer. */
+  async #ask(max: number, signal: AbortSignal | undefined, seen: (limit: number) => void, handBack: string[]): Promise<{ token: string } | { wait: number } | { silent: string }> {
+    if (signal?.aborted || this.#closed) {
+      this.#handBackLater(handBack);
+      throw new LlmError('aborted', this.#closed ? 'shared limits are closed' : 'aborted');
+    }
     const token = `${this.#process}:${++this.#tokens}`;
     const k = this.#keys;
-    const handBack = this.#takeHandBack();
+    const [sent, rateLimits] = [performance.now(), this.#rateLimits];
     let reply: unknown;
     try {
       reply = await this.#redis.eval(ACQUIRE, [k.slots, k.state, k.backoff], [max, this.#cfg.lease_ms, token, ...handBack]);
     } catch (err) {
       if (!(err instanceof LimitsRedisError)) throw err;
-      // The try may have taken the slot after all: hand it back before the next (one connection keeps the order).
-      void this.#give([token]);
-      // Whether the slots carried were handed back is not known: the next call carries them again.
-      this.#handBackLater(handBack);
+      // The try may have taken the slot, and handed back those it carried, after all: all go back
+      // before the next call (one connection keeps the order), and none is taken again.
+      void this.#give([token, ...handBack]);
+      this.#reusableUntil = 0;
       return { silent: err.message };
     }
     const [ok, wait, limit] = Array.isArray(reply) ? reply.map(Number) : [];
     if (Number.isFinite(limit)) seen(limit!);
-    if (ok !== 1) return { wait: wait ?? -1 };
+    if (ok !== 1) {
+      this.#reusableUntil = 0;
+      return { wait: wait ?? -1 };
+    }
     if (signal?.aborted || this.#closed) {
       void this.#give([token]);
       throw new LlmError('aborted', 'aborted');
     }
     this.#held.add(token);
+    if (rateLimits === this.#rateLimits) this.#reusableUntil = sent + this.#cfg.release_delay_ms;
     return { token };
   }
 
   /**
-   * Hands a slot back: with this process's next ACQUIRE, or after `release_delay_ms` if none
-   * comes first. It is not renewed from now on: if Redis never hears of it, the slot comes back
-   * when its lease ends.
+   * Hands a slot back: to this process's next request (`#reuse`), or with its next ACQUIRE, or
+   * after `release_delay_ms` if none comes first. It is not renewed until taken again: if Redis
+   * never hears of it, the slot comes back when its lease ends.
    */
   give(token: string): void {
     this.#held.delete(token);
@@ -244,12 +276,14 @@ class RedisSharedLimits implements SharedLimits {
     }
   }
 
-  /** The slots to hand back now, and no timer left to send them. */
-  #takeHandBack(): string[] {
-    clearTimeout(this.#handBackTimer);
-    this.#handBackTimer = undefined;
-    const tokens = [...this.#handBack];
-    this.#handBack = new Set();
+  /** Up to `count` of the slots to hand back, now; the timer stays for the rest. */
+  #takeHandBack(count = Infinity): string[] {
+    const tokens = [...this.#handBack].slice(0, count);
+    for (const t of tokens) this.#handBack.delete(t);
+    if (this.#handBack.size === 0) {
+      clearTimeout(this.#handBackTimer);
+      this.#handBackTimer = undefined;
+    }
     return tokens;
   }
 
@@ -273,6 +307,9 @@ class RedisSharedLimits implements SharedLimits {
 
   /** Tells the shared limit of a 429 and its Retry-After. Answers the new limit, or undefined when Redis did not hear it. */
   async rateLimited(max: number, retryAfterMs: number | undefined): Promise<number | undefined> {
+    // This process's next request asks Redis, which holds it for the back-off.
+    this.#reusableUntil = 0;
+    this.#rateLimits++;
     try {
       const ms = retryAfterMs === undefined || !Number.isFinite(retryAfterMs) ? 0 : Math.max(0, Math.ceil(retryAfterMs));
       return Number(await this.#redis.eval(RATE_LIMITED, [this.#keys.state, this.#keys.backoff], [max, ms]));

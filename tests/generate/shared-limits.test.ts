@@ -378,10 +378,53 @@ async function limitsOn(run: string, limits: Record<string, unknown>) {
   return { c, keys: KEYS(run), open };
 }
 
-describe('a finished request’s slot goes back with the next request for one', () => {
-  it('ten requests one after another cost ten Redis calls and one at close, not twenty; the slot taken is the one handed back', async () => {
+describe('a finished request’s slot is taken again, or goes back with the next request for one', () => {
+  it('within release_delay_ms of the last slot Redis granted, ten requests one after another cost no Redis call: each takes the slot the last one finished with', async () => {
+    // A delay no test waits out, well under a quarter of the lease: every request finds the last one's slot.
+    const { c, keys, open } = await limitsOn('reuse1', { endpoint_concurrency: 1, release_delay_ms: 600_000, lease_ms: 3_600_000 });
+    const limits = await open();
+    const gate = limits.requestGate(1);
+    await gate.acquire();
+    const before = await scriptCalls(c);
+    gate.release();
+    for (let i = 0; i < 10; i++) {
+      await gate.acquire();
+      gate.release();
+    }
+    expect(await scriptCalls(c)).toBe(before);
+    // One slot throughout, counted in Redis; it goes back at close.
+    expect(await c.zCard(keys.slots)).toBe(1);
+    await limits.close();
+    expect(await c.zCard(keys.slots)).toBe(0);
+  });
+
+  it('a request that starts release_delay_ms after Redis last granted a slot asks Redis again, and a back-off written meanwhile holds it', async () => {
+    const { c, keys, open } = await limitsOn('reuse2', { endpoint_concurrency: 1, release_delay_ms: 300, lease_ms: 30_000 });
+    const gate = (await open()).requestGate(1);
+    await gate.acquire();
+    // The slot Redis granted goes idle a second later: still this process's (its hand-back is
+    // 300 ms away), but Redis's answer is older than release_delay_ms by then.
+    await new Promise((r) => setTimeout(r, 1000));
+    await c.set(keys.backoff, '1', { PX: 1500 });
+    gate.release();
+    await gate.acquire();
+    expect(await c.exists(keys.backoff)).toBe(0);
+  });
+
+  it('a 429 this process sees makes its next request ask Redis, which holds it for the back-off, though a finished slot was there to take', async () => {
+    const { c, keys, open } = await limitsOn('reuse3', { endpoint_concurrency: 2, release_delay_ms: 600_000, lease_ms: 3_600_000 });
+    const gate = (await open()).requestGate(2);
+    await gate.acquire();
+    gate.release();
+    gate.rateLimited(1500);
+    await until('the back-off in Redis', async () => (await c.pTTL(keys.backoff)) > 0);
+    await gate.acquire();
+    expect(await c.exists(keys.backoff)).toBe(0);
+  });
+
+  it('where a slot could lose its lease before it is taken again (release_delay_ms a quarter of lease_ms or more), ten requests one after another cost ten Redis calls and one at close, not twenty; the slot taken is the one handed back', async () => {
     // A delay no test waits out: every slot handed back rides with the next ACQUIRE, or goes at close.
-    const { c, keys, open } = await limitsOn('hb1', { endpoint_concurrency: 1, release_delay_ms: 600_000 });
+    const { c, keys, open } = await limitsOn('hb1', { endpoint_concurrency: 1, release_delay_ms: 600_000, lease_ms: 600_000 });
     const limits = await open();
     const gate = limits.requestGate(1);
     await gate.acquire();
