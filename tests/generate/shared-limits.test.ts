@@ -378,24 +378,35 @@ async function limitsOn(run: string, limits: Record<string, unknown>) {
   return { c, keys: KEYS(run), open };
 }
 
+/**
+ * `n` requests one after another through one process's gate, at a shared limit of 1: the script
+ * calls they cost, the slots Redis counted during each, after the last, and once it closed.
+ */
+async function inARow(run: string, limits: Record<string, unknown>, n: number) {
+  const { c, keys, open } = await limitsOn(run, { endpoint_concurrency: 1, ...limits });
+  const shared = await open();
+  const gate = shared.requestGate(1);
+  await gate.acquire();
+  const before = await scriptCalls(c);
+  gate.release();
+  const during: number[] = [];
+  for (let i = 0; i < n; i++) {
+    await gate.acquire();
+    during.push(await c.zCard(keys.slots));
+    gate.release();
+  }
+  const calls = (await scriptCalls(c)) - before;
+  const after = await c.zCard(keys.slots);
+  await shared.close();
+  return { calls, during, after, closed: await c.zCard(keys.slots) };
+}
+
 describe('a finished request’s slot is taken again, or goes back with the next request for one', () => {
   it('within release_delay_ms of the last slot Redis granted, ten requests one after another cost no Redis call: each takes the slot the last one finished with', async () => {
-    // A delay no test waits out, well under a quarter of the lease: every request finds the last one's slot.
-    const { c, keys, open } = await limitsOn('reuse1', { endpoint_concurrency: 1, release_delay_ms: 600_000, lease_ms: 3_600_000 });
-    const limits = await open();
-    const gate = limits.requestGate(1);
-    await gate.acquire();
-    const before = await scriptCalls(c);
-    gate.release();
-    for (let i = 0; i < 10; i++) {
-      await gate.acquire();
-      gate.release();
-    }
-    expect(await scriptCalls(c)).toBe(before);
-    // One slot throughout, counted in Redis; it goes back at close.
-    expect(await c.zCard(keys.slots)).toBe(1);
-    await limits.close();
-    expect(await c.zCard(keys.slots)).toBe(0);
+    // A delay no test waits out, well under a quarter of the lease: every request finds the last
+    // one's slot, counted in Redis throughout; it goes back at close.
+    const r = await inARow('reuse1', { release_delay_ms: 600_000, lease_ms: 3_600_000 }, 10);
+    expect(r).toEqual({ calls: 0, during: Array(10).fill(1), after: 1, closed: 0 });
   });
 
   it('a request that starts release_delay_ms after Redis last granted a slot asks Redis again, and a back-off written meanwhile holds it', async () => {
@@ -422,25 +433,11 @@ describe('a finished request’s slot is taken again, or goes back with the next
     expect(await c.exists(keys.backoff)).toBe(0);
   });
 
-  it('where a slot could lose its lease before it is taken again (release_delay_ms a quarter of lease_ms or more), ten requests one after another cost ten Redis calls and one at close, not twenty; the slot taken is the one handed back', async () => {
-    // A delay no test waits out: every slot handed back rides with the next ACQUIRE, or goes at close.
-    const { c, keys, open } = await limitsOn('hb1', { endpoint_concurrency: 1, release_delay_ms: 600_000, lease_ms: 600_000 });
-    const limits = await open();
-    const gate = limits.requestGate(1);
-    await gate.acquire();
-    const before = await scriptCalls(c);
-    gate.release();
-    for (let i = 0; i < 9; i++) {
-      // With the shared limit at 1, each ACQUIRE succeeds only if it handed the last slot back first.
-      await gate.acquire();
-      expect(await c.zCard(keys.slots)).toBe(1);
-      gate.release();
-    }
-    expect(await scriptCalls(c)).toBe(before + 9);
-    // Not yet heard by Redis: it goes at close (or after release_delay_ms).
-    expect(await c.zCard(keys.slots)).toBe(1);
-    await limits.close();
-    expect(await c.zCard(keys.slots)).toBe(0);
+  it('where a slot could lose its lease before it is taken again (release_delay_ms a quarter of lease_ms or more), nine requests one after another cost nine Redis calls and one at close, not eighteen; the slot taken is the one handed back', async () => {
+    // A delay no test waits out: every slot handed back rides with the next ACQUIRE, or goes at
+    // close. At a shared limit of 1, each ACQUIRE succeeds only if it handed the last slot back first.
+    const r = await inARow('hb1', { release_delay_ms: 600_000, lease_ms: 600_000 }, 9);
+    expect(r).toEqual({ calls: 9, during: Array(9).fill(1), after: 1, closed: 0 });
   });
 
   it('a slot no request follows goes back on its own after release_delay_ms, so another worker at a full limit gets it', async () => {
