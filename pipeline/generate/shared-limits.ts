@@ -161,10 +161,11 @@ class RedisSharedLimits implements SharedLimits {
   }
 
   /**
-   * A slot token, once the shared limit and any back-off allow one. While none of this
-   * process's requests waits, each asks at once, beside the others (their ACQUIREs share one
-   * write and one read); once one waits at a full limit, a back-off or a silent Redis, the
-   * rest ask one at a time behind it, in order: one poller per process.
+   * A slot token: one this process just finished with (`#reuse`), or one Redis grants once the
+   * shared limit and any back-off allow it. While none of this process's requests waits, each
+   * asks at once, beside the others (their ACQUIREs share one write and one read); once one
+   * waits at a full limit, a back-off or a silent Redis, the rest ask one at a time behind it,
+   * in order: one poller per process.
    */
   async take(max: number, signal: AbortSignal | undefined, seen: (limit: number) => void): Promise<string> {
     const again = this.#reuse(signal);
