@@ -16,7 +16,8 @@ given) are refused unless --allow-missing.
 
 Queue mode: with --queue URL --run NAME the runs are the workers' directories, and each
 sample's record is the one Redis accepted (other copies are left out); planned samples
-without an accepted record stop the merge unless --allow-missing.
+without an accepted record stop the merge unless --allow-missing. A worker's directory
+holding no run (no manifest, no record: killed before its run began) is left out, said.
 `;
 
 export async function run(argv: string[]): Promise<number> {
@@ -44,13 +45,14 @@ export async function run(argv: string[]): Promise<number> {
   const say = (text: string): void => void process.stderr.write(printable(text));
   const out = (text: string): void => void process.stdout.write(printable(text));
   const r = await merge({ runs: positionals, out: values.out, allowMismatch: values['allow-mismatch'], queue, allowMissing: values['allow-missing'] });
+  for (const d of r.unstarted) say(`note: ${d} holds no run (no manifest, no record: a worker stopped before its run began); left out\n`);
   for (const i of r.incomplete) say(`note: ${i}; merged without them (--allow-missing)\n`);
   if (r.missing.count) say(`note: ${r.missing.count} planned samples have no accepted record here (${r.missing.first.join(', ')}${r.missing.count > r.missing.first.length ? ', …' : ''}); merged without them (--allow-missing)\n`);
   for (const l of r.live) say(`note: ${l.dir} is still being written (pid ${l.pid}): merged the records it held when merge started\n`);
   if (r.unrecorded.length) say(`note: some runs do not record ${r.unrecorded.join(', ')} (an earlier trajforge wrote them), so those could not be compared\n`);
   for (const c of r.cut) say(`note: ${c.file}: left out its last ${c.bytes} bytes, a line that is not whole (a write under way, or cut by a crash)\n`);
   const subs = r.sub_agents ? ` (and ${r.sub_agents.accepted} accepted, ${r.sub_agents.failed} failed sub-agent sessions)` : '';
-  out(`merged ${positionals.length} runs into ${r.out}: ${r.accepted} accepted, ${r.failed} failed${subs}, ${r.superseded} superseded records left out\n`);
+  out(`merged ${r.runs} runs into ${r.out}: ${r.accepted} accepted, ${r.failed} failed${subs}, ${r.superseded} superseded records left out\n`);
   if (r.orphans) say(`${r.orphans} sub-agent sessions left out: their family's root session is in none of the runs\n`);
   if (r.conflicts.length) {
     say(`${r.conflicts.length} ids were accepted in more than one run (the later run kept):\n`);

@@ -4,14 +4,14 @@
  * whether the runs hold every sample they planned. Queue mode adds which line of each sample
  * Redis accepted.
  */
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { basename, dirname, join, resolve } from 'node:path';
 import { RunManifest } from '../../schemas/index.js';
 import { TrajforgeError } from '../errors.js';
 import { fsError, statPath } from '../files.js';
 import type { IdSet } from '../id-set.js';
-import { MANIFEST } from '../core/run-dir/names.js';
+import { FAILURES, MANIFEST, TRAJECTORIES } from '../core/run-dir/names.js';
 import type { RunLine } from '../core/run-dir/run-lines.js';
 import { lineSha, type AcceptedMark } from '../core/run-dir/accepted.js';
 import { familyRootOf, isChild } from './families.js';
@@ -28,6 +28,20 @@ export function comparable(fields: Record<string, unknown>): Record<string, unkn
   const sel = fields['questions.selection'];
   if (sel === null || typeof sel !== 'object') return fields;
   return { ...fields, 'questions.selection': { ...(sel as Record<string, unknown>), shard: null } };
+}
+
+/**
+ * Queue mode: a worker's directory that holds no run, as a worker killed in its first moments
+ * leaves it (the directory made, its record files perhaps opened, no manifest and no record
+ * written yet). Nothing in it can be a record Redis accepted, so `merge --queue` leaves it out and
+ * says so; a directory without a manifest that holds any record is still refused.
+ */
+export function unstartedWorker(dir: string): boolean {
+  if (statSync(dir, { throwIfNoEntry: false })?.isDirectory() !== true || existsSync(join(dir, MANIFEST))) return false;
+  return [TRAJECTORIES, FAILURES].every((f) => {
+    const st = statSync(join(dir, f), { throwIfNoEntry: false });
+    return st === undefined || (st.isFile() && st.size === 0);
+  });
 }
 
 export function readManifest(dir: string): RunManifest {

@@ -30,7 +30,7 @@ import { lockHolder } from '../core/run-dir/lock.js';
 import { parseRunLine } from '../core/run-dir/run-lines.js';
 import { FAILURES, MANIFEST, TRAJECTORIES } from '../core/run-dir/names.js';
 import { attemptOf, familyRootOf, isChild, sessionKey } from './families.js';
-import { checkDistinct, checkOut, comparable, queueFilter, readManifest, shortRuns, tempDirFor, type KeepLine, type QueueLedger } from './merge-checks.js';
+import { checkDistinct, checkOut, comparable, queueFilter, readManifest, shortRuns, tempDirFor, unstartedWorker, type KeepLine, type QueueLedger } from './merge-checks.js';
 import { snapshot, snapshotLines, type Snapshot } from './run-snapshot.js';
 
 export interface MergeOptions {
@@ -60,6 +60,10 @@ export interface MergeConflict {
 
 export interface MergeReport {
   readonly out: string;
+  /** Runs merged. */
+  readonly runs: number;
+  /** Queue mode: workers' directories that hold no run (`unstartedWorker`), left out. */
+  readonly unstarted: readonly string[];
   readonly accepted: number;
   readonly failed: number;
   /** Records read that the merge left out (earlier attempts, losing duplicates, the sessions of a family that lost). */
@@ -116,9 +120,12 @@ interface Written {
 }
 
 export async function merge(opts: MergeOptions): Promise<MergeReport> {
-  const { runs, out } = opts;
-  if (runs.length === 0) throw new TrajforgeError('BAD_USAGE', 'merge: no runs given');
-  checkDistinct(runs);
+  const { out } = opts;
+  if (opts.runs.length === 0) throw new TrajforgeError('BAD_USAGE', 'merge: no runs given');
+  checkDistinct(opts.runs);
+  const unstarted = opts.queue === undefined ? [] : opts.runs.filter(unstartedWorker);
+  const runs = opts.runs.filter((dir) => !unstarted.includes(dir));
+  if (runs.length === 0) throw new TrajforgeError('BAD_USAGE', `merge: none of the directories given holds a run (${unstarted.join(', ')}: no manifest, no record)`);
   checkOut(out);
   const temp = tempDirFor(out);
   // Left by a merge that was killed: never in the way, and not kept either.
@@ -147,7 +154,7 @@ export async function merge(opts: MergeOptions): Promise<MergeReport> {
   renameInto(temp.path, out);
   const subAgents = w.subAccepted + w.subFailed > 0 ? { accepted: w.subAccepted, failed: w.subFailed } : undefined;
   const superseded = picked.read - w.accepted - w.failed - w.subAccepted - w.subFailed - w.orphans;
-  return { out, accepted: w.accepted, failed: w.failed, superseded, sub_agents: subAgents, orphans: w.orphans, conflicts, live, cut, unrecorded, missing, incomplete };
+  return { out, runs: runs.length, unstarted, accepted: w.accepted, failed: w.failed, superseded, sub_agents: subAgents, orphans: w.orphans, conflicts, live, cut, unrecorded, missing, incomplete };
 }
 
 /** Refuses runs made with another config than the first (unless `allowMismatch`); returns the fields some run does not record. */

@@ -4,7 +4,7 @@
  * each sample; the errors a user meets (a malformed --queue, an unreachable Redis, a worker
  * with another config, a merge that misses samples).
  */
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startSim, type Sim } from '../../sim/server.js';
@@ -97,6 +97,23 @@ describe('trajforge enqueue, worker, status, merge --queue', () => {
     const kept = readJsonl(join(dir, 'all', 'trajectories.jsonl'));
     expect(kept.filter((t) => t.id === orphan.id)).toHaveLength(1);
     expect(kept.find((t) => t.final_answer === 'A COPY NOBODY ACCEPTED')).toBeUndefined();
+
+    // What a worker killed before its run began leaves: its directory, its record files empty,
+    // no manifest. merge --queue leaves it out and says so; one record in it, and it is refused;
+    // without --queue it is refused as any directory that is not a run.
+    const unstarted = join(out, 'worker-killed-early');
+    mkdirSync(unstarted);
+    writeFileSync(join(unstarted, 'trajectories.jsonl'), '');
+    const withIt = await runCli(['merge', only!, unstarted, '--out', join(dir, 'all3'), '--queue', r.url, '--run', 'q2']);
+    expect(withIt.code, withIt.stderr).toBe(0);
+    expect(withIt.stderr).toBe(`note: ${unstarted} holds no run (no manifest, no record: a worker stopped before its run began); left out\n`);
+    expect(withIt.stdout).toMatch(/^merged 1 runs into /);
+    expect(readJsonl(join(dir, 'all3', 'trajectories.jsonl'))).toEqual(kept);
+    expect((await runCli(['merge', only!, unstarted, '--out', join(dir, 'all4')])).stderr).toMatch(/worker-killed-early: not a run directory \(no manifest\.json\)/);
+    writeFileSync(join(unstarted, 'failures.jsonl'), `${lines[0]}\n`);
+    const damaged = await runCli(['merge', only!, unstarted, '--out', join(dir, 'all4'), '--queue', r.url, '--run', 'q2']);
+    expect(damaged.code).toBe(2);
+    expect(damaged.stderr).toMatch(/worker-killed-early: not a run directory \(no manifest\.json\)/);
 
     // More samples planned than the workers have done: merge refuses, naming what is missing.
     expect((await runCli(['enqueue', '--config', cfg, '--queue', r.url, '--run', 'q2', '--limit', '8'])).code).toBe(0);
