@@ -17,7 +17,7 @@ given) are refused unless --allow-missing.
 Queue mode: with --queue URL --run NAME the runs are the workers' directories, and each
 sample's record is the one Redis accepted (other copies are left out); planned samples
 without an accepted record stop the merge unless --allow-missing. A worker's directory
-holding no run (no manifest, no record: killed before its run began) is left out, said.
+holding no run (no manifest, no record: killed before its run began) is left out, with a note.
 `;
 
 export async function run(argv: string[]): Promise<number> {
