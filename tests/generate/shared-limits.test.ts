@@ -433,6 +433,22 @@ describe('a finished request’s slot is taken again, or goes back with the next
     expect(await c.exists(keys.backoff)).toBe(0);
   });
 
+  it('a slot Redis granted to an ask sent before this process saw a 429 does not open the way to taking slots again: the next request still asks, and is held', async () => {
+    const { c, keys, open } = await limitsOn('reuse4', { endpoint_concurrency: 2, release_delay_ms: 600_000, lease_ms: 3_600_000 });
+    const gate = (await open()).requestGate(2);
+    // Redis runs no script for a second: the ask goes out now and is answered after the 429 is
+    // seen here. Redis grants it (the back-off is written after it, on the same connection).
+    await c.sendCommand(['CLIENT', 'PAUSE', '1000', 'WRITE']);
+    const first = gate.acquire();
+    await new Promise((r) => setTimeout(r, 100));
+    gate.rateLimited(1500);
+    await first;
+    gate.release();
+    await until('the back-off in Redis', async () => (await c.pTTL(keys.backoff)) > 0);
+    await gate.acquire();
+    expect(await c.exists(keys.backoff)).toBe(0);
+  });
+
   it('where a slot could lose its lease before it is taken again (release_delay_ms a quarter of lease_ms or more), nine requests one after another cost nine Redis calls and one at close, not eighteen; the slot taken is the one handed back', async () => {
     // A delay no test waits out: every slot handed back rides with the next ACQUIRE, or goes at
     // close. At a shared limit of 1, each ACQUIRE succeeds only if it handed the last slot back first.
