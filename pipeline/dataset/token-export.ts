@@ -13,8 +13,11 @@ import type { TokensOptions } from './token-rows.js';
 import { trainingView, type ViewOptions } from './training-view.js';
 import type { FamilyMetadata } from './export.js';
 
-/** Rows in the works per worker the export may have: how far ahead of the writer rows are built. */
-const AHEAD_PER_THREAD = 3;
+/**
+ * Rows in the works per worker the export may have: how far ahead of the writer rows are built.
+ * Twice what a worker holds (token-pool.ts's DEPTH), so the next rows are ready to hand out.
+ */
+const AHEAD_PER_THREAD = 8;
 
 /** How many rows may be in the works at once with these limits (tokens, and messages checked by the template). */
 export function rowsAhead(limits: Partial<TokenLimits>): number {

@@ -45,8 +45,13 @@ interface Job {
   readonly reject: (e: Error) => void;
 }
 
-/** Rows a worker holds at once: one it works on, and the next, so it never waits for the command's process. */
-const DEPTH = 2;
+/**
+ * Rows a worker holds at once: the one it works on and three more, so it does not wait while the
+ * command's process, sharing the cores with it, has not yet answered its last row with another.
+ * Two (one and the next) made the 107 MB export 5% slower; eight or sixteen gained less than four
+ * (bench/BENCHMARKS.md, token export, fifth round).
+ */
+const DEPTH = 4;
 
 /**
  * Rows done by one worker before a second starts, when rows are waiting: a worker costs its
