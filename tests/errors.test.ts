@@ -13,7 +13,7 @@ import { ConnectionError, EndpointError, MalformedResponse, RequestAborted, Resp
 import { LlmError } from '../pipeline/core/llm/llm.js';
 import { FilterSpecError } from '../pipeline/dataset/filter-compile.js';
 import { ExprError } from '../pipeline/dataset/filter-expr.js';
-import { UnexportableRow } from '../pipeline/dataset/training-view.js';
+import { UnexportableRow } from '../pipeline/dataset/unexportable-row.js';
 import { TrajforgeBaseError, TrajforgeError, UserError, WireError, type ErrorCode } from '../pipeline/errors.js';
 import { PACKAGE_ROOT } from '../pipeline/paths.js';
 import { CorpusError } from '../tools/corpus/search.js';

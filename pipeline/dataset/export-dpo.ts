@@ -44,7 +44,8 @@ import type { Trajectory } from '../../schemas/index.js';
 import { TrajforgeError } from '../errors.js';
 import type { JsonlWriter } from '../core/jsonl.js';
 import type { DatasetRow } from './readers.js';
-import { trainingView, UnexportableRow, type ToolRole, type ViewMessage, type ViewMode } from './training-view.js';
+import { trainingView, type ToolRole, type ViewMessage, type ViewMode } from './training-view.js';
+import { UnexportableRow } from './unexportable-row.js';
 import { ForeignCheck } from './foreign.js';
 import { cleanJson } from '../text.js';
 

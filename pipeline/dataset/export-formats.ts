@@ -20,7 +20,8 @@
  */
 import type { ChatMessage, NativeToolCall, Trajectory } from '../../schemas/index.js';
 import type { TokenCounter } from '../core/tokens/count.js';
-import { textSteps, trainingView, UnexportableRow, withoutUntrainedTurns, type ReasoningNote, type ToolRole, type TrainingView, type UnsentReasoning, type UntrainedTurns, type ViewMessage, type ViewMode } from './training-view.js';
+import { textSteps, trainingView, withoutUntrainedTurns, type ReasoningNote, type ToolRole, type TrainingView, type UnsentReasoning, type UntrainedTurns, type ViewMessage, type ViewMode } from './training-view.js';
+import { UnexportableRow } from './unexportable-row.js';
 export { toShareGpt, type ShareGptRow } from './formats/sharegpt.js';
 
 export interface MessagesRow {

@@ -14,7 +14,8 @@
 import type { TokenExportOptions } from './token-export.js';
 import { TokenPool } from './token-pool.js';
 import { messagesRow, type Counter, type MessagesRow } from './export-formats.js';
-import { UnexportableRow, type ViewMessage } from './training-view.js';
+import type { ViewMessage } from './training-view.js';
+import { UnexportableRow } from './unexportable-row.js';
 
 /** The reasoning a turn wrote: its `reasoning_content`, or the inside of a leading `<think>…</think>`; undefined when none. */
 export function thinkOf(m: ViewMessage): string | undefined {

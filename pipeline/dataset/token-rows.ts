@@ -24,7 +24,8 @@
 import type { HfTokenizer } from '../core/tokens/tokenizer.js';
 import { ChatTemplate, type TemplateMessage } from '../core/tokens/chat-template.js';
 import { TOKEN_LIMITS } from '../core/tokens/limits.js';
-import { UnexportableRow, type TrainingView, type ViewMessage } from './training-view.js';
+import type { TrainingView, ViewMessage } from './training-view.js';
+import { UnexportableRow } from './unexportable-row.js';
 
 export type MaskStrategy = 'train_on_assistant' | 'train_on_last' | 'train_on_all';
 export const MASK_STRATEGIES: readonly MaskStrategy[] = ['train_on_assistant', 'train_on_last', 'train_on_all'];

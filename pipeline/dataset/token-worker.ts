@@ -13,7 +13,8 @@ import { TrajforgeError } from '../errors.js';
 import { ChatTemplate, type TemplateMessage } from '../core/tokens/chat-template.js';
 import { loadHfTokenizer } from '../core/tokens/tokenizer.js';
 import { TokenRows, type TokensOptions } from './token-rows.js';
-import { UnexportableRow, type TrainingView } from './training-view.js';
+import type { TrainingView } from './training-view.js';
+import { UnexportableRow } from './unexportable-row.js';
 import type { FamilyMetadata } from './export.js';
 
 /** What the pool gives a worker when it starts it. */

@@ -53,7 +53,7 @@ import type { Segment } from '../dialects/types.js';
 import { loadPrompt, omittedResultText } from '../prompts.js';
 import { layoutNamed } from '../dialects/mcp-xml-layouts.js';
 import { classifyChat } from './from-chat.js';
-import { UserError } from '../errors.js';
+import { UnexportableRow } from './unexportable-row.js';
 
 export type ViewMode = 'sent' | 'full';
 export const VIEW_MODES: readonly ViewMode[] = ['sent', 'full'];
@@ -100,9 +100,6 @@ export interface ViewOptions {
   readonly toolRole?: ToolRole | undefined;
   readonly unsentReasoning?: UnsentReasoning | undefined;
 }
-
-/** A row that cannot be exported in the asked form; skipped and counted, like a bad row. */
-export class UnexportableRow extends UserError {}
 
 /** One step of a DR Tulu row's view, in order. */
 export type Step =

@@ -30,7 +30,8 @@
  * renders as the endpoint was sent it, but LLaMA-Factory's tool formatting is not used.
  */
 import type { Trajectory } from '../../../schemas/index.js';
-import { trainingView, UnexportableRow, type ViewOptions } from '../training-view.js';
+import { trainingView, type ViewOptions } from '../training-view.js';
+import { UnexportableRow } from '../unexportable-row.js';
 import type { Counter } from '../export-formats.js';
 import { exchangesOf, toolsOf, withoutUntrained, type Exchange, type ModelExchange } from './turns.js';
 
