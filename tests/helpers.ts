@@ -136,3 +136,24 @@ export function copyRun(from: string): string {
   for (const f of ['trajectories.jsonl', 'failures.jsonl', 'manifest.json']) if (existsSync(join(from, f))) copyFileSync(join(from, f), join(to, f));
   return to;
 }
+
+/**
+ * The dist/chunks files that `entries` (paths under the package, `dist/….js`) import, statically
+ * (`from`, or a bare `import` for its effects) or at run time (`import()`), followed through each
+ * chunk's own imports.
+ */
+export function reachedChunks(entries: readonly string[]): Set<string> {
+  const seen = new Set<string>();
+  const visit = (rel: string): void => {
+    const source = readFileSync(join(PACKAGE_ROOT, rel), 'utf8');
+    for (const m of source.matchAll(/(?:from |import\(|import )"(\.{1,2}\/[^"]+\.js)"/g)) {
+      const target = join(dirname(rel), m[1]!);
+      if (target.startsWith('dist/chunks/') && !seen.has(target)) {
+        seen.add(target);
+        visit(target);
+      }
+    }
+  };
+  for (const e of entries) visit(e);
+  return seen;
+}

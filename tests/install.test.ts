@@ -12,13 +12,13 @@
  */
 import { execFile } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BUNDLE_ENTRIES } from '../build/entries.js';
 import { PACKAGE_ROOT, PACKAGE_VERSION } from '../pipeline/paths.js';
 import { startSim, type Sim } from '../sim/server.js';
-import { FIXTURES, readJsonl, tempDir } from './helpers.js';
+import { FIXTURES, reachedChunks, readJsonl, tempDir } from './helpers.js';
 import { startLocalRegistry, type LocalRegistry } from './npm-registry.js';
 
 const run = promisify(execFile);
@@ -56,23 +56,6 @@ async function trajforgeWith(args: string[], cwd: string, env: NodeJS.ProcessEnv
     const e = err as { code?: number; stdout?: string; stderr?: string };
     return { code: typeof e.code === 'number' ? e.code : -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
   }
-}
-
-/** The dist/chunks files the bundled programs import, statically or at run time, followed from the entries of build/bundle.ts. */
-function reachedChunks(): Set<string> {
-  const seen = new Set<string>();
-  const visit = (rel: string): void => {
-    const source = readFileSync(join(PACKAGE_ROOT, rel), 'utf8');
-    for (const m of source.matchAll(/(?:from |import\()"(\.{1,2}\/[^"]+\.js)"/g)) {
-      const target = join(dirname(rel), m[1]!);
-      if (target.startsWith('dist/chunks/') && !seen.has(target)) {
-        seen.add(target);
-        visit(target);
-      }
-    }
-  };
-  for (const e of BUNDLE_ENTRIES) visit(`dist/${e}.js`);
-  return seen;
 }
 
 /** The bundled configs the README's commands name (`data/configs/X.yaml`). */
@@ -131,7 +114,7 @@ describe('npm pack; npm install -g; trajforge from any directory', () => {
     // Every bundled chunk shipped is one the programs load (an earlier build's would be dead weight).
     const chunks = files.filter((f) => f.startsWith('dist/chunks/'));
     expect(chunks.length).toBeGreaterThan(0);
-    const reached = reachedChunks();
+    const reached = reachedChunks(BUNDLE_ENTRIES.map((e) => `dist/${e}.js`));
     expect(chunks.filter((c) => !reached.has(c))).toEqual([]);
     // Every config the README names ships.
     for (const c of readmeConfigs()) expect(files, c).toContain(c);
