@@ -4,7 +4,7 @@
  * of token-pool.ts, several rows at once; `exportRows` writes them back in input order. The
  * first worker starts at once, and `ready` waits for it to load the tokenizer and the template,
  * so that a bad `--tokenizer` or `--chat-template` fails before anything is read; this process
- * never loads the vocabulary itself (a second or so before the first row could start).
+ * never loads the vocabulary itself (about half a second before the first row could start).
  */
 import type { Trajectory } from '../../schemas/index.js';
 import { TOKEN_LIMITS, type TokenLimits } from '../core/tokens/limits.js';

@@ -56,15 +56,16 @@ const DEPTH = 4;
 
 /**
  * Rows done by one worker before a second starts, when rows are waiting: a worker costs its
- * start (loading the tokenizer: a second or so), which a short export would not win back.
+ * start (about half a second of CPU, most of it Qwen3's vocabulary), which a short export would
+ * not win back.
  */
 const MORE_WORKERS_AFTER = 64;
 
 /**
- * Input per worker started at once. A worker's start (0.6-0.7 s of CPU for Qwen3's vocabulary)
- * is what it takes to tokenise about 20 MB; on a larger input the first workers load side by
- * side while the command's process waits for them, instead of the later ones loading while
- * the first already has rows to do.
+ * Input per worker started at once. A worker's start (about 0.5 s of CPU, most of it Qwen3's
+ * vocabulary) is what it takes to tokenise about 15 MB; on a larger input the first workers
+ * load side by side while the command's process waits for them, instead of the later ones
+ * loading while the first already has rows to do.
  */
 const BYTES_PER_WORKER_AT_START = 16 * 1024 * 1024;
 
