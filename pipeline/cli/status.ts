@@ -1,5 +1,4 @@
 /** `trajforge status --queue URL --run NAME`: a queued run's counts in Redis, in all and per worker. */
-import { TrajforgeError } from '../errors.js';
 import { checkRunName, QUEUE_OPTION_HELP, queueFor } from '../generate/queue.js';
 import { queueStatus } from '../generate/worker.js';
 import { parseFlags } from './flags.js';

@@ -17,14 +17,10 @@
  * trainer can weigh or regroup them.
  */
 import { rowAccountLine } from './row-account.js';
-import { basename } from 'node:path';
-import { statSync } from 'node:fs';
 import type { Trajectory } from '../../schemas/index.js';
 import { TrajforgeError } from '../errors.js';
 import type { JsonlWriter } from '../core/jsonl.js';
-import { statPath } from '../files.js';
-import { inputFiles, readDataset, type DatasetRow, type ReadOptions, type ReadReport } from './readers.js';
-import { FAILURES } from '../core/run-dir/names.js';
+import type { DatasetRow, ReadReport } from './readers.js';
 import { O200K, type TokenCounter } from '../core/tokens/count.js';
 import { Counter, toMessages, toShareGpt, toText, type MessagesRow, type ShareGptRow, type TextRow } from './export-formats.js';
 import type { MaskStrategy, TokensRow } from './token-rows.js';

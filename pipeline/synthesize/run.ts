@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import PQueue from 'p-queue';
 import { DecontaminateOptions, type RunConfig, type RunManifest } from '../../schemas/index.js';
 import { keyFromEnv, redactConfig, resolveApiKey, scrubberFor } from '../core/config.js';
-import { createJudge, judgeSettings, type Judge } from '../core/judge/judge.js';
+import { createJudge, judgeSettings } from '../core/judge/judge.js';
 import { LlmClient, LlmError } from '../core/llm/llm.js';
 import { SYNTH_SOLVE_DIR } from '../core/run-dir/names.js';
 import { runOutcome, type RunOutcome } from '../core/run-dir/outcome.js';
