@@ -12,9 +12,10 @@
  * Redis, if Redis granted this worker a slot within that time (`#reuse`); otherwise the request
  * asks Redis and hands it back in the same call, and a slot nobody took goes back on its own. So
  * a back-off or a lowered limit written by any worker holds every other's requests that start
- * `release_delay_ms` after it (0: every request asks Redis, and is held at once). A 429 halves the shared
- * limit (a run of successes raises it again, as AdaptiveGate does in one process), and its
- * Retry-After becomes a key with that expiry that every worker waits out before its next request.
+ * `release_delay_ms` after it (0: every request asks Redis, and is held at once). A 429 halves
+ * the shared limit (a run of successes raises it again, as AdaptiveGate does in one process),
+ * and its Retry-After becomes a key with that expiry that every worker waits out before its next
+ * request.
  */
 import { randomUUID } from 'node:crypto';
 import { join, resolve } from 'node:path';
